@@ -1,0 +1,31 @@
+// The reference interpreter: runs any verified program on host buffers. Its results define the
+// semantics of the IR; the CUDA backend must agree with it.
+//
+// Values are held in f64. Every float node's result is rounded to the node's dtype (so f32 index
+// maps such as floor(o * 0.5f) match the device exactly), stores round to the tensor's dtype,
+// reductions and scatter-adds accumulate in f64 and round once to their result dtype, and
+// scatter-adds run in a fixed order (domain points in row-major order). Loads and stores are
+// bounds-checked: an out-of-range index is an adjoint::Error naming the tensor and the index.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace adjoint::ir {
+
+/// Buffers bound by tensor name. Each holds `storage_elements()` values laid out by the
+/// tensor's strides (contiguous tensors: row-major).
+using HostBuffers = std::map<std::string, std::vector<double>>;
+
+/// Runs `program` with the given input buffers; returns every output and temporary. Throws
+/// adjoint::Error for a missing or mis-sized input, an out-of-bounds access or an integer
+/// division by zero.
+HostBuffers interpret(const Program& program, const HostBuffers& inputs);
+
+/// Evaluates an expression with no free variables (a constant expression), e.g. in tests.
+double evaluate_constant(const Expr& e);
+
+}  // namespace adjoint::ir

@@ -1,0 +1,77 @@
+// Stages, kernels and programs: the statement level of the IR.
+//
+// - A Stage defines or updates one tensor over an iteration domain (a list of axes, each
+//   starting at 0 with a constant extent):
+//     compute     T[d0, d1, ...] = value          each point of T written exactly once; the
+//                                                 domain is T's shape, in order
+//     scatter_add T[idx...] += value if condition  for every point of the domain; colliding
+//                                                 indices accumulate in `accumulation` dtype;
+//                                                 the target starts at zero (the runtime
+//                                                 zeroes it) and is converted to T's dtype once
+//                                                 every contribution is in
+// - A Kernel is one launch: stages that share one domain, run point by point in order. A stage
+//   may read what an earlier stage of the same kernel wrote only at the same point; anything
+//   else goes in a later kernel. Its GridConfig says how the domain maps to blocks and threads;
+//   when not set the compiler derives it.
+// - A Program is a list of kernels run in order, with its input, output and temporary tensors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+#include "ir/tensor.h"
+
+namespace adjoint::ir {
+
+enum class StageKind : uint8_t { kCompute, kScatterAdd };
+
+struct Stage {
+  StageKind kind = StageKind::kCompute;
+  Tensor target;
+  std::vector<Axis> domain;
+  std::vector<Expr> indices;  // scatter_add only: where each point lands
+  Expr value;
+  Expr condition;             // scatter_add only, optional: points where it is false add nothing
+  DType accumulation = DType::kF32;  // scatter_add only
+};
+
+/// How a domain axis is executed on the device.
+enum class AxisBinding : uint8_t {
+  kLinear,  ///< part of the flattened index spread over blocks x threads (grid-stride)
+  kBlock,   ///< one block (x, then y, then z) per index
+  kThread,  ///< one thread of the block per index
+  kSerial,  ///< a loop inside each thread
+};
+std::string_view axis_binding_name(AxisBinding b);
+
+/// The mapping of a kernel's domain onto the launch grid. `is_set == false` asks the compiler
+/// to derive it; an explicit one is verified to cover every point exactly once.
+struct GridConfig {
+  bool is_set = false;
+  std::vector<AxisBinding> bindings;  // one per domain axis
+  int block_size = 0;                 // threads per block
+  int vector_width = 1;               // elements per thread along the innermost linear axis
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Stage> stages;
+  GridConfig grid;
+};
+
+struct Program {
+  std::string name;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  std::vector<Tensor> temporaries;
+  std::vector<Kernel> kernels;
+  /// Free-form facts about the specialization (op attributes), printed in the header.
+  std::map<std::string, std::string> attributes;
+
+  /// The tensor with this name among inputs, outputs and temporaries, or nullptr.
+  Tensor find_tensor(const std::string& name) const;
+};
+
+}  // namespace adjoint::ir

@@ -1,0 +1,2 @@
+// PLACEHOLDER (being written now) for the device helper headers.
+#pragma once

@@ -1,0 +1,23 @@
+// Entry point of the `adjoint` CLI: builds the CLI11 app from the subcommands and turns any
+// adjoint::Error into a one-line message and exit status 1.
+#include <iostream>
+
+#include "ir/error.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"adjoint: a JIT compiler for the backward passes of neural-network operators"};
+  app.require_subcommand(1);
+  adjoint::tools::add_demo_command(app);
+  adjoint::tools::add_ops_command(app);
+  adjoint::tools::add_ir_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const adjoint::Error& e) {
+    std::cerr << "adjoint: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
