@@ -1,0 +1,61 @@
+"""The only place the binding touches PyTorch: output allocation, the current stream and the
+current device. PyTorch is imported on first use, so the rest of the package (spec texts,
+layouts, error handling) works where it is not installed; tests replace these functions to run
+the binding against a fake library and fake tensors.
+"""
+
+import contextlib
+
+from .errors import InvalidArgumentError
+
+_torch = None
+
+
+def torch():
+    """The torch module (imported on first use)."""
+    global _torch
+    if _torch is None:
+        import torch as module
+        _torch = module
+    return _torch
+
+
+def cuda_device_of(tensor, argument):
+    """The CUDA device `tensor` lives on; InvalidArgumentError naming `argument` otherwise."""
+    device = getattr(tensor, "device", None)
+    if device is None or not hasattr(tensor, "data_ptr"):
+        raise InvalidArgumentError("%s: expected a CUDA tensor, got %s"
+                                   % (argument, type(tensor).__name__))
+    if getattr(device, "type", None) != "cuda":
+        raise InvalidArgumentError("%s: expected a CUDA tensor, got one on %s" % (argument, device))
+    return device
+
+
+def current_device():
+    """The current CUDA device (initializing PyTorch's CUDA context, which the library uses)."""
+    t = torch()
+    return t.device("cuda", t.cuda.current_device())
+
+
+def device_index(device):
+    return 0 if device.index is None else int(device.index)
+
+
+def device_guard(device):
+    """Makes `device` current for the calls inside (the library uses the thread's context)."""
+    t = torch()
+    if t.cuda.current_device() == device_index(device):
+        return contextlib.nullcontext()
+    return t.cuda.device(device)
+
+
+def current_stream(device):
+    """The CUstream handle (an int) of PyTorch's current stream on `device`."""
+    return torch().cuda.current_stream(device).cuda_stream
+
+
+def empty_strided(shape, strides, torch_dtype_name, device):
+    """An uninitialized tensor with exactly these shape and strides."""
+    t = torch()
+    return t.empty_strided(tuple(shape), tuple(strides), dtype=getattr(t, torch_dtype_name),
+                           device=device)

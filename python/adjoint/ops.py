@@ -1,0 +1,158 @@
+"""ATen-shaped entry points: the same names, argument names and order as the ATen ops they
+mirror, on PyTorch CUDA tensors, queued on PyTorch's current stream.
+
+Each function checks its arguments (ranks, shapes, dtypes, layouts; InvalidArgumentError naming
+the argument), builds the specialization text from the tensors (spec.py), takes the Program
+from the cache (program.py) and returns freshly allocated gradients in the layout the
+specialization gives them (channels_last in, channels_last out).
+"""
+
+from . import _torch, spec
+from .errors import InvalidArgumentError
+from .program import prepare
+from .tensors import dtype_of, layout_of, require_rank, shape_of
+
+
+def _int_list(values, argument):
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("%s: expected a list of integers, got %r"
+                                   % (argument, values)) from None
+
+
+def _upsample_backward(spatial_rank, exact, grad_output, output_size, input_size, scales):
+    op = spec.upsample_nearest_op_name(spatial_rank, exact)
+    device = _torch.cuda_device_of(grad_output, "%s: grad_output" % op)
+    dtype = dtype_of(grad_output, "%s: grad_output" % op)
+    shape = require_rank(grad_output, "%s: grad_output" % op, spatial_rank + 2)
+    output_size = _int_list(output_size, "%s: output_size" % op)
+    input_size = _int_list(input_size, "%s: input_size" % op)
+    for argument, values, length in (("output_size", output_size, spatial_rank),
+                                     ("input_size", input_size, spatial_rank + 2)):
+        if len(values) != length:
+            raise InvalidArgumentError("%s: %s: expected %d values, got %s"
+                                       % (op, argument, length, values))
+    expected = tuple(input_size[:2] + output_size)
+    if shape != expected:
+        raise InvalidArgumentError(
+            "%s: grad_output: expected shape %s (input_size[0:2] + output_size), got %s"
+            % (op, expected, shape))
+    layout = layout_of(grad_output, "%s: grad_output" % op,
+                       ("contiguous", "channels_last") if spatial_rank > 1 else ("contiguous",))
+    text = spec.upsample_nearest_backward(spatial_rank, exact, dtype.name, input_size,
+                                          output_size, scales, layout)
+    return prepare(text, device=device)(grad_output=grad_output)["grad_input"]
+
+
+def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
+    """grad_input of nearest 1-d upsampling (ATen upsample_nearest1d_backward)."""
+    return _upsample_backward(1, False, grad_output, output_size, input_size, [scales])
+
+
+def upsample_nearest2d_backward(grad_output, output_size, input_size, scales_h=None,
+                                scales_w=None):
+    """grad_input of nearest 2-d upsampling (ATen upsample_nearest2d_backward)."""
+    return _upsample_backward(2, False, grad_output, output_size, input_size,
+                              [scales_h, scales_w])
+
+
+def upsample_nearest3d_backward(grad_output, output_size, input_size, scales_d=None,
+                                scales_h=None, scales_w=None):
+    """grad_input of nearest 3-d upsampling (ATen upsample_nearest3d_backward)."""
+    return _upsample_backward(3, False, grad_output, output_size, input_size,
+                              [scales_d, scales_h, scales_w])
+
+
+def _upsample_nearest_exact1d_backward(grad_output, output_size, input_size, scales=None):
+    """grad_input of nearest-exact 1-d upsampling (ATen _upsample_nearest_exact1d_backward)."""
+    return _upsample_backward(1, True, grad_output, output_size, input_size, [scales])
+
+
+def _upsample_nearest_exact2d_backward(grad_output, output_size, input_size, scales_h=None,
+                                       scales_w=None):
+    """grad_input of nearest-exact 2-d upsampling (ATen _upsample_nearest_exact2d_backward)."""
+    return _upsample_backward(2, True, grad_output, output_size, input_size,
+                              [scales_h, scales_w])
+
+
+def _upsample_nearest_exact3d_backward(grad_output, output_size, input_size, scales_d=None,
+                                       scales_h=None, scales_w=None):
+    """grad_input of nearest-exact 3-d upsampling (ATen _upsample_nearest_exact3d_backward)."""
+    return _upsample_backward(3, True, grad_output, output_size, input_size,
+                              [scales_d, scales_h, scales_w])
+
+
+def _same_device_and_dtype(op, named_tensors):
+    """The device and DType shared by every (name, tensor); errors name the odd one."""
+    first_name, first = named_tensors[0]
+    device = _torch.cuda_device_of(first, "%s: %s" % (op, first_name))
+    dtype = dtype_of(first, "%s: %s" % (op, first_name))
+    for name, tensor in named_tensors[1:]:
+        other = _torch.cuda_device_of(tensor, "%s: %s" % (op, name))
+        if _torch.device_index(other) != _torch.device_index(device):
+            raise InvalidArgumentError("%s: %s is on %s, %s on %s"
+                                       % (op, name, other, first_name, device))
+        if dtype_of(tensor, "%s: %s" % (op, name)).name != dtype.name:
+            raise InvalidArgumentError("%s: %s has dtype %s, %s has %s"
+                                       % (op, name, tensor.dtype, first_name, first.dtype))
+    return device, dtype
+
+
+def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                             align_corners, output_mask):
+    """(grad_input or None, grad_grid) of 2-d grid sampling (ATen grid_sampler_2d_backward).
+    Modes as ATen's ints (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
+    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    op = "grid_sampler_2d_backward"
+    named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
+    device, dtype = _same_device_and_dtype(op, named)
+    out_shape = require_rank(grad_output, "%s: grad_output" % op, 4)
+    in_shape = require_rank(input, "%s: input" % op, 4)
+    grid_shape = require_rank(grid, "%s: grid" % op, 4)
+    if grid_shape[3] != 2 or grid_shape[0] != in_shape[0]:
+        raise InvalidArgumentError("%s: grid: expected shape (%d, H_out, W_out, 2), got %s"
+                                   % (op, in_shape[0], grid_shape))
+    expected = (in_shape[0], in_shape[1], grid_shape[1], grid_shape[2])
+    if out_shape != expected:
+        raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; H_out, "
+                                   "W_out of grid), got %s" % (op, expected, out_shape))
+    for name, tensor in named:
+        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    text = spec.grid_sampler_2d_backward(dtype.name, in_shape, grid_shape[1:3],
+                                         interpolation_mode, padding_mode, align_corners,
+                                         output_mask)
+    outputs = prepare(text, device=device)(grad_output=grad_output, input=input, grid=grid)
+    return outputs.get("grad_input"), outputs["grad_grid"]
+
+
+MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",
+             "h_pre", "h_post", "gamma")
+
+
+def mhc_pre_backward(x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms, h_mix, h_pre,
+                     h_post, gamma, hc_eps=1e-6, grad_x_post=None):
+    """(dx, dphi, dalpha, dbias, dgamma) of the mHC "pre" mapping (DESIGN.md, ops/mhc.h).
+    x is [B, S, n, D] in the op's dtype; grad_x_post [B, S, n, D], if given, is added into dx.
+    Token sums are deterministic."""
+    op = "mhc_pre_backward"
+    tensors = dict(zip(MHC_SAVED, (x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
+                                   h_mix, h_pre, h_post, gamma)))
+    if grad_x_post is not None:
+        tensors["grad_x_post"] = grad_x_post
+    device = _torch.cuda_device_of(x, "%s: x" % op)
+    dtype = dtype_of(x, "%s: x" % op)
+    batch, seq, n, dim = require_rank(x, "%s: x" % op, 4)
+    for name, tensor in tensors.items():
+        _torch.cuda_device_of(tensor, "%s: %s" % (op, name))
+        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    text = spec.mhc_pre_backward(batch, seq, n, dim, dtype.name, hc_eps, grad_x_post is not None)
+    outputs = prepare(text, device=device)(tensors)
+    return tuple(outputs[name] for name in ("dx", "dphi", "dalpha", "dbias", "dgamma"))
+
+
+__all__ = [
+    "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
+    "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
+    "_upsample_nearest_exact3d_backward", "grid_sampler_2d_backward", "mhc_pre_backward",
+]

@@ -1,0 +1,181 @@
+"""Programs: one op specialization compiled and loaded by libadjoint, launched on framework
+tensors.
+
+prepare(spec) returns a Program from a per-process cache keyed by (spec text, determinism,
+device), so a warm call costs a dict lookup; the library keeps its own caches behind it. A
+Program knows every tensor it binds (name, role, dtype, shape, strides, as the library reports
+them); calling it checks the given tensors against that, allocates the outputs it was not given
+with exactly the expected shape and strides (the library zeroes what it accumulates into, so
+they are left uninitialized), and queues the kernels on the current stream.
+"""
+
+import ctypes
+import threading
+from collections import namedtuple
+
+from . import _capi, _torch
+from .errors import InvalidArgumentError
+from .tensors import DTYPE_BY_CODE, DTYPE_BY_NAME, describe
+
+TensorInfo = namedtuple("TensorInfo", "name role dtype shape strides")
+TensorInfo.__doc__ = """One tensor a program binds: role 'input' or 'output', dtype as in
+specializations ('bf16'), shape and strides in elements."""
+
+DETERMINISM = {"default": _capi.DETERMINISM_DEFAULT,
+               "allow_atomics": _capi.DETERMINISM_ALLOW_ATOMICS}
+
+
+def determinism_code(determinism):
+    """adjoint_determinism for 'default' / 'allow_atomics' (or the enum's int)."""
+    if isinstance(determinism, str) and determinism in DETERMINISM:
+        return DETERMINISM[determinism]
+    if isinstance(determinism, int) and not isinstance(determinism, bool) \
+            and determinism in DETERMINISM.values():
+        return determinism
+    raise InvalidArgumentError("determinism: expected one of %s, got %r"
+                               % (", ".join(DETERMINISM), determinism))
+
+
+class Program:
+    """A prepared specialization. Call it with tensors by name; it returns the outputs."""
+
+    def __init__(self, library, handle, spec, determinism, device):
+        self.spec = spec
+        self.determinism = determinism
+        self.device = device
+        self._library = library
+        self._handle = handle
+        self.tensors = tuple(self._tensor_info(raw) for raw in library.program_tensors(handle))
+        self.inputs = tuple(t.name for t in self.tensors if t.role == "input")
+        self.outputs = tuple(t.name for t in self.tensors if t.role == "output")
+        self.deterministic = library.is_deterministic(handle)
+        self._by_name = {t.name: t for t in self.tensors}
+        self._names = (ctypes.c_char_p * len(self.tensors))(
+            *[t.name.encode("utf-8") for t in self.tensors])
+
+    def _tensor_info(self, raw):
+        dtype = DTYPE_BY_CODE.get(raw.dtype_code)
+        if dtype is None:
+            raise InvalidArgumentError("%s: tensor '%s' has unknown dtype code %d"
+                                       % (self.spec, raw.name, raw.dtype_code))
+        role = {_capi.ROLE_INPUT: "input", _capi.ROLE_OUTPUT: "output"}.get(raw.role)
+        if role is None:
+            raise InvalidArgumentError("%s: tensor '%s' has unknown role %d"
+                                       % (self.spec, raw.name, raw.role))
+        return TensorInfo(raw.name, role, dtype.name, raw.shape, raw.strides)
+
+    @property
+    def op(self):
+        return self.spec.split(" ", 1)[0]
+
+    def info(self, name):
+        """The TensorInfo of tensor `name`."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise InvalidArgumentError("%s: no tensor named '%s'; it binds %s"
+                                       % (self.op, name, ", ".join(self._by_name))) from None
+
+    def __repr__(self):
+        return "Program(%r, determinism=%r, deterministic=%r)" % (
+            self.spec, self.determinism, self.deterministic)
+
+    def launch(self, tensors, stream=None):
+        """Queues the program with every tensor bound (`tensors`: name -> tensor) on `stream`
+        (a CUstream handle; default: PyTorch's current stream on the program's device)."""
+        if self._handle is None:
+            raise InvalidArgumentError("%s: the program was released" % self.op)
+        unknown = [name for name in tensors if name not in self._by_name]
+        if unknown:
+            raise InvalidArgumentError("%s: no tensor named %s; it binds %s"
+                                       % (self.op, ", ".join(repr(n) for n in unknown),
+                                          ", ".join(self._by_name)))
+        missing = [t.name for t in self.tensors if t.name not in tensors]
+        if missing:
+            raise InvalidArgumentError("%s: tensors %s not given" % (self.op, ", ".join(missing)))
+        descriptors = (_capi.AdjointTensor * len(self.tensors))()
+        for index, info in enumerate(self.tensors):
+            tensor = tensors[info.name]
+            device = _torch.cuda_device_of(tensor, "%s: tensor '%s'" % (self.op, info.name))
+            if _torch.device_index(device) != _torch.device_index(self.device):
+                raise InvalidArgumentError("%s: tensor '%s' is on %s, the program on %s"
+                                           % (self.op, info.name, device, self.device))
+            descriptors[index] = describe(tensor, info, info.name, self.op)
+        if stream is None:
+            stream = _torch.current_stream(self.device)
+        with _torch.device_guard(self.device):
+            self._library.launch(self._handle, len(self.tensors), self._names, descriptors,
+                                 stream)
+
+    def __call__(self, tensors=None, stream=None, **named):
+        """Binds `tensors` (a dict) and keyword tensors, allocates the outputs not given, launches,
+        and returns {output name: tensor}."""
+        bound = dict(tensors or {})
+        bound.update(named)
+        for info in self.tensors:
+            if info.role == "output" and info.name not in bound:
+                bound[info.name] = _torch.empty_strided(
+                    info.shape, info.strides, _dtype_torch_name(info.dtype), self.device)
+        self.launch(bound, stream)
+        return {name: bound[name] for name in self.outputs}
+
+    def release(self):
+        """Releases the library's handle (the program cannot be launched afterwards)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._library.release(handle)
+
+
+def _dtype_torch_name(name):
+    return DTYPE_BY_NAME[name].torch_name
+
+
+_cache = {}
+_cache_lock = threading.Lock()
+
+
+def prepare(spec, determinism="default", device=None):
+    """The Program for specialization text `spec` on `device` (default: the current CUDA
+    device), from the cache or compiled and loaded now."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise InvalidArgumentError("spec: expected 'op key=value ...', got %r" % (spec,))
+    code = determinism_code(determinism)
+    if device is None:
+        device = _torch.current_device()
+    key = (spec, code, _torch.device_index(device))
+    program = _cache.get(key)
+    if program is not None:
+        return program
+    library = _capi.library()
+    with _torch.device_guard(device):
+        handle = library.prepare(spec, code)
+    try:
+        program = Program(library, handle, spec, determinism, device)
+    except BaseException:
+        library.release(handle)
+        raise
+    with _cache_lock:
+        winner = _cache.setdefault(key, program)
+    if winner is not program:
+        program.release()
+    return winner
+
+
+def clear_cache():
+    """Releases every cached Program (for tests and long-running processes)."""
+    with _cache_lock:
+        programs = list(_cache.values())
+        _cache.clear()
+    for program in programs:
+        program.release()
+
+
+def run(spec, tensors, determinism="default", stream=None):
+    """Prepares `spec` (cached) and runs it on `tensors` (name -> tensor): returns every output
+    by name, allocating those not given. The device is the tensors' device."""
+    if not tensors:
+        raise InvalidArgumentError("tensors: expected a dict of named CUDA tensors, got %r"
+                                   % (tensors,))
+    name, first = next(iter(tensors.items()))
+    device = _torch.cuda_device_of(first, "tensor '%s'" % name)
+    return prepare(spec, determinism, device)(tensors, stream=stream)
