@@ -44,6 +44,9 @@ struct CompiledProgram {
   std::string name;
   std::vector<CompiledKernel> kernels;
   std::vector<BufferInfo> buffers;  ///< inputs, outputs and temporaries
+  /// False when some kernel accumulates with atomics (run-to-run results may differ in the
+  /// last bits); the lowering sets it.
+  bool deterministic = true;
   /// The IR after each pass ("(unchanged)" where a pass changed nothing); filled only when
   /// LowerOptions::record_passes is set.
   std::string pass_dump;
