@@ -258,13 +258,18 @@ def write_chart(path, cases, title):
     top.axhline(2.0, color="gray", linestyle="--", linewidth=0.8)
     top.set_ylabel("PyTorch time / adjoint time")
     top.set_title(title)
-    bottom.bar(range(len(cases)), [c["adjoint_fraction_of_copy"] for c in cases], color=colors,
-               label="adjoint")
+    bottom.bar(range(len(cases)), [c["adjoint_fraction_of_copy"] for c in cases], color=colors)
     bottom.plot(range(len(cases)), [c["torch_fraction_of_copy"] for c in cases], "k_",
-                markersize=14, label="PyTorch")
+                markersize=14)
     bottom.axhline(0.85, color="gray", linestyle="--", linewidth=0.8)
     bottom.set_ylabel("fraction of copy bandwidth")
-    bottom.legend(loc="upper right")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(color="#%02x%02x%02x" % rgb, label="adjoint " + name)
+               for name, rgb in DTYPE_COLORS.items()]
+    handles.append(Line2D([], [], color="black", marker="_", linestyle="none", markersize=14,
+                          label="PyTorch"))
+    bottom.legend(handles=handles, loc="upper right", fontsize=8)
     bottom.set_xticks(range(len(cases)))
     bottom.set_xticklabels(labels, rotation=90, fontsize=7)
     figure.tight_layout()
