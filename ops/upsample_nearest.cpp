@@ -100,8 +100,9 @@ void check_output_size(const Specialization& spec, int spatial_rank,
   std::string axes = join(spatial_axis_letters(spatial_rank));
   if (static_cast<int>(sizes.size()) != spatial_rank) {
     reject(spec, "output_size",
-           std::to_string(spatial_rank) + (spatial_rank == 1 ? " spatial size (" : " spatial sizes (") +
-               axes + ") of grad_output",
+           std::to_string(spatial_rank) +
+               (spatial_rank == 1 ? " spatial size (" : " spatial sizes (") + axes +
+               ") of grad_output",
            quoted_sizes(sizes));
   }
   for (int64_t s : sizes) {
@@ -187,9 +188,10 @@ std::vector<AttrSpec> attribute_schema(int spatial_rank) {
                           "; none or <= 0 derives it from the sizes",
                       {}});
   }
-  schema.push_back({"layout", AttrKind::kChoice, "contiguous",
-                    "memory layout of both tensors (channels_last: N, spatial..., C; 2d and 3d only)",
-                    {"contiguous", "channels_last"}});
+  std::string layout_doc =
+      "memory layout of both tensors (channels_last: N, spatial..., C; 2d and 3d only)";
+  schema.push_back(
+      {"layout", AttrKind::kChoice, "contiguous", layout_doc, {"contiguous", "channels_last"}});
   return schema;
 }
 

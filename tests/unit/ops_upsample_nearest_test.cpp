@@ -268,7 +268,8 @@ TEST(UpsampleNearestSemantics, NonPositiveScaleIsDerivedFromSizes) {
     EXPECT_EQ(ir::to_string(ops::parse_specialization(base + scales).build_program()), derived)
         << scales;
   }
-  std::string passed = ir::to_string(ops::parse_specialization(base + " scales_h=2").build_program());
+  std::string passed =
+      ir::to_string(ops::parse_specialization(base + " scales_h=2").build_program());
   EXPECT_NE(passed, derived);
 }
 
@@ -282,9 +283,10 @@ TEST(UpsampleNearestSemantics, FollowsFloatIndexMathNotExactRationals) {
     EXPECT_EQ(grad[13], 0.0);
   }
   // I=6, O=37, nearest-exact: (18 + 0.5) * float(6/37) = 2.99999987f -> 2 (exact: 3).
-  std::string exact = "_upsample_nearest_exact1d_backward dtype=f32 input_size=1,1,6 output_size=37";
-  for (const auto& grad : {backward(exact, one_hot(37, 18)),
-                           reference_backward(exact, one_hot(37, 18))}) {
+  std::string exact =
+      "_upsample_nearest_exact1d_backward dtype=f32 input_size=1,1,6 output_size=37";
+  for (const auto& grad :
+       {backward(exact, one_hot(37, 18)), reference_backward(exact, one_hot(37, 18))}) {
     EXPECT_EQ(grad[2], 1.0);
     EXPECT_EQ(grad[3], 0.0);
   }
@@ -507,10 +509,11 @@ TEST(UpsampleNearestRegistry, SixOpsWithTheSharedSchema) {
     EXPECT_EQ(attributes, expected) << op.name;
     EXPECT_TRUE(reference::find(op.name)) << op.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{
-                       "upsample_nearest1d_backward", "upsample_nearest2d_backward",
-                       "upsample_nearest3d_backward", "_upsample_nearest_exact1d_backward",
-                       "_upsample_nearest_exact2d_backward", "_upsample_nearest_exact3d_backward"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "upsample_nearest1d_backward", "upsample_nearest2d_backward",
+                "upsample_nearest3d_backward", "_upsample_nearest_exact1d_backward",
+                "_upsample_nearest_exact2d_backward", "_upsample_nearest_exact3d_backward"}));
   EXPECT_EQ(ops::find_op("upsample_nearest2d_backward").examples.front(),
             "upsample_nearest2d_backward dtype=f32 input_size=1,2,5,7 output_size=8,3");
 }
