@@ -1,0 +1,177 @@
+// index_width: the per-kernel decision and a mutator that narrows provably small i64 index
+// expressions to i32, memoized per node.
+#include "compiler/index_width.h"
+
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compiler/bounds.h"
+#include "compiler/launch_geometry.h"
+#include "compiler/program_utils.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+/// Every reduce axis' start and end (start + extent) fit in int32. Walks parents before
+/// children so that each reduce's axes are bound before its body (and nested reduces) are read.
+bool reduce_bounds_fit(const Expr& e, Bounds& bounds, std::unordered_set<const ir::ExprNode*>& seen) {
+  if (!seen.insert(e.get()).second) return true;
+  if (auto* r = e.as<ir::ReduceNode>()) {
+    for (const ir::Axis& axis : r->axes) {
+      Interval start = bounds.of(axis.start), extent = bounds.of(axis.extent);
+      bool fits = start.fits_int32() && extent.is_bounded() && extent.max <= kInt32Max &&
+                  start.max + std::max<int64_t>(extent.max, 0) <= kInt32Max;
+      if (!fits) return false;
+      bounds.bind_reduce_axis(axis);
+    }
+    return reduce_bounds_fit(r->body, bounds, seen);
+  }
+  bool fits = true;
+  ir::for_each_child(e, [&](const Expr& child) { fits = fits && reduce_bounds_fit(child, bounds, seen); });
+  return fits;
+}
+
+class Narrower : public ir::ExprMutator {
+ public:
+  explicit Narrower(Bounds& bounds) : bounds_(bounds) {}
+
+  /// The i32 form of an i64 expression whose value provably fits, else an undefined Expr.
+  Expr narrow(const Expr& e) {
+    if (e.dtype() != DType::kI64) return Expr();
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second.second;
+    Expr r = bounds_.of(e).fits_int32() ? build(e) : Expr();
+    memo_[e.get()] = {e, r};
+    return r;
+  }
+
+  /// `narrow(e)` when it succeeds, else `e` with its subexpressions narrowed.
+  Expr narrow_or_mutate(const Expr& e) {
+    Expr n = narrow(e);
+    return n.defined() ? n : mutate(e);
+  }
+
+ protected:
+  Expr visit_Load(const ir::LoadNode& node, const Expr& self) override {
+    bool changed = false;
+    std::vector<Expr> indices;
+    for (const Expr& i : node.indices) {
+      indices.push_back(narrow_or_mutate(i));
+      changed |= !indices.back().same_as(i);
+    }
+    return changed ? ir::LoadNode::make(node.tensor, indices) : self;
+  }
+  Expr visit_Compare(const ir::CompareNode& node, const Expr& self) override {
+    Expr a = narrow(node.a), b = narrow(node.b);
+    if (a.defined() && b.defined()) return ir::CompareNode::make(node.op, a, b);
+    return ExprMutator::visit_Compare(node, self);
+  }
+  Expr visit_Cast(const ir::CastNode& node, const Expr& self) override {
+    if (ir::is_float(node.dtype)) {  // f32(i64 index) == f32(i32 index) when it fits
+      Expr v = narrow(node.value);
+      if (v.defined()) return ir::CastNode::make(node.dtype, v);
+    }
+    return ExprMutator::visit_Cast(node, self);
+  }
+  Expr visit_Reduce(const ir::ReduceNode& node, const Expr& self) override {
+    bool changed = false;
+    std::vector<ir::Axis> axes;
+    for (const ir::Axis& axis : node.axes) {
+      bounds_.bind_reduce_axis(axis);
+      ir::Axis m{axis.var, narrow_or_mutate(axis.start), narrow_or_mutate(axis.extent)};
+      changed |= !m.start.same_as(axis.start) || !m.extent.same_as(axis.extent);
+      axes.push_back(std::move(m));
+    }
+    Expr body = mutate(node.body);
+    changed |= !body.same_as(node.body);
+    return changed ? ir::ReduceNode::make(node.op, std::move(axes), body, node.dtype) : self;
+  }
+
+ private:
+  Expr build(const Expr& e) {
+    switch (e.kind()) {
+      case ir::ExprKind::kIntConst: return ir::IntConstNode::make(DType::kI32, e.as<ir::IntConstNode>()->value);
+      case ir::ExprKind::kVar: return ir::CastNode::make(DType::kI32, e);
+      case ir::ExprKind::kBinary: {
+        auto* b = e.as<ir::BinaryNode>();
+        Expr x = narrow(b->a), y = narrow(b->b);
+        return x.defined() && y.defined() ? ir::BinaryNode::make(b->op, x, y) : Expr();
+      }
+      case ir::ExprKind::kUnary: {
+        auto* u = e.as<ir::UnaryNode>();
+        Expr x = narrow(u->operand);
+        return x.defined() ? ir::UnaryNode::make(u->op, x) : Expr();
+      }
+      case ir::ExprKind::kSelect: {
+        auto* s = e.as<ir::SelectNode>();
+        Expr t = narrow(s->true_value), f = narrow(s->false_value);
+        return t.defined() && f.defined() ? ir::SelectNode::make(mutate(s->condition), t, f) : Expr();
+      }
+      case ir::ExprKind::kCast: {
+        auto* c = e.as<ir::CastNode>();
+        if (c->value.dtype() == DType::kI32) return c->value;
+        if (ir::is_float(c->value.dtype()) || c->value.dtype() == DType::kBool) {
+          return ir::CastNode::make(DType::kI32, mutate(c->value));
+        }
+        return narrow(c->value);
+      }
+      default: return Expr();  // loads of i64 data, reductions: left alone
+    }
+  }
+
+  Bounds& bounds_;
+  std::unordered_map<const ir::ExprNode*, std::pair<Expr, Expr>> memo_;
+};
+
+}  // namespace
+
+IndexWidth kernel_index_width(const ir::Kernel& kernel) {
+  for (const ir::Tensor& t : tensors_read(kernel)) {
+    if (t->storage_elements() > kInt32Max) return IndexWidth::k64;
+  }
+  for (const ir::Tensor& t : tensors_written(kernel)) {
+    if (t->storage_elements() > kInt32Max) return IndexWidth::k64;
+  }
+  std::vector<int64_t> extents = domain_extents(kernel);
+  for (int64_t e : extents) {
+    if (e > kInt32Max) return IndexWidth::k64;
+  }
+  GridMapping m = grid_mapping(kernel);
+  LaunchDims dims = launch_dims(kernel);
+  if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max) return IndexWidth::k64;
+  Bounds bounds;
+  for (const ir::Stage& stage : kernel.stages) {
+    bounds.bind_domain(stage.domain);
+    std::unordered_set<const ir::ExprNode*> seen;
+    for (const Expr& e : stage_expressions(stage)) {
+      if (!reduce_bounds_fit(e, bounds, seen)) return IndexWidth::k64;
+    }
+  }
+  return IndexWidth::k32;
+}
+
+ir::Program narrow_index_math(const ir::Program& program) {
+  ir::Program out = program;
+  for (ir::Kernel& kernel : out.kernels) {
+    if (kernel.stages.empty() || kernel_index_width(kernel) != IndexWidth::k32) continue;
+    Bounds bounds;
+    for (ir::Stage& stage : kernel.stages) {
+      bounds.bind_domain(stage.domain);
+      Narrower narrower(bounds);
+      ir::Stage narrowed = map_stage(stage, [&](const Expr& e) { return narrower.mutate(e); });
+      for (size_t k = 0; k < stage.indices.size(); ++k) narrowed.indices[k] = narrower.narrow_or_mutate(stage.indices[k]);
+      narrowed.domain = stage.domain;  // domain extents are constants the emitter bakes in
+      stage = narrowed;
+    }
+  }
+  return same_program(out, program) ? program : out;
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,157 @@
+// Launch geometry: the GridMapping of a configuration, its launch dimensions, and the coverage
+// proof, which checks each condition under which the execution model is a bijection between
+// (block, thread, loop iteration) and domain points.
+#include "compiler/launch_geometry.h"
+
+#include <algorithm>
+
+#include "compiler/program_utils.h"
+#include "ir/error.h"
+
+namespace adjoint::compiler {
+namespace {
+
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr const char* kDimensionNames[3] = {"x", "y", "z"};
+
+/// The mapping with linear axes in the given order (any order is a valid bijection).
+GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfig& config,
+                        const std::vector<int>& linear_order) {
+  GridMapping m;
+  m.linear_axes = linear_order;
+  for (size_t j = 0; j < config.bindings.size() && j < extents.size(); ++j) {
+    switch (config.bindings[j]) {
+      case ir::AxisBinding::kLinear: m.linear_points *= extents[j]; break;
+      case ir::AxisBinding::kBlock: m.block_axes.push_back(static_cast<int>(j)); break;
+      case ir::AxisBinding::kThread:
+        m.thread_axes.push_back(static_cast<int>(j));
+        m.thread_points *= extents[j];
+        break;
+      case ir::AxisBinding::kSerial: m.serial_axes.push_back(static_cast<int>(j)); break;
+    }
+  }
+  if (config.vector_width > 1) m.linear_points /= config.vector_width;
+  m.lanes = m.thread_points > 0 ? std::max<int64_t>(config.block_size / m.thread_points, 1) : 1;
+  m.first_block_dimension = m.linear_axes.empty() ? 0 : 1;
+  return m;
+}
+
+std::vector<int> linear_axes_in_domain_order(const ir::GridConfig& config) {
+  std::vector<int> axes;
+  for (size_t j = 0; j < config.bindings.size(); ++j) {
+    if (config.bindings[j] == ir::AxisBinding::kLinear) axes.push_back(static_cast<int>(j));
+  }
+  return axes;
+}
+
+}  // namespace
+
+GridMapping grid_mapping(const ir::Kernel& kernel) {
+  std::vector<int64_t> extents = domain_extents(kernel);
+  std::vector<int> linear = linear_axes_in_domain_order(kernel.grid);
+  if (!kernel.stages.empty() && kernel.stages.front().kind == ir::StageKind::kCompute) {
+    const std::vector<int64_t>& strides = kernel.stages.front().target->strides;
+    std::stable_sort(linear.begin(), linear.end(), [&](int a, int b) { return strides[a] > strides[b]; });
+  }
+  return mapping_for(extents, kernel.grid, linear);
+}
+
+LaunchDims launch_dims(const ir::Kernel& kernel) {
+  if (!kernel.grid.is_set) {
+    throw Error("kernel '" + kernel.name + "' has no grid configuration; run derive_grid first",
+                ErrorCode::kInternal);
+  }
+  std::vector<int64_t> extents = domain_extents(kernel);
+  GridMapping m = grid_mapping(kernel);
+  LaunchDims dims;
+  dims.block[0] = static_cast<uint32_t>(kernel.grid.block_size);
+  bool empty = std::find(extents.begin(), extents.end(), 0) != extents.end();
+  if (empty) {
+    dims.grid[0] = 0;  // nothing to do: the runtime skips the launch
+  } else {
+    if (!m.linear_axes.empty()) {
+      dims.grid[0] = static_cast<uint32_t>(std::min((m.linear_points + m.lanes - 1) / m.lanes, kMaxLinearBlocks));
+    }
+    for (size_t i = 0; i < m.block_axes.size() && m.first_block_dimension + i < 3; ++i) {
+      dims.grid[m.first_block_dimension + i] = static_cast<uint32_t>(extents[m.block_axes[i]]);
+    }
+  }
+  check_grid_coverage(kernel.name, extents, kernel.grid, dims);
+  return dims;
+}
+
+void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,
+                         const ir::GridConfig& config, const LaunchDims& launch) {
+  auto fail = [&](const std::string& reason) {
+    throw Error("kernel '" + kernel_name + "': the launch does not cover its domain exactly once: " + reason,
+                ErrorCode::kInvalidProgram);
+  };
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (!config.is_set) fail("it has no grid configuration");
+  if (config.bindings.size() != extents.size()) {
+    fail(str(config.bindings.size()) + " axis bindings for a domain of rank " + str(extents.size()));
+  }
+  const int64_t block = config.block_size;
+  if (block < 1 || block > 1024) fail("block size " + str(block) + " is outside [1, 1024]");
+  if (launch.block[0] != block || launch.block[1] != 1 || launch.block[2] != 1) {
+    fail("blockDim is (" + str(launch.block[0]) + ", " + str(launch.block[1]) + ", " + str(launch.block[2]) +
+         ") but the configuration has block size " + str(block));
+  }
+  if (config.vector_width < 1) fail("vector width " + str(config.vector_width) + " is not positive");
+  GridMapping m = mapping_for(extents, config, linear_axes_in_domain_order(config));
+
+  if (std::find(extents.begin(), extents.end(), 0) != extents.end()) {
+    bool skipped = launch.grid[0] == 0 || launch.grid[1] == 0 || launch.grid[2] == 0;
+    if (!skipped) fail("the domain is empty but the grid launches blocks");
+    return;
+  }
+  if (config.vector_width > 1) {
+    if (m.linear_axes.empty()) fail("vector width " + str(config.vector_width) + " needs a linear axis");
+    int64_t innermost = extents[m.linear_axes.back()];
+    if (innermost % config.vector_width != 0) {
+      fail("the innermost linear axis (extent " + str(innermost) + ") is not a multiple of the vector width " +
+           str(config.vector_width) + ": its tail would be dropped");
+    }
+  }
+  if (!m.linear_axes.empty() && block % m.thread_points != 0) {
+    fail("a block of " + str(block) + " threads cannot be split into lanes of the " + str(m.thread_points) +
+         " points of its thread axes");
+  }
+  if (m.linear_axes.empty() && m.thread_points > block) {
+    fail("the thread axes hold " + str(m.thread_points) + " points but a block has " + str(block) +
+         " threads: " + str(m.thread_points - block) + " points per block would never run");
+  }
+  const size_t available = 3 - static_cast<size_t>(m.first_block_dimension);
+  if (m.block_axes.size() > available) {
+    fail(str(m.block_axes.size()) + " block axes but only " + str(available) + " grid dimensions are free");
+  }
+  std::vector<bool> used(3, false);
+  if (!m.linear_axes.empty()) {
+    used[0] = true;
+    if (launch.grid[0] < 1 || launch.grid[0] > kMaxGridX) {
+      fail("grid.x is " + str(launch.grid[0]) + " for a grid-stride loop over " + str(m.linear_points) + " points");
+    }
+  }
+  for (size_t i = 0; i < m.block_axes.size(); ++i) {
+    int d = m.first_block_dimension + static_cast<int>(i);
+    int64_t extent = extents[m.block_axes[i]];
+    used[d] = true;
+    if (launch.grid[d] != extent) {
+      fail(std::string("grid.") + kDimensionNames[d] + " is " + str(launch.grid[d]) + " but block axis " +
+           str(m.block_axes[i]) + " has extent " + str(extent));
+    }
+    if (extent > (d == 0 ? kMaxGridX : kMaxGridYZ)) {
+      fail(std::string("block axis ") + str(m.block_axes[i]) + " has extent " + str(extent) + ", more than grid." +
+           kDimensionNames[d] + " allows");
+    }
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (!used[d] && launch.grid[d] != 1) {
+      fail(std::string("grid.") + kDimensionNames[d] + " is " + str(launch.grid[d]) +
+           " though no axis uses it: every point would run " + str(launch.grid[d]) + " times");
+    }
+  }
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,62 @@
+// Launch geometry: how a kernel's domain maps onto CUDA blocks and threads, the launch
+// dimensions that follow from it, and the proof that the mapping covers every domain point
+// exactly once. The emitter generates its index decoding from the same GridMapping, so what is
+// proven here is what runs.
+//
+// The execution model of a GridConfig (one binding per domain axis, block_size threads in
+// blockDim.x):
+//   - thread axes: decoded from threadIdx.x % T, T = product of their extents (row-major);
+//   - linear axes: flattened (outermost to innermost, see GridMapping::linear_axes) into
+//     [0, N / vector_width); each block runs `lanes = block_size / T` of them at a time in a
+//     grid-stride loop: linear = blockIdx.x * lanes + threadIdx.x / T, step gridDim.x * lanes;
+//     with vector_width w each linear index covers w consecutive points of the innermost one;
+//   - block axes: one block index each, blockIdx.y then .z when linear axes use .x, else .x,
+//     .y, .z; the grid dimension equals the extent;
+//   - serial axes: loops inside each thread, over the whole extent.
+// Without linear axes, threads with threadIdx.x >= T do nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/compiled_program.h"
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+/// Threads per block when a kernel's grid is derived.
+inline constexpr int kDefaultBlockSize = 256;
+/// The most blocks a grid-stride loop launches; larger domains loop.
+inline constexpr int64_t kMaxLinearBlocks = int64_t{1} << 20;
+
+/// Which domain axes take which role, in the order the emitter decodes them.
+struct GridMapping {
+  std::vector<int> linear_axes;  ///< outermost first; the last one is the innermost
+  std::vector<int> block_axes;   ///< in grid-dimension order
+  std::vector<int> thread_axes;  ///< row-major over threadIdx.x % thread_points
+  std::vector<int> serial_axes;  ///< loops, outermost first
+  int64_t linear_points = 1;     ///< linear indices: product of linear extents / vector width
+  int64_t thread_points = 1;     ///< T: product of thread extents
+  int64_t lanes = 1;             ///< linear indices per block per step (block_size / T)
+  int first_block_dimension = 0; ///< 0 (x) or 1 (y): where the block axes start
+};
+
+/// The mapping of `kernel`'s domain under its (set) grid configuration. Linear axes are
+/// ordered so that the innermost one is the one with the smallest stride in the tensor the
+/// first compute stage writes, so consecutive threads write consecutive addresses (channels-
+/// last layouts included); otherwise in domain order.
+GridMapping grid_mapping(const ir::Kernel& kernel);
+
+/// The launch dimensions of `kernel` (whose grid configuration must be set); checks them with
+/// check_grid_coverage.
+LaunchDims launch_dims(const ir::Kernel& kernel);
+
+/// Proves that `launch` runs every point of a domain with these extents exactly once under
+/// `config` and the execution model above; throws adjoint::Error naming `kernel_name` and the
+/// first condition that fails (a thread axis longer than the block, a block axis whose grid
+/// dimension is not its extent, a grid-stride loop with no blocks, ...).
+void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,
+                         const ir::GridConfig& config, const LaunchDims& launch);
+
+}  // namespace adjoint::compiler

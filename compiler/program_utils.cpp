@@ -1,0 +1,127 @@
+// Program helpers: stage rewriting, pointer-equality comparison and tensor usage queries.
+#include "compiler/program_utils.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+
+ir::Stage map_stage(const ir::Stage& stage, const std::function<ir::Expr(const ir::Expr&)>& rewrite) {
+  ir::Stage out = stage;
+  for (ir::Axis& axis : out.domain) {
+    axis.start = rewrite(axis.start);
+    axis.extent = rewrite(axis.extent);
+  }
+  for (ir::Expr& index : out.indices) index = rewrite(index);
+  out.value = rewrite(out.value);
+  if (out.condition.defined()) out.condition = rewrite(out.condition);
+  return out;
+}
+
+std::vector<ir::Expr> stage_expressions(const ir::Stage& stage) {
+  std::vector<ir::Expr> exprs;
+  for (const ir::Axis& axis : stage.domain) {
+    exprs.push_back(axis.start);
+    exprs.push_back(axis.extent);
+  }
+  exprs.insert(exprs.end(), stage.indices.begin(), stage.indices.end());
+  exprs.push_back(stage.value);
+  if (stage.condition.defined()) exprs.push_back(stage.condition);
+  return exprs;
+}
+
+namespace {
+
+bool same_stage(const ir::Stage& a, const ir::Stage& b) {
+  if (a.kind != b.kind || a.target != b.target || a.accumulation != b.accumulation) return false;
+  std::vector<ir::Expr> ea = stage_expressions(a), eb = stage_expressions(b);
+  if (ea.size() != eb.size() || a.domain.size() != b.domain.size()) return false;
+  for (size_t i = 0; i < a.domain.size(); ++i) {
+    if (!(a.domain[i].var == b.domain[i].var)) return false;
+  }
+  for (size_t i = 0; i < ea.size(); ++i) {
+    if (!ea[i].same_as(eb[i])) return false;
+  }
+  return true;
+}
+
+bool same_grid(const ir::GridConfig& a, const ir::GridConfig& b) {
+  return a.is_set == b.is_set && a.bindings == b.bindings && a.block_size == b.block_size &&
+         a.vector_width == b.vector_width;
+}
+
+void add_unique(std::vector<ir::Tensor>& list, const ir::Tensor& t) {
+  if (std::find(list.begin(), list.end(), t) == list.end()) list.push_back(t);
+}
+
+}  // namespace
+
+bool same_program(const ir::Program& a, const ir::Program& b) {
+  if (a.inputs != b.inputs || a.outputs != b.outputs || a.temporaries != b.temporaries) return false;
+  if (a.kernels.size() != b.kernels.size()) return false;
+  for (size_t k = 0; k < a.kernels.size(); ++k) {
+    const ir::Kernel& ka = a.kernels[k];
+    const ir::Kernel& kb = b.kernels[k];
+    if (ka.name != kb.name || !same_grid(ka.grid, kb.grid) || ka.stages.size() != kb.stages.size()) return false;
+    for (size_t s = 0; s < ka.stages.size(); ++s) {
+      if (!same_stage(ka.stages[s], kb.stages[s])) return false;
+    }
+  }
+  return true;
+}
+
+std::vector<ir::Tensor> tensors_read(const ir::Kernel& kernel) {
+  std::vector<ir::Tensor> read;
+  for (const ir::Stage& stage : kernel.stages) {
+    for (const ir::Expr& e : stage_expressions(stage)) {
+      ir::visit_post_order(e, [&](const ir::Expr& node) {
+        if (auto* load = node.as<ir::LoadNode>()) add_unique(read, load->tensor);
+      });
+    }
+  }
+  return read;
+}
+
+std::vector<ir::Tensor> tensors_written(const ir::Kernel& kernel) {
+  std::vector<ir::Tensor> written;
+  for (const ir::Stage& stage : kernel.stages) add_unique(written, stage.target);
+  return written;
+}
+
+std::vector<ir::Tensor> kernel_tensors(const ir::Program& program, const ir::Kernel& kernel) {
+  std::vector<ir::Tensor> used = tensors_read(kernel);
+  for (const ir::Tensor& t : tensors_written(kernel)) add_unique(used, t);
+  std::vector<ir::Tensor> ordered;
+  for (const auto* list : {&program.inputs, &program.outputs, &program.temporaries}) {
+    for (const ir::Tensor& t : *list) {
+      if (std::find(used.begin(), used.end(), t) != used.end()) ordered.push_back(t);
+    }
+  }
+  for (const ir::Tensor& t : used) add_unique(ordered, t);  // tensors the program does not list
+  return ordered;
+}
+
+std::vector<int64_t> domain_extents(const ir::Kernel& kernel) {
+  std::vector<int64_t> extents;
+  if (kernel.stages.empty()) return extents;
+  for (const ir::Axis& axis : kernel.stages.front().domain) {
+    auto* c = axis.extent.as<ir::IntConstNode>();
+    if (!c) {
+      throw Error("kernel '" + kernel.name + "': domain axis '" + axis.var.name_hint() +
+                      "' has a non-constant extent; the compiler needs constant domains",
+                  ErrorCode::kInvalidProgram);
+    }
+    extents.push_back(c->value);
+  }
+  return extents;
+}
+
+std::string unique_tensor_name(const ir::Program& program, const std::string& base) {
+  std::string name = base;
+  for (int i = 1; program.find_tensor(name); ++i) name = base + "_" + std::to_string(i);
+  return name;
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,40 @@
+// Small helpers over whole programs that several passes and the emitter share: rewriting every
+// expression of a stage, telling whether a pass changed anything (pointer equality, as the
+// ExprMutator guarantees for unchanged subtrees), and which tensors a kernel touches.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+/// Rewrites every expression of a stage (domain starts and extents, indices, value, condition)
+/// with `rewrite`; undefined expressions (a missing condition) are left alone.
+ir::Stage map_stage(const ir::Stage& stage, const std::function<ir::Expr(const ir::Expr&)>& rewrite);
+
+/// True when `a` and `b` have the same tensors, kernels, stages and grid configurations, with
+/// pointer-equal expressions: what a pass returns when it changed nothing.
+bool same_program(const ir::Program& a, const ir::Program& b);
+
+/// Every expression of a stage, in the order map_stage visits them.
+std::vector<ir::Expr> stage_expressions(const ir::Stage& stage);
+
+/// Tensors a kernel reads (loads anywhere in its stages).
+std::vector<ir::Tensor> tensors_read(const ir::Kernel& kernel);
+/// Tensors a kernel writes (stage targets).
+std::vector<ir::Tensor> tensors_written(const ir::Kernel& kernel);
+/// Tensors a kernel reads or writes, in the program's declaration order (inputs, outputs,
+/// temporaries): the kernel's parameter list.
+std::vector<ir::Tensor> kernel_tensors(const ir::Program& program, const ir::Kernel& kernel);
+
+/// The constant extents of a kernel's domain (its first stage's); empty for a kernel without
+/// stages. Throws adjoint::Error if an extent is not a constant.
+std::vector<int64_t> domain_extents(const ir::Kernel& kernel);
+
+/// A tensor name not yet used in `program`: `base`, else base_1, base_2, ...
+std::string unique_tensor_name(const ir::Program& program, const std::string& base);
+
+}  // namespace adjoint::compiler
