@@ -61,8 +61,12 @@ Expr compare(CompareOp op, Expr a, Expr b) {
   return CompareNode::make(op, std::move(a), std::move(b));
 }
 
+/// Converts the body to the accumulation type when that widens it (f16 -> f32, int -> float);
+/// a float body with an integer or narrower accumulation is left for ReduceNode::make to reject.
 Expr reduce(ReduceOp op, std::vector<Axis> axes, Expr body, DType acc) {
-  if (body.defined() && body.dtype() != acc && !(is_float(body.dtype()) && !is_float(acc))) {
+  bool narrows = body.defined() && is_float(body.dtype()) &&
+                 (!is_float(acc) || dtype_bytes(acc) < dtype_bytes(body.dtype()));
+  if (body.defined() && body.dtype() != acc && !narrows) {
     body = is_constant(body) ? retype_constant(body, acc) : CastNode::make(acc, body);
   }
   return ReduceNode::make(op, std::move(axes), std::move(body), acc);

@@ -1,5 +1,7 @@
 // Printer: an ExprFunctor<std::string> with a name supply shared across one printed unit
-// (a program, kernel, stage or expression), so variable names are unique and stable.
+// (a program, kernel, stage or expression), so variable names are unique and stable. Children
+// are always visited left to right in separate statements (the operands of `a + b` on strings
+// are evaluated in an unspecified order), so names are given in order of appearance.
 #include "ir/printer.h"
 
 #include <charconv>
@@ -111,25 +113,32 @@ class Printer : public ExprFunctor<std::string> {
     switch (n.op) {
       case BinaryOp::kMin:
       case BinaryOp::kMax:
-      case BinaryOp::kPow:
-        return std::string(binary_op_name(n.op)) + "(" + visit(n.a) + ", " + visit(n.b) + ")";
-      default:
-        return wrap(n.a) + " " + std::string(binary_op_name(n.op)) + " " + wrap(n.b);
+      case BinaryOp::kPow: {
+        std::string a = visit(n.a);  // operands in order: names are made unique left to right
+        return std::string(binary_op_name(n.op)) + "(" + a + ", " + visit(n.b) + ")";
+      }
+      default: {
+        std::string a = wrap(n.a);
+        return a + " " + std::string(binary_op_name(n.op)) + " " + wrap(n.b);
+      }
     }
   }
   std::string visit_Compare(const CompareNode& n, const Expr&) override {
-    return wrap(n.a) + " " + std::string(compare_op_name(n.op)) + " " + wrap(n.b);
+    std::string a = wrap(n.a);
+    return a + " " + std::string(compare_op_name(n.op)) + " " + wrap(n.b);
   }
   std::string visit_Select(const SelectNode& n, const Expr&) override {
-    return "select(" + visit(n.condition) + ", " + visit(n.true_value) + ", " +
-           visit(n.false_value) + ")";
+    std::string condition = visit(n.condition);
+    std::string true_value = visit(n.true_value);
+    return "select(" + condition + ", " + true_value + ", " + visit(n.false_value) + ")";
   }
   std::string visit_Cast(const CastNode& n, const Expr&) override {
     return std::string(dtype_name(n.dtype)) + "(" + visit(n.value) + ")";
   }
   std::string visit_Reduce(const ReduceNode& n, const Expr&) override {
+    std::string axes = domain(n.axes);
     return std::string(reduce_op_name(n.op)) + "<" + std::string(dtype_name(n.dtype)) + ">(" +
-           domain(n.axes) + " : " + visit(n.body) + ")";
+           axes + " : " + visit(n.body) + ")";
   }
 
  private:
