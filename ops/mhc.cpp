@@ -1,5 +1,381 @@
-// PLACEHOLDER (being written now): the mhc op family registers nothing yet.
+// The mhc family's IR: attribute validation, the forward program (five kernels) and the backward
+// program (eight kernels). Per-token quantities are materialized in temporaries of the
+// parameter dtype so that no O(nD) reduction is recomputed inside an O(nD) domain; token sums
+// are Reduce nodes over (b, s), so every output is written once, deterministically.
 #include "ops/mhc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+
 namespace adjoint::ops {
-std::vector<OpDefinition> mhc_ops() { return {}; }
+namespace {
+
+using ir::cast;
+using ir::compute;
+using ir::DType;
+using ir::Expr;
+using ir::over;
+using ir::range;
+using ir::sum;
+using ir::TensorRef;
+using ir::Var;
+
+constexpr const char* kForwardName = "mhc_pre";
+constexpr const char* kBackwardName = "mhc_pre_backward";
+
+[[noreturn]] void bad_attribute(const Specialization& spec, const std::string& attr,
+                                const std::string& what) {
+  throw Error(spec.op_name() + ": attribute '" + attr + "': " + what, ErrorCode::kInvalidArgument);
+}
+
+int64_t positive_int(const Specialization& spec, const std::string& attr) {
+  int64_t v = spec.get_int(attr);
+  if (v < 1) bad_attribute(spec, attr, "expected an integer >= 1, got " + std::to_string(v));
+  return v;
+}
+
+double non_negative_float(const Specialization& spec, const std::string& attr) {
+  double v = spec.get_float(attr);
+  if (!(v >= 0)) bad_attribute(spec, attr, "expected a number >= 0, got " + spec.raw(attr));
+  return v;
+}
+
+/// Rejects shapes whose element counts would not fit comfortably in 64-bit index math.
+void check_sizes_fit(const Specialization& spec, const MhcConfig& c) {
+  const double limit = std::ldexp(1.0, 62);
+  double tokens = static_cast<double>(c.batch) * static_cast<double>(c.seq);
+  double largest = std::max(tokens * static_cast<double>(c.token_width()),
+                            static_cast<double>(c.mix_width()) * c.token_width());
+  largest = std::max(largest, tokens * static_cast<double>(c.mix_width()));
+  if (largest >= limit) {
+    throw Error(spec.op_name() + ": batch=" + std::to_string(c.batch) +
+                    " seq=" + std::to_string(c.seq) + " n=" + std::to_string(c.streams) +
+                    " dim=" + std::to_string(c.dim) + " gives tensors of more than 2^62 elements",
+                ErrorCode::kInvalidArgument);
+  }
+}
+
+std::vector<AttrSpec> shape_attributes() {
+  return {
+      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
+      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
+      {"n", AttrKind::kInt, std::nullopt, "number of residual streams (4, 6, 8 in practice)", {}},
+      {"dim", AttrKind::kInt, std::nullopt, "D, the hidden size of one stream", {}},
+      {"dtype",
+       AttrKind::kDType,
+       "bf16",
+       "dtype of x, grad_h_in, grad_x_post, h_in and dx; everything else is f32 (f64 if f64)",
+       {"bf16", "f16", "f32", "f64"}},
+  };
+}
+
+AttrSpec hc_eps_attribute() {
+  return {"hc_eps", AttrKind::kFloat, "1e-6", "added to sigmoid() in h_pre", {}};
+}
+
+/// Copies the specialization's attributes into the program header.
+void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
+  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
+}
+
+// --- forward ------------------------------------------------------------------------------
+
+/// The tensors of the forward program, by their DESIGN.md names.
+struct ForwardTensors {
+  TensorRef x, phi, alpha, bias, gamma;
+  TensorRef h_in, h_post, h_res, h_pre, inv_rms, h_mix;
+};
+
+ForwardTensors declare_forward(ir::ProgramBuilder& pb, const MhcConfig& c) {
+  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim, K = c.mix_width();
+  const DType p = c.param_dtype;
+  return ForwardTensors{
+      pb.input("x", c.dtype, {B, S, n, D}),
+      pb.input("phi", p, {K, n * D}),
+      pb.input("alpha", p, {3}),
+      pb.input("bias", p, {K}),
+      pb.input("gamma", p, {n, D}),
+      pb.output("h_in", c.dtype, {B, S, D}),
+      pb.output("h_post", p, {B, S, n}),
+      pb.output("h_res", p, {B, S, n, n}),
+      pb.output("h_pre", p, {B, S, n}),
+      pb.output("inv_rms", p, {B, S}),
+      pb.output("h_mix", p, {B, S, K}),
+  };
+}
+
+/// inv_rms[b, s] = rsqrt(sum_{i,d} x^2 / (n D) + norm_eps)
+void add_rms_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), i("i"), d("d");
+  Expr xv = cast(p, t.x(b, s, i, d));
+  Expr sum_of_squares = sum({range(i, c.streams), range(d, c.dim)}, xv * xv, p);
+  Expr mean = sum_of_squares / static_cast<double>(c.token_width());
+  pb.kernel("mhc_rms", {compute(t.inv_rms, over(t.inv_rms, {b, s}), ir::rsqrt(mean + c.norm_eps))});
+}
+
+/// h_mix[b, s, k] = sum_{i,d} x[b, s, i, d] * gamma[i, d] * phi[k, i D + d]
+void add_mix_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), k("k"), i("i"), d("d");
+  Expr body = cast(p, t.x(b, s, i, d)) * t.gamma(i, d) * t.phi(k, i * c.dim + d);
+  pb.kernel("mhc_mix", {compute(t.h_mix, over(t.h_mix, {b, s, k}),
+                                sum({range(i, c.streams), range(d, c.dim)}, body, p))});
+}
+
+/// h_pre and h_post: the sigmoid gates of the first 2n mixing coefficients.
+void add_gate_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
+  const int64_t n = c.streams;
+  Var b("b"), s("s"), i("i");
+  auto m = [&](Expr k) { return t.h_mix(b, s, k) * t.inv_rms(b, s); };
+  Expr pre = ir::sigmoid(t.alpha(0) * m(i) + t.bias(i)) + c.hc_eps;
+  Expr post = 2.0 * ir::sigmoid(t.alpha(1) * m(n + i) + t.bias(n + i));
+  pb.kernel("mhc_gates", {compute(t.h_pre, over(t.h_pre, {b, s, i}), pre),
+                          compute(t.h_post, over(t.h_post, {b, s, i}), post)});
+}
+
+/// h_res[b, s, i, j] = alpha2 * m[2n + i n + j] + bias[2n + i n + j]
+void add_residual_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
+  const int64_t n = c.streams;
+  Var b("b"), s("s"), i("i"), j("j");
+  Expr k = 2 * n + i * n + j;
+  Expr value = t.alpha(2) * (t.h_mix(b, s, k) * t.inv_rms(b, s)) + t.bias(k);
+  pb.kernel("mhc_residual", {compute(t.h_res, over(t.h_res, {b, s, i, j}), value)});
+}
+
+/// h_in[b, s, d] = sum_i h_pre[b, s, i] * x[b, s, i, d]
+void add_stream_mix_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), d("d"), i("i");
+  Expr value = sum({range(i, c.streams)}, t.h_pre(b, s, i) * cast(p, t.x(b, s, i, d)), p);
+  pb.kernel("mhc_h_in", {compute(t.h_in, over(t.h_in, {b, s, d}), cast(c.dtype, value))});
+}
+
+// --- backward -----------------------------------------------------------------------------
+
+/// The tensors of the backward program: inputs, outputs and per-token temporaries.
+struct BackwardTensors {
+  TensorRef x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms, h_mix, h_pre, h_post, gamma;
+  std::optional<TensorRef> grad_x_post;
+  TensorRef dx, dphi, dalpha, dbias, dgamma;
+  // Per token: gradients of the gates' pre-activations, their concatenation `dlogit`
+  // ([dh_pre2, dh_post2, grad_h_res], the gradient of alpha * m + bias), dh_mix_tmp (the
+  // gradient of m), dh_mix (of h_mix), dinv_rms, and dvecx_mm (of v * gamma).
+  TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms, dvecx_mm;
+};
+
+BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
+  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim, K = c.mix_width();
+  const DType p = c.param_dtype;
+  BackwardTensors t{
+      pb.input("x", c.dtype, {B, S, n, D}),
+      pb.input("phi", p, {K, n * D}),
+      pb.input("alpha", p, {3}),
+      pb.input("grad_h_in", c.dtype, {B, S, D}),
+      pb.input("grad_h_post", p, {B, S, n}),
+      pb.input("grad_h_res", p, {B, S, n, n}),
+      pb.input("inv_rms", p, {B, S}),
+      pb.input("h_mix", p, {B, S, K}),
+      pb.input("h_pre", p, {B, S, n}),
+      pb.input("h_post", p, {B, S, n}),
+      pb.input("gamma", p, {n, D}),
+      std::nullopt,
+      pb.output("dx", c.dtype, {B, S, n, D}),
+      pb.output("dphi", p, {K, n * D}),
+      pb.output("dalpha", p, {3}),
+      pb.output("dbias", p, {K}),
+      pb.output("dgamma", p, {n, D}),
+      pb.temporary("dh_pre2", p, {B, S, n}),
+      pb.temporary("dh_post2", p, {B, S, n}),
+      pb.temporary("dlogit", p, {B, S, K}),
+      pb.temporary("dh_mix_tmp", p, {B, S, K}),
+      pb.temporary("dh_mix", p, {B, S, K}),
+      pb.temporary("dinv_rms", p, {B, S}),
+      pb.temporary("dvecx_mm", p, {B, S, n, D}),
+  };
+  if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
+  return t;
+}
+
+/// dh_pre2 = (sum_d grad_h_in[d] x[i, d]) * s (1 - s) with s = h_pre - hc_eps = sigmoid(.);
+/// dh_post2 = grad_h_post * h_post (1 - h_post / 2), as h_post = 2 sigmoid(.).
+void add_gate_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), i("i"), d("d");
+  Expr dh_pre = sum({range(d, c.dim)}, cast(p, t.grad_h_in(b, s, d)) * cast(p, t.x(b, s, i, d)), p);
+  Expr sig_pre = t.h_pre(b, s, i) - c.hc_eps;
+  Expr h_post = t.h_post(b, s, i);
+  pb.kernel("mhc_gate_grads",
+            {compute(t.dh_pre2, over(t.dh_pre2, {b, s, i}), dh_pre * sig_pre * (1.0 - sig_pre)),
+             compute(t.dh_post2, over(t.dh_post2, {b, s, i}),
+                     t.grad_h_post(b, s, i) * h_post * (1.0 - h_post * 0.5))});
+}
+
+/// dlogit = [dh_pre2, dh_post2, grad_h_res]; dh_mix_tmp = alpha[part] * dlogit (the gradient of
+/// m); dh_mix = dh_mix_tmp * inv_rms (the gradient of h_mix, as m = h_mix * inv_rms).
+void add_mix_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const int64_t n = c.streams;
+  Var b("b"), s("s"), k("k");
+  Expr res = k - 2 * n;  // index into the flattened n x n residual block
+  Expr dlogit = ir::select(
+      k < n, t.dh_pre2(b, s, k),
+      ir::select(k < 2 * n, t.dh_post2(b, s, k - n), t.grad_h_res(b, s, res / n, res % n)));
+  Expr part = ir::min(k / n, 2);  // 0: pre, 1: post, 2: res
+  pb.kernel(
+      "mhc_mix_grads",
+      {compute(t.dlogit, over(t.dlogit, {b, s, k}), dlogit),
+       compute(t.dh_mix_tmp, over(t.dh_mix_tmp, {b, s, k}), t.alpha(part) * t.dlogit(b, s, k)),
+       compute(t.dh_mix, over(t.dh_mix, {b, s, k}), t.dh_mix_tmp(b, s, k) * t.inv_rms(b, s))});
+}
+
+/// dinv_rms[b, s] = sum_k dh_mix_tmp[k] * h_mix[k]
+void add_rms_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  Var b("b"), s("s"), k("k");
+  Expr value =
+      sum({range(k, c.mix_width())}, t.dh_mix_tmp(b, s, k) * t.h_mix(b, s, k), c.param_dtype);
+  pb.kernel("mhc_rms_grad", {compute(t.dinv_rms, over(t.dinv_rms, {b, s}), value)});
+}
+
+/// dvecx_mm = dh_mix . phi; dx = dvecx_mm gamma - dinv_rms inv_rms^3 / (n D) x
+///                              + h_pre[i] grad_h_in[d] (+ grad_x_post)
+void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), i("i"), d("d"), k("k");
+  Expr dvecx_mm = sum({range(k, c.mix_width())}, t.dh_mix(b, s, k) * t.phi(k, i * c.dim + d), p);
+  Expr r = t.inv_rms(b, s);
+  Expr rms_coefficient = t.dinv_rms(b, s) * (r * r * r) / static_cast<double>(c.token_width());
+  Expr dx = t.dvecx_mm(b, s, i, d) * t.gamma(i, d) - rms_coefficient * cast(p, t.x(b, s, i, d)) +
+            t.h_pre(b, s, i) * cast(p, t.grad_h_in(b, s, d));
+  if (t.grad_x_post) dx = dx + cast(p, (*t.grad_x_post)(b, s, i, d));
+  pb.kernel("mhc_dx", {compute(t.dvecx_mm, over(t.dvecx_mm, {b, s, i, d}), dvecx_mm),
+                       compute(t.dx, over(t.dx, {b, s, i, d}), cast(c.dtype, dx))});
+}
+
+/// dphi[k, j] = sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]
+void add_dphi_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const DType p = c.param_dtype;
+  const int64_t D = c.dim;
+  Var k("k"), j("j"), b("b"), s("s");
+  Expr body = t.dh_mix(b, s, k) * (cast(p, t.x(b, s, j / D, j % D)) * t.gamma(j / D, j % D));
+  pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
+                                 sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+}
+
+/// dgamma[i, d] = sum_{b,s} x[b, s, i, d] * dvecx_mm[b, s, i, d]
+void add_dgamma_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const DType p = c.param_dtype;
+  Var i("i"), d("d"), b("b"), s("s");
+  Expr body = cast(p, t.x(b, s, i, d)) * t.dvecx_mm(b, s, i, d);
+  pb.kernel("mhc_dgamma", {compute(t.dgamma, over(t.dgamma, {i, d}),
+                                   sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+}
+
+/// dbias[k] = sum_{b,s} dlogit[b, s, k]
+void add_dbias_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  Var k("k"), b("b"), s("s");
+  pb.kernel("mhc_dbias",
+            {compute(t.dbias, over(t.dbias, {k}),
+                     sum({range(b, c.batch), range(s, c.seq)}, t.dlogit(b, s, k), c.param_dtype))});
+}
+
+/// dalpha[q] = sum_{b,s} sum_{k in part q} dlogit[b, s, k] * m[b, s, k], m = h_mix * inv_rms;
+/// part q covers k in [q n, q n + n) for pre and post, [2n, 2n + n^2) for res.
+void add_dalpha_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  const int64_t n = c.streams;
+  Var q("q"), b("b"), s("s"), k("k");
+  Expr part_size = ir::select(q == 2, Expr(n * n), Expr(n));
+  Expr m = t.h_mix(b, s, k) * t.inv_rms(b, s);
+  Expr value = sum({range(b, c.batch), range(s, c.seq), range(k, q * n, part_size)},
+                   t.dlogit(b, s, k) * m, c.param_dtype);
+  pb.kernel("mhc_dalpha", {compute(t.dalpha, over(t.dalpha, {q}), value)});
+}
+
+}  // namespace
+
+MhcConfig mhc_config(const Specialization& spec) {
+  MhcConfig c;
+  c.batch = positive_int(spec, "batch");
+  c.seq = positive_int(spec, "seq");
+  c.streams = positive_int(spec, "n");
+  c.dim = positive_int(spec, "dim");
+  c.dtype = spec.get_dtype("dtype");
+  c.param_dtype = c.dtype == DType::kF64 ? DType::kF64 : DType::kF32;
+  c.hc_eps = non_negative_float(spec, "hc_eps");
+  if (spec.op_name() == kForwardName) {
+    c.norm_eps = non_negative_float(spec, "norm_eps");
+  } else {
+    c.with_grad_x_post = spec.get_bool("with_grad_x_post");
+  }
+  check_sizes_fit(spec, c);
+  return c;
+}
+
+ir::Program build_mhc_pre(const Specialization& spec) {
+  MhcConfig c = mhc_config(spec);
+  ir::ProgramBuilder pb(kForwardName);
+  record_attributes(pb, spec);
+  ForwardTensors t = declare_forward(pb, c);
+  add_rms_kernel(pb, c, t);
+  add_mix_kernel(pb, c, t);
+  add_gate_kernel(pb, c, t);
+  add_residual_kernel(pb, c, t);
+  add_stream_mix_kernel(pb, c, t);
+  return std::move(pb).build();
+}
+
+ir::Program build_mhc_pre_backward(const Specialization& spec) {
+  MhcConfig c = mhc_config(spec);
+  ir::ProgramBuilder pb(kBackwardName);
+  record_attributes(pb, spec);
+  BackwardTensors t = declare_backward(pb, c);
+  add_gate_grad_kernel(pb, c, t);
+  add_mix_grad_kernel(pb, c, t);
+  add_rms_grad_kernel(pb, c, t);
+  add_dx_kernel(pb, c, t);
+  add_dphi_kernel(pb, c, t);
+  add_dgamma_kernel(pb, c, t);
+  add_dbias_kernel(pb, c, t);
+  add_dalpha_kernel(pb, c, t);
+  return std::move(pb).build();
+}
+
+std::vector<OpDefinition> mhc_ops() {
+  std::vector<AttrSpec> forward_attributes = shape_attributes();
+  forward_attributes.push_back(
+      {"norm_eps", AttrKind::kFloat, "1e-6", "added to mean(x^2) before rsqrt", {}});
+  forward_attributes.push_back(hc_eps_attribute());
+
+  std::vector<AttrSpec> backward_attributes = shape_attributes();
+  backward_attributes.push_back(hc_eps_attribute());
+  backward_attributes.push_back({"with_grad_x_post",
+                                 AttrKind::kBool,
+                                 "false",
+                                 "take grad_x_post[B,S,n,D] and add it into dx",
+                                 {}});
+
+  return {
+      OpDefinition{
+          kForwardName,
+          "mHC pre mapping forward: h_in, h_post, h_res and the saved h_pre, inv_rms, h_mix",
+          forward_attributes,
+          build_mhc_pre,
+          {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
+           "mhc_pre batch=1 seq=5 n=6 dim=7 dtype=f32",
+           "mhc_pre batch=4 seq=2048 n=4 dim=4096 dtype=bf16"}},
+      OpDefinition{
+          kBackwardName,
+          "mHC pre mapping backward: dx, dphi, dalpha, dbias, dgamma (token sums deterministic)",
+          backward_attributes,
+          build_mhc_pre_backward,
+          {"mhc_pre_backward batch=2 seq=3 n=4 dim=12 dtype=bf16",
+           "mhc_pre_backward batch=1 seq=5 n=6 dim=7 dtype=f16 with_grad_x_post=true",
+           "mhc_pre_backward batch=4 seq=2048 n=4 dim=4096 dtype=bf16 with_grad_x_post=true"}},
+  };
+}
+
 }  // namespace adjoint::ops
