@@ -120,13 +120,29 @@ uint16_t float_to_bfloat16_bits(float f) {
 
 float bfloat16_bits_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t{b} << 16); }
 
+namespace {
+
+/// `v` rounded to float with round-to-odd: truncated toward zero, then the last bit set when
+/// that was inexact. Rounding this float to a format with at least two fewer significand bits
+/// (f16: 11, bf16: 8, against f32's 24) gives exactly the correctly rounded result of `v`,
+/// which a plain double -> float -> half conversion does not (the first rounding can create a
+/// tie that the second then breaks the wrong way).
+float round_to_odd_float(double v) {
+  float f = static_cast<float>(v);
+  if (std::isnan(v) || static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(f) | 1u);
+}
+
+}  // namespace
+
 double round_to(DType t, double v) {
   switch (t) {
     case DType::kF64: return v;
     case DType::kF32: return static_cast<double>(static_cast<float>(v));
-    case DType::kF16: return half_bits_to_float(float_to_half_bits(static_cast<float>(v)));
+    case DType::kF16: return half_bits_to_float(float_to_half_bits(round_to_odd_float(v)));
     case DType::kBF16:
-      return bfloat16_bits_to_float(float_to_bfloat16_bits(static_cast<float>(v)));
+      return bfloat16_bits_to_float(float_to_bfloat16_bits(round_to_odd_float(v)));
     case DType::kI32:
       if (std::isnan(v)) return 0;
       return static_cast<double>(static_cast<int32_t>(

@@ -188,9 +188,12 @@ class Evaluator : public ExprFunctor<double> {
       }
       for (size_t i = 0; i < rank; ++i) unbind(n.axes[i].var.get());
     }
-    if (is_integer(n.dtype) && std::isinf(acc)) {
-      acc = acc > 0 ? static_cast<double>(std::numeric_limits<int64_t>::max())
-                    : static_cast<double>(std::numeric_limits<int64_t>::min());
+    if (is_integer(n.dtype) && std::isinf(acc)) {  // empty max/min: the dtype's own limits
+      bool i32 = n.dtype == DType::kI32;
+      acc = acc > 0 ? (i32 ? std::numeric_limits<int32_t>::max()
+                           : static_cast<double>(std::numeric_limits<int64_t>::max()))
+                    : (i32 ? std::numeric_limits<int32_t>::min()
+                           : static_cast<double>(std::numeric_limits<int64_t>::min()));
     }
     return is_float(n.dtype) ? round_to(n.dtype, acc) : acc;
   }
@@ -255,7 +258,9 @@ HostBuffers interpret(const Program& program, const HostBuffers& inputs) {
                       std::to_string(t->storage_elements()) + " for " + tensor_signature(*t),
                   ErrorCode::kInvalidArgument);
     }
-    buffers[t->name] = it->second;
+    // Device memory holds values of the tensor's dtype: round what the caller gave.
+    std::vector<double>& values = buffers[t->name] = it->second;
+    for (double& v : values) v = round_to(t->dtype, v);
   }
   for (const auto* list : {&program.outputs, &program.temporaries}) {
     for (const Tensor& t : *list) buffers[t->name].assign(t->storage_elements(), 0.0);

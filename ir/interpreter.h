@@ -20,7 +20,8 @@ namespace adjoint::ir {
 /// tensor's strides (contiguous tensors: row-major).
 using HostBuffers = std::map<std::string, std::vector<double>>;
 
-/// Runs `program` with the given input buffers; returns every output and temporary. Throws
+/// Runs `program` with the given input buffers (each value is first rounded to its tensor's
+/// dtype, as storing it in device memory would); returns every output and temporary. Throws
 /// adjoint::Error for a missing or mis-sized input, an out-of-bounds access or an integer
 /// division by zero.
 HostBuffers interpret(const Program& program, const HostBuffers& inputs);
