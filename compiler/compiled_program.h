@@ -27,6 +27,9 @@ struct CompiledKernel {
   std::vector<std::string> params;       ///< tensor names; each parameter is a device pointer
   LaunchDims launch;
   std::vector<std::string> zero_before;  ///< tensors the runtime zeroes (stream-ordered) first
+  /// True when the kernel adds atomically (data-dependent scatter): its results may differ in
+  /// the last bits from run to run.
+  bool uses_atomics = false;
 };
 
 /// A tensor the runtime must bind or allocate.

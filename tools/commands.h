@@ -11,5 +11,8 @@ void add_demo_command(CLI::App& app);
 void add_ops_command(CLI::App& app);
 /// `adjoint ir SPEC`: the IR of a specialization.
 void add_ir_command(CLI::App& app);
+/// `adjoint cuda SPEC [--after-all]`: the CUDA source of each lowered kernel (and the IR after
+/// every pass).
+void add_cuda_command(CLI::App& app);
 
 }  // namespace adjoint::tools

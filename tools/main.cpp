@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   adjoint::tools::add_demo_command(app);
   adjoint::tools::add_ops_command(app);
   adjoint::tools::add_ir_command(app);
+  adjoint::tools::add_cuda_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,31 @@
+// emit_cuda: one self-contained CUDA C++ translation unit per kernel of a lowered program.
+//
+// Expects a program after derive_grid (every grid set), lower_scatter_to_atomics (every
+// scatter target has its accumulation dtype) and optionally narrow_index_math. The unit
+// includes only adjoint's embedded templates/*.cuh, defines one `extern "C" __global__
+// __launch_bounds__(block)` entry whose parameters are the kernel's tensors (program order:
+// inputs, outputs, temporaries; read-only ones const, all __restrict__), and bakes every size
+// and stride in as a constant. Index math uses the kernel's IndexWidth. Loads and stores
+// convert f16/bf16 storage to and from float in the kernel; f16/bf16 operations are computed in
+// float and rounded back after each one; a Reduce is a serial loop in the thread accumulating
+// in its dtype (f16/bf16 accumulators are held in float and rounded once at the end); a
+// select or && / || whose untaken side needs statements (loads bound to temporaries,
+// reductions) becomes an if/else, so only the branch the IR picks is evaluated; integer `/`
+// and `%` are floor division unless both operands are provably non-negative; scatter_add is an
+// atomic add. Repeated subexpressions are emitted once per scope as `const` temporaries.
+// Float operations are written plainly: the runtime compiles with --fmad=false, as the IR's
+// no-contraction rule requires.
+#pragma once
+
+#include <string>
+
+#include "compiler/compiled_program.h"
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+/// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,
+/// source, params, launch and uses_atomics (zero_before is the pipeline's business).
+CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index, const std::string& entry);
+
+}  // namespace adjoint::compiler

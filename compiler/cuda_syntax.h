@@ -1,0 +1,91 @@
+// The small vocabulary of the CUDA emitter: C++ spellings of dtypes and constants, a supply of
+// fresh identifiers, and a line writer with an RAII indent guard. Nothing here knows the IR's
+// structure beyond dtypes.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "ir/dtype.h"
+
+namespace adjoint::compiler {
+
+/// The C++ type that holds a value of this dtype in a register: f16 and bf16 values are held
+/// in float (see templates/adjoint_types.cuh), i64 in long long, bool in bool.
+std::string_view cuda_value_type(ir::DType t);
+/// The C++ element type of a tensor of this dtype in memory (adjoint::half, adjoint::bfloat16,
+/// float, double, int, long long, bool).
+std::string_view cuda_storage_type(ir::DType t);
+/// True for f16 and bf16: held in float, rounded after every operation.
+bool is_half_precision(ir::DType t);
+
+/// An integer constant as a C++ literal of the value type (`long long` ones get LL when they
+/// do not fit in int; the minimum values are spelled without overflow).
+std::string cuda_int_literal(ir::DType t, int64_t value);
+/// A float constant as a C++ literal that reads back to exactly the same value: shortest
+/// round-trip decimal with an `f` suffix for float-held dtypes, none for double; infinities
+/// and NaN through __int_as_float / __longlong_as_double. Negative values are parenthesized.
+std::string cuda_float_literal(ir::DType t, double value);
+
+/// `text` made a valid C identifier (other characters become '_', a leading digit gets '_').
+std::string sanitize_identifier(std::string_view text);
+
+/// Unique identifiers: hints made unique with a numeric suffix; C++/CUDA keywords and the
+/// names the emitter uses itself are reserved from the start.
+class NameSupply {
+ public:
+  NameSupply();
+  /// A fresh identifier based on `hint`.
+  std::string fresh(std::string_view hint);
+
+ private:
+  std::set<std::string> used_;
+};
+
+/// Lines of code at an indentation level.
+class CodeWriter {
+ public:
+  explicit CodeWriter(int indent = 0) : indent_(indent) {}
+  void line(std::string_view text);
+  /// Writes `text` (e.g. "for (...) {") and indents what follows.
+  void open(std::string_view text) {
+    line(text);
+    ++indent_;
+  }
+  /// Ends the indentation of open() and writes `text` (e.g. "}").
+  void close(std::string_view text = "}") {
+    --indent_;
+    line(text);
+  }
+  /// Writes `text` one level out and stays indented (e.g. "} else {").
+  void reopen(std::string_view text) {
+    --indent_;
+    line(text);
+    ++indent_;
+  }
+  /// Appends text that is already indented and newline-terminated.
+  void append(std::string_view text) { text_ += text; }
+  const std::string& text() const { return text_; }
+  int indent() const { return indent_; }
+
+  /// Indents the lines written while it lives by one more level.
+  class Indent {
+   public:
+    explicit Indent(CodeWriter& writer) : writer_(writer) { ++writer_.indent_; }
+    ~Indent() { --writer_.indent_; }
+    Indent(const Indent&) = delete;
+    Indent& operator=(const Indent&) = delete;
+
+   private:
+    CodeWriter& writer_;
+  };
+
+ private:
+  friend class Indent;
+  std::string text_;
+  int indent_ = 0;
+};
+
+}  // namespace adjoint::compiler

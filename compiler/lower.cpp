@@ -1,0 +1,96 @@
+// lower(): runs the passes in order, records the dump, then emits each kernel and collects what
+// the runtime needs (parameters, launch geometry, buffers to zero and to allocate).
+#include "compiler/lower.h"
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/cuda_emitter.h"
+#include "compiler/cuda_syntax.h"
+#include "compiler/derive_grid.h"
+#include "compiler/index_width.h"
+#include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_gather.h"
+#include "compiler/program_utils.h"
+#include "compiler/simplify.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace adjoint::compiler {
+namespace {
+
+/// Runs one pass and appends its result (or "(unchanged)") to the dump.
+class PassRecorder {
+ public:
+  explicit PassRecorder(bool enabled) : enabled_(enabled) {}
+
+  template <typename Pass>
+  ir::Program run(const char* name, const ir::Program& program, Pass pass) {
+    ir::Program result = pass(program);
+    if (enabled_) {
+      dump_ += "// ----- after " + std::string(name) + "\n";
+      dump_ += same_program(result, program) ? "(unchanged)\n" : ir::to_string(result);
+    }
+    return result;
+  }
+  void record(const char* name, const ir::Program& program) {
+    if (enabled_) dump_ += "// ----- " + std::string(name) + "\n" + ir::to_string(program);
+  }
+  const std::string& dump() const { return dump_; }
+
+ private:
+  bool enabled_;
+  std::string dump_;
+};
+
+BufferInfo buffer_info(const ir::Tensor& t) {
+  return BufferInfo{t->name, t->dtype, t->shape, t->strides,
+                    t->storage_elements() * ir::dtype_bytes(t->dtype), t->role};
+}
+
+/// Entry points are C identifiers unique within the program: <program>_<kernel>.
+std::string entry_name(const ir::Program& program, const ir::Kernel& kernel, std::set<std::string>& used) {
+  std::string base = sanitize_identifier(program.name + "_" + kernel.name);
+  std::string name = base;
+  for (int i = 1; used.count(name); ++i) name = base + "_" + std::to_string(i);
+  used.insert(name);
+  return name;
+}
+
+}  // namespace
+
+CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
+  ir::verify(input);
+  PassRecorder passes(options.record_passes);
+  passes.record("input", input);
+  ir::Program p = input;
+  p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
+  p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
+  p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
+  p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  p = passes.run("derive_grid", p, derive_grid);
+  p = passes.run("narrow_index_math", p, narrow_index_math);
+
+  CompiledProgram out;
+  out.name = input.name;
+  std::set<std::string> entries, zeroed;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const ir::Kernel& kernel = p.kernels[k];
+    if (kernel.stages.empty()) continue;
+    CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries));
+    for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
+      if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
+        compiled.zero_before.push_back(stage.target->name);
+      }
+    }
+    out.deterministic &= !compiled.uses_atomics;
+    out.kernels.push_back(std::move(compiled));
+  }
+  for (const auto* list : {&p.inputs, &p.outputs, &p.temporaries}) {
+    for (const ir::Tensor& t : *list) out.buffers.push_back(buffer_info(t));
+  }
+  out.pass_dump = passes.dump();
+  return out;
+}
+
+}  // namespace adjoint::compiler
