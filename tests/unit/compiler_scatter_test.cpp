@@ -1,0 +1,415 @@
+// Tests of the scatter strategies: preimage windows, the scatter-to-gather inversion (structure,
+// and the lowered IR interpreted against the interpreter on the original program, bit for bit
+// in f32 and f64 over a sweep of upsample shapes), the cases it must refuse, and the atomics
+// strategy's accumulation temporaries and conversion kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+
+#include "compiler/derive_grid.h"
+#include "compiler/index_width.h"
+#include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_gather.h"
+#include "compiler/preimage_window.h"
+#include "compiler/simplify.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "ops/registry.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Var;
+
+/// Random values exactly representable in each input's dtype (small integers for integer
+/// tensors), deterministic per seed.
+ir::HostBuffers random_inputs(const ir::Program& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  ir::HostBuffers in;
+  for (const ir::Tensor& t : p.inputs) {
+    std::vector<double>& v = in[t->name];
+    for (int64_t i = 0; i < t->storage_elements(); ++i) v.push_back(ir::round_to(t->dtype, uniform(rng)));
+  }
+  return in;
+}
+
+/// Every pass up to emission, as lower() runs them.
+ir::Program lowered_ir(const ir::Program& p) {
+  ir::Program q = simplify(p);
+  q = lower_scatter_to_gather(q);
+  q = simplify(q);
+  q = lower_scatter_to_atomics(q);
+  q = derive_grid(q);
+  return narrow_index_math(q);
+}
+
+int count_scatters(const ir::Program& p) {
+  int n = 0;
+  for (const ir::Kernel& k : p.kernels) {
+    for (const ir::Stage& s : k.stages) n += s.kind == ir::StageKind::kScatterAdd;
+  }
+  return n;
+}
+
+/// Interprets both programs on the same inputs and expects every output equal bit for bit.
+void expect_same_results(const ir::Program& original, const ir::Program& lowered, unsigned seed = 7) {
+  ir::HostBuffers in = random_inputs(original, seed);
+  ir::HostBuffers expected = ir::interpret(original, in);
+  ir::HostBuffers actual = ir::interpret(lowered, in);
+  for (const ir::Tensor& t : original.outputs) {
+    const std::vector<double>& e = expected.at(t->name);
+    const std::vector<double>& a = actual.at(t->name);
+    ASSERT_EQ(e.size(), a.size());
+    for (size_t i = 0; i < e.size(); ++i) {
+      ASSERT_EQ(e[i], a[i]) << original.name << ": " << t->name << "[" << i << "]\n" << ir::to_string(lowered);
+    }
+  }
+}
+
+/// The source index of the nearest / nearest-exact forward along one axis, as the ops define
+/// it: min(floor((o [+ 0.5]) * r), I - 1) with r in f32.
+Expr source_index(const Var& o, int64_t in, int64_t out, std::optional<double> scale, bool exact) {
+  float r = (scale && *scale > 0) ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  Expr x = ir::cast(DType::kF32, o);
+  if (exact) x = x + ir::constant(DType::kF32, 0.5);
+  return ir::min(ir::cast(DType::kI64, ir::floor(x * ir::constant(DType::kF32, r))), Expr(in - 1));
+}
+
+/// An upsample_nearest backward written as the adjoint scatter of the forward gather.
+ir::Program upsample_backward(DType dtype, std::vector<int64_t> in_size, std::vector<int64_t> out_spatial,
+                              bool exact, std::optional<double> scale = std::nullopt, bool channels_last = false) {
+  std::vector<int64_t> out_size = {in_size[0], in_size[1]};
+  out_size.insert(out_size.end(), out_spatial.begin(), out_spatial.end());
+  ir::ProgramBuilder b("upsample");
+  auto strides = [&](const std::vector<int64_t>& s) {
+    return channels_last ? ir::channels_last_strides(s) : std::vector<int64_t>{};
+  };
+  ir::Tensor go = b.input("grad_output", dtype, out_size, strides(out_size));
+  ir::Tensor gi = b.output("grad_input", dtype, in_size, strides(in_size));
+  std::vector<Var> vars = {Var("n"), Var("c")};
+  std::vector<Expr> target = {vars[0], vars[1]}, source = {vars[0], vars[1]};
+  for (size_t d = 0; d < out_spatial.size(); ++d) {
+    vars.emplace_back("o" + std::to_string(d));
+    source.push_back(vars.back());
+    target.push_back(source_index(vars.back(), in_size[2 + d], out_spatial[d], scale, exact));
+  }
+  DType acc = ir::default_accumulation(dtype);
+  b.kernel("scatter", {ir::scatter_add(gi, target, ir::cast(acc, ir::load(go, source)), ir::over(go, vars), acc)});
+  return std::move(b).build();
+}
+
+// --- preimage windows -------------------------------------------------------------------------
+
+std::vector<int64_t> image_of(int64_t extent, const std::function<int64_t(int64_t)>& f) {
+  std::vector<int64_t> image;
+  for (int64_t o = 0; o < extent; ++o) image.push_back(f(o));
+  return image;
+}
+
+/// The window contains every preimage; when it says exact, it is the preimage.
+void expect_valid_window(const std::vector<int64_t>& image, int64_t target_extent) {
+  std::vector<int64_t> starts = preimage_starts(image, target_extent);
+  PreimageWindow w = fit_preimage_window(starts, static_cast<int64_t>(image.size()));
+  for (int64_t t = 0; t < target_extent; ++t) {
+    ASSERT_LE(w.lo(t), starts[t]) << "t=" << t;
+    ASSERT_GE(w.hi(t), starts[t + 1]) << "t=" << t;
+    if (w.exact) {
+      ASSERT_EQ(w.lo(t), starts[t]);
+      ASSERT_EQ(w.hi(t), starts[t + 1]);
+    }
+  }
+}
+
+TEST(PreimageWindow, StartsOfAMonotoneMap) {
+  std::vector<int64_t> starts = preimage_starts({0, 0, 1, 3, 3}, 5);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 2, 3, 3, 5, 5}));
+}
+
+TEST(PreimageWindow, RationalNearestMapsFitExactly) {
+  for (int64_t in = 1; in <= 12; ++in) {
+    for (int64_t out = 1; out <= 25; ++out) {
+      std::vector<int64_t> image = image_of(out, [&](int64_t o) { return std::min(o * in / out, in - 1); });
+      PreimageWindow w = fit_preimage_window(preimage_starts(image, in), out);
+      EXPECT_TRUE(w.exact) << "in=" << in << " out=" << out;
+      expect_valid_window(image, in);
+      std::vector<int64_t> centered =
+          image_of(out, [&](int64_t o) { return std::min((2 * o + 1) * in / (2 * out), in - 1); });
+      EXPECT_TRUE(fit_preimage_window(preimage_starts(centered, in), out).exact) << "in=" << in << " out=" << out;
+    }
+  }
+}
+
+TEST(PreimageWindow, ScalesThatDisagreeWithTheSizesStillFit) {
+  // scale 3 for 4 -> 8: every source index maps to floor(o / 3), the last input gets nothing.
+  std::vector<int64_t> image = image_of(8, [](int64_t o) { return std::min<int64_t>(o / 3, 3); });
+  PreimageWindow w = fit_preimage_window(preimage_starts(image, 4), 8);
+  EXPECT_TRUE(w.exact);
+  EXPECT_EQ(w.hi(3) - w.lo(3), 0);
+}
+
+TEST(PreimageWindow, NonLinearMapsGetAWiderValidWindow) {
+  std::vector<int64_t> image = image_of(30, [](int64_t o) { return static_cast<int64_t>(std::sqrt(static_cast<double>(o))); });
+  expect_valid_window(image, 6);
+  PreimageWindow w = fit_preimage_window(preimage_starts(image, 6), 30);
+  EXPECT_FALSE(w.exact);
+  EXPECT_GT(w.slack(), 0);
+}
+
+// --- scatter-to-gather ------------------------------------------------------------------------
+
+TEST(ScatterToGather, UpsampleBecomesAComputeWithAWindowedSum) {
+  ir::Program p = upsample_backward(DType::kF32, {1, 2, 5, 7}, {8, 3}, false);
+  ir::Program g = lower_scatter_to_gather(simplify(p));
+  ASSERT_EQ(g.kernels.size(), 1u);
+  ASSERT_EQ(g.kernels[0].stages.size(), 1u);
+  const ir::Stage& s = g.kernels[0].stages[0];
+  EXPECT_EQ(s.kind, ir::StageKind::kCompute);
+  EXPECT_EQ(s.target->name, "grad_input");
+  auto* reduce = s.value.as<ir::ReduceNode>();
+  ASSERT_NE(reduce, nullptr) << ir::to_string(s.value);
+  EXPECT_EQ(reduce->axes.size(), 2u);
+  EXPECT_EQ(reduce->dtype, DType::kF32);
+  EXPECT_NE(reduce->body.as<ir::LoadNode>(), nullptr) << "exact windows need no membership test";
+  ir::verify(g);
+  expect_same_results(p, g);
+}
+
+TEST(ScatterToGather, MatchesTheInterpreterBitForBitOverASweep) {
+  int inverted = 0, programs = 0;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (bool exact : {false, true}) {
+      for (int64_t in = 1; in <= 9; ++in) {
+        for (int64_t out = 1; out <= 17; out += (out < 9 ? 1 : 4)) {
+          ir::Program p = upsample_backward(dtype, {1, 2, in}, {out}, exact);
+          ir::Program l = lowered_ir(p);
+          ++programs;
+          inverted += count_scatters(l) == 0;
+          expect_same_results(p, l, static_cast<unsigned>(in * 100 + out));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(inverted, programs) << "every upsample scatter is inverted";
+}
+
+TEST(ScatterToGather, ScalesChannelsLastAndThreeDimensions) {
+  std::vector<ir::Program> programs = {
+      upsample_backward(DType::kF32, {2, 3, 4}, {8}, false, 2.0),
+      upsample_backward(DType::kF32, {2, 3, 5}, {8}, false, 1.7),
+      upsample_backward(DType::kF32, {1, 2, 4}, {8}, true, 3.0),
+      upsample_backward(DType::kF64, {2, 3, 5, 6}, {7, 13}, true, std::nullopt, true),
+      upsample_backward(DType::kF32, {1, 2, 3, 4, 5}, {6, 7, 3}, false, std::nullopt, true),
+  };
+  for (const ir::Program& p : programs) {
+    ir::Program l = lowered_ir(p);
+    EXPECT_EQ(count_scatters(l), 0) << ir::to_string(p);
+    expect_same_results(p, l);
+  }
+}
+
+TEST(ScatterToGather, HalfPrecisionAccumulatesInF32AndConvertsOnce) {
+  ir::Program p = upsample_backward(DType::kBF16, {1, 2, 6}, {13}, false);
+  ir::Program l = lowered_ir(p);
+  std::string text = ir::to_string(l);
+  EXPECT_NE(text.find("bf16(sum<f32>("), std::string::npos) << text;
+  ir::HostBuffers in = random_inputs(p, 3);
+  ir::HostBuffers expected = ir::interpret(p, in), actual = ir::interpret(l, in);
+  const std::vector<double>& e = expected.at("grad_input");
+  const std::vector<double>& a = actual.at("grad_input");
+  for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i], a[i]) << i;  // small sums: one rounding either way
+}
+
+TEST(ScatterToGather, FloatRoundedMapsNeedingAMembershipTestStayExact) {
+  // Find sizes where floor(o * f32(I/O)) departs from the exact rational map, so that no line
+  // fits and the window is widened with a membership test.
+  int found = 0;
+  for (int64_t in = 2; in <= 64 && found < 3; ++in) {
+    for (int64_t out = in + 1; out <= 200 && found < 3; ++out) {
+      float r = static_cast<float>(in) / static_cast<float>(out);
+      bool departs = false;
+      for (int64_t o = 0; o < out; ++o) {
+        departs |= static_cast<int64_t>(std::floor(static_cast<float>(o) * r)) != o * in / out;
+      }
+      if (!departs) continue;
+      ir::Program p = upsample_backward(DType::kF32, {1, 1, in}, {out}, false);
+      ir::Program l = lowered_ir(p);
+      EXPECT_EQ(count_scatters(l), 0);
+      expect_same_results(p, l, static_cast<unsigned>(out));
+      found += ir::to_string(l).find("select(") != std::string::npos;
+    }
+  }
+  EXPECT_GT(found, 0) << "expected at least one f32 map that no line fits";
+}
+
+TEST(ScatterToGather, UnusedDomainVariablesAreSummedAndConditionsKept) {
+  ir::ProgramBuilder b("row_sums");
+  ir::Tensor x = b.input("x", DType::kF32, {6, 5});
+  ir::Tensor out = b.output("out", DType::kF32, {3});
+  Var i("i"), j("j");
+  Expr value = ir::load(x, {i, j});
+  b.kernel("k", {ir::scatter_add(out, {i / 2}, value, ir::over(x, {i, j}), DType::kF32, value > ir::constant(DType::kF32, 0.0))});
+  ir::Program p = std::move(b).build();
+  ir::Program l = lowered_ir(p);
+  EXPECT_EQ(count_scatters(l), 0) << ir::to_string(l);
+  auto* reduce = l.kernels[0].stages[0].value.as<ir::ReduceNode>();
+  ASSERT_NE(reduce, nullptr) << ir::to_string(l);
+  EXPECT_EQ(reduce->axes.size(), 2u);
+  expect_same_results(p, l);
+}
+
+TEST(ScatterToGather, IdentityOverAShorterDomainAndConstantIndicesAreGuarded) {
+  ir::ProgramBuilder b("guards");
+  ir::Tensor x = b.input("x", DType::kF64, {3});
+  ir::Tensor out = b.output("out", DType::kF64, {2, 5});
+  Var i("i");
+  b.kernel("k", {ir::scatter_add(out, {Expr(1), i}, ir::load(x, {i}), ir::over(x, {i}), DType::kF64)});
+  ir::Program p = std::move(b).build();
+  ir::Program l = lowered_ir(p);
+  EXPECT_EQ(count_scatters(l), 0);
+  EXPECT_NE(l.kernels[0].stages[0].value.as<ir::SelectNode>(), nullptr) << ir::to_string(l);
+  expect_same_results(p, l);
+}
+
+TEST(ScatterToGather, ASharedKernelIsSplitAfterTheStagesItReads) {
+  ir::ProgramBuilder b("split");
+  ir::Tensor x = b.input("x", DType::kF32, {8});
+  ir::Tensor tmp = b.temporary("doubled", DType::kF32, {8});
+  ir::Tensor out = b.output("out", DType::kF32, {4});
+  Var i("i"), j("j");
+  b.kernel("k", {ir::compute(tmp, ir::over(tmp, {i}), ir::load(x, {i}) * ir::constant(DType::kF32, 2.0)),
+                 ir::scatter_add(out, {j / 2}, ir::load(tmp, {j}), ir::over(tmp, {j}), DType::kF32)});
+  ir::Program p = std::move(b).build();
+  ir::Program g = lower_scatter_to_gather(p);
+  ASSERT_EQ(g.kernels.size(), 2u);
+  EXPECT_EQ(g.kernels[0].stages.size(), 1u);
+  EXPECT_EQ(g.kernels[1].name, "k_out");
+  expect_same_results(p, lowered_ir(p));
+}
+
+TEST(ScatterToGather, RefusesWhatItCannotInvert) {
+  Var i("i"), j("j");
+  auto one_scatter = [&](std::function<ir::Stage(ir::Tensor, ir::Tensor, ir::Tensor)> make) {
+    ir::ProgramBuilder b("refused");
+    ir::Tensor x = b.input("x", DType::kF32, {6, 4});
+    ir::Tensor index = b.input("index", DType::kI64, {6});
+    ir::Tensor out = b.output("out", DType::kF32, {12});
+    b.kernel("k", {make(x, index, out)});
+    return std::move(b).build();
+  };
+  std::vector<ir::Program> programs = {
+      one_scatter([&](ir::Tensor x, ir::Tensor, ir::Tensor out) {  // not monotone
+        return ir::scatter_add(out, {(i * 5) % 6}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
+      }),
+      one_scatter([&](ir::Tensor x, ir::Tensor index, ir::Tensor out) {  // data-dependent
+        return ir::scatter_add(out, {ir::load(index, {i}) % 12}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
+      }),
+      one_scatter([&](ir::Tensor x, ir::Tensor, ir::Tensor out) {  // two variables in one index
+        return ir::scatter_add(out, {i + j}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
+      }),
+  };
+  for (const ir::Program& p : programs) {
+    ir::Program g = lower_scatter_to_gather(p);
+    EXPECT_EQ(count_scatters(g), 1) << ir::to_string(g);
+    expect_same_results(p, lowered_ir(p));
+  }
+  // Two scatters into one target accumulate: inverting either would overwrite the other.
+  ir::ProgramBuilder b("twice");
+  ir::Tensor x = b.input("x", DType::kF32, {4});
+  ir::Tensor out = b.output("out", DType::kF32, {2});
+  Var a("a"), c("c");
+  b.kernel("first", {ir::scatter_add(out, {a / 2}, ir::load(x, {a}), ir::over(x, {a}), DType::kF32)});
+  b.kernel("second", {ir::scatter_add(out, {c / 2}, ir::load(x, {c}), ir::over(x, {c}), DType::kF32)});
+  ir::Program twice = std::move(b).build();
+  EXPECT_EQ(count_scatters(lower_scatter_to_gather(twice)), 2);
+  expect_same_results(twice, lowered_ir(twice));
+}
+
+TEST(ScatterToGather, EveryRegisteredUpsampleExampleIsInvertedAndExact) {
+  int checked = 0;
+  for (const ops::OpDefinition& op : ops::all_ops()) {
+    if (op.name.find("upsample") == std::string::npos) continue;
+    for (const std::string& example : op.examples) {
+      ops::Specialization s = ops::parse_specialization(example);
+      ir::Program p = s.build_program();
+      if (p.inputs.empty() || p.inputs[0]->num_elements() > 20000) continue;  // keep it fast
+      ir::Program l = lowered_ir(p);
+      EXPECT_EQ(count_scatters(l), 0) << example;
+      EXPECT_EQ(l.kernels.size(), 1u) << example;
+      bool wide = s.get_dtype("dtype") == DType::kF32 || s.get_dtype("dtype") == DType::kF64;
+      if (wide) expect_same_results(p, l);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0) << "no upsample op registered";
+}
+
+// --- atomics ----------------------------------------------------------------------------------
+
+ir::Program data_dependent(DType target_dtype, int kernels = 1) {
+  ir::ProgramBuilder b("scatter_by_index");
+  ir::Tensor x = b.input("x", DType::kF32, {6});
+  ir::Tensor index = b.input("index", DType::kI64, {6});
+  ir::Tensor out = b.output("out", target_dtype, {3});
+  for (int k = 0; k < kernels; ++k) {
+    Var i("i");
+    Expr where = ir::cast(DType::kI64, ir::floor((ir::load(x, {i}) + ir::constant(DType::kF32, 1.0)) *
+                                                 ir::constant(DType::kF32, 1.4)));
+    b.kernel("scatter" + std::to_string(k),
+             {ir::scatter_add(out, {ir::min(ir::max(where, 0), 2)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
+  }
+  return std::move(b).build();
+}
+
+TEST(ScatterToAtomics, SameDtypeTargetsAreLeftAsTheyAre) {
+  ir::Program p = data_dependent(DType::kF32);
+  ir::Program g = lower_scatter_to_gather(p);
+  EXPECT_EQ(count_scatters(g), 1);
+  ir::Program a = lower_scatter_to_atomics(g);
+  EXPECT_EQ(a.kernels.size(), 1u);
+  EXPECT_TRUE(a.temporaries.empty());
+}
+
+TEST(ScatterToAtomics, NarrowTargetsGetAnAccumulatorAndOneConversionAfterTheLastScatter) {
+  ir::Program p = data_dependent(DType::kBF16, 2);
+  ir::Program a = lower_scatter_to_atomics(lower_scatter_to_gather(p));
+  ASSERT_EQ(a.temporaries.size(), 1u);
+  EXPECT_EQ(a.temporaries[0]->name, "out_accumulator");
+  EXPECT_EQ(a.temporaries[0]->dtype, DType::kF32);
+  ASSERT_EQ(a.kernels.size(), 3u);
+  EXPECT_EQ(a.kernels[0].stages[0].target->name, "out_accumulator");
+  EXPECT_EQ(a.kernels[1].stages[0].target->name, "out_accumulator");
+  EXPECT_EQ(a.kernels[2].name, "out_convert");
+  EXPECT_EQ(a.kernels[2].stages[0].kind, ir::StageKind::kCompute);
+  ir::verify(a);
+  // Inputs in [-1, 1] summed in f32 then rounded to bf16 once: same as the interpreter's
+  // single rounding of the f64 sum for these few terms.
+  ir::HostBuffers in = random_inputs(p, 11);
+  for (double& v : in["index"]) v = 0;
+  ir::HostBuffers e = ir::interpret(p, in), r = ir::interpret(a, in);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(e["out"][i], r["out"][i], std::fabs(e["out"][i]) * 0x1p-7);
+}
+
+TEST(ScatterToAtomics, ReadingATargetBetweenItsScattersIsRefused) {
+  ir::ProgramBuilder b("partial");
+  ir::Tensor x = b.input("x", DType::kF32, {4});
+  ir::Tensor out = b.output("out", DType::kF16, {2});
+  ir::Tensor copy = b.output("copy", DType::kF16, {2});
+  Var i("i"), j("j"), k("k");
+  auto where = [&](const Var& v) { return ir::cast(DType::kI64, ir::load(x, {v}) > ir::constant(DType::kF32, 0.0)); };
+  b.kernel("first", {ir::scatter_add(out, {where(i)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
+  b.kernel("read", {ir::compute(copy, ir::over(copy, {j}), ir::load(out, {j}))});
+  b.kernel("second", {ir::scatter_add(out, {where(k)}, ir::load(x, {k}), ir::over(x, {k}), DType::kF32)});
+  ir::Program p = std::move(b).build();
+  EXPECT_THROW(lower_scatter_to_atomics(p), Error);
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
