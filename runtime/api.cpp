@@ -1,0 +1,145 @@
+// The public C++ API (include/adjoint/adjoint.h) over the engine. The typed entry points keep a
+// small cache keyed by their raw arguments so that a warm call builds no specialization text:
+// a hash of a few integers, a lookup, and the launch.
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "adjoint/adjoint.h"
+#include "adjoint/version.h"
+#include "ir/error.h"
+#include "ops/registry.h"
+#include "runtime/driver.h"
+#include "runtime/engine.h"
+#include "runtime/package.h"
+
+namespace adjoint {
+namespace {
+
+compiler::Determinism to_compiler(Determinism d) {
+  return d == Determinism::kDefault ? compiler::Determinism::kDefault
+                                    : compiler::Determinism::kAllowAtomics;
+}
+
+runtime::BoundTensor bind(const std::string& name, const TensorRef& t) {
+  if (static_cast<int32_t>(t.dtype) < 0 || static_cast<int32_t>(t.dtype) > 6) {
+    throw Error("tensor '" + name + "': dtype value " + std::to_string(static_cast<int>(t.dtype)) +
+                " is not a valid adjoint::DType");
+  }
+  if (!t.strides.empty() && t.strides.size() != t.shape.size()) {
+    throw Error("tensor '" + name + "': " + std::to_string(t.strides.size()) +
+                " strides given for " + std::to_string(t.shape.size()) + " dimensions");
+  }
+  return runtime::BoundTensor{name, t.data, static_cast<ir::DType>(t.dtype), t.shape, t.strides};
+}
+
+std::vector<runtime::BoundTensor> bind_all(const Bindings& tensors) {
+  std::vector<runtime::BoundTensor> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) out.push_back(bind(name, t));
+  return out;
+}
+
+/// Typed-call cache: raw argument bytes -> loaded program.
+class TypedCache {
+ public:
+  std::shared_ptr<const runtime::LoadedProgram> find(const std::string& key) {
+    std::shared_lock lock(mutex_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  void insert(const std::string& key, std::shared_ptr<const runtime::LoadedProgram> p) {
+    std::unique_lock lock(mutex_);
+    map_.emplace(key, std::move(p));
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const runtime::LoadedProgram>> map_;
+};
+
+template <typename T>
+void append_bytes(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+bool is_channels_last(const TensorRef& t) {
+  if (t.strides.empty() || t.shape.size() < 3) return false;
+  return t.strides == ir::channels_last_strides(t.shape) &&
+         t.strides != ir::contiguous_strides(t.shape);
+}
+
+}  // namespace
+
+Program Program::prepare(const std::string& spec, Determinism determinism) {
+  return Program(runtime::Engine::instance().prepare(spec, to_compiler(determinism)));
+}
+
+void Program::launch(const Bindings& tensors, CUstream stream) const {
+  impl_->launch(bind_all(tensors), stream);
+}
+
+std::vector<TensorInfo> Program::tensors() const {
+  std::vector<TensorInfo> out;
+  for (const compiler::BufferInfo& b : impl_->buffers) {
+    if (b.role == ir::TensorRole::kTemporary) continue;
+    out.push_back(TensorInfo{b.name, b.role == ir::TensorRole::kOutput,
+                             static_cast<DType>(b.dtype), b.shape, b.strides});
+  }
+  return out;
+}
+
+bool Program::deterministic() const { return impl_->deterministic; }
+const std::string& Program::spec() const { return impl_->spec; }
+
+void run(const std::string& spec, const Bindings& tensors, CUstream stream,
+         Determinism determinism) {
+  Program::prepare(spec, determinism).launch(tensors, stream);
+}
+
+void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& grad_input,
+                                 std::array<int64_t, 2> output_size,
+                                 std::array<int64_t, 4> input_size,
+                                 std::optional<double> scales_h, std::optional<double> scales_w,
+                                 CUstream stream) {
+  static TypedCache cache;
+  bool channels_last = is_channels_last(grad_output);
+  std::string key;
+  key.reserve(96);
+  CUcontext context = runtime::current_context();
+  append_bytes(key, context);
+  append_bytes(key, grad_output.dtype);
+  append_bytes(key, channels_last);
+  append_bytes(key, output_size);
+  append_bytes(key, input_size);
+  double sh = scales_h.value_or(NAN), sw = scales_w.value_or(NAN);
+  append_bytes(key, sh);
+  append_bytes(key, sw);
+  std::shared_ptr<const runtime::LoadedProgram> program = cache.find(key);
+  if (!program) {
+    std::map<std::string, std::string> attrs{
+        {"dtype", std::string(ir::dtype_name(static_cast<ir::DType>(grad_output.dtype)))},
+        {"input_size", ops::format_ints({input_size.begin(), input_size.end()})},
+        {"output_size", ops::format_ints({output_size.begin(), output_size.end()})},
+        {"scales_h", ops::format_optional_float(scales_h)},
+        {"scales_w", ops::format_optional_float(scales_w)},
+        {"layout", channels_last ? "channels_last" : "contiguous"}};
+    ops::Specialization spec = ops::make_specialization("upsample_nearest2d_backward", attrs);
+    program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
+    cache.insert(key, program);
+  }
+  runtime::BoundTensor bound[2] = {bind("grad_output", grad_output), bind("grad_input", grad_input)};
+  program->launch({bound[0], bound[1]}, stream);
+}
+
+void load_package(const std::string& directory) {
+  runtime::PackageRegistry::instance().add(directory);
+}
+
+void set_jit_enabled(bool enabled) { runtime::Engine::instance().set_jit_enabled(enabled); }
+
+const char* version() { return ADJOINT_VERSION_STRING; }
+
+}  // namespace adjoint

@@ -1,0 +1,94 @@
+// The JIT engine: turns a specialization into loaded kernels for the current CUDA context and
+// launches them on a caller's stream.
+//
+//   Specialization --build--> IR --lower--> CompiledProgram (CUDA sources, launch dims)
+//     --binary--> package binary | disk-cache hit | NVRTC compile (then stored on disk)
+//     --cuModuleLoadData--> LoadedProgram (CUfunctions), kept in the in-memory cache
+//
+// The in-memory cache is keyed by (specialization text, determinism, context) and is
+// single-flight: many threads asking for the same new program compile it once, with no global
+// lock held while NVRTC runs; a failed compile is remembered and rethrown, not retried.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+#include "compiler/compiled_program.h"
+#include "compiler/lower.h"
+#include "ops/registry.h"
+
+namespace adjoint::runtime {
+
+/// A device tensor bound for one launch.
+struct BoundTensor {
+  std::string name;
+  CUdeviceptr data = 0;
+  ir::DType dtype = ir::DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  ///< empty: contiguous
+};
+
+struct LoadedKernel {
+  std::string entry;
+  CUfunction function = nullptr;
+  compiler::LaunchDims launch;
+  std::vector<int> params;       ///< buffer index of each parameter
+  std::vector<int> zero_before;  ///< buffer indices zeroed before the launch
+};
+
+/// Where a program's binaries came from, for logs and benchmarks.
+enum class BinarySource { kPackage, kDiskCache, kCompiled };
+
+/// A specialization loaded in one context. Immutable once built; shared by all callers.
+struct LoadedProgram {
+  std::string spec;  ///< canonical specialization text
+  compiler::Determinism determinism;
+  CUcontext context = nullptr;
+  std::vector<compiler::BufferInfo> buffers;
+  std::vector<LoadedKernel> kernels;
+  std::vector<CUmodule> modules;
+  bool deterministic = true;
+  BinarySource source = BinarySource::kCompiled;
+  double compile_milliseconds = 0;  ///< NVRTC time spent building it (0 on a cache hit)
+
+  /// Index of the buffer named `name`, or -1.
+  int buffer_index(const std::string& name) const;
+  /// Checks the bindings and queues every kernel on `stream`.
+  void launch(const std::vector<BoundTensor>& tensors, CUstream stream) const;
+  ~LoadedProgram();
+};
+
+/// The process-wide engine.
+class Engine {
+ public:
+  static Engine& instance();
+
+  /// The loaded program for `spec` in the current context (the primary context of device 0 is
+  /// made current when the thread has none).
+  std::shared_ptr<const LoadedProgram> prepare(const ops::Specialization& spec,
+                                               compiler::Determinism determinism);
+  /// The same, from specialization text.
+  std::shared_ptr<const LoadedProgram> prepare(const std::string& spec_text,
+                                               compiler::Determinism determinism);
+
+  void set_jit_enabled(bool enabled) { jit_enabled_ = enabled; }
+  bool jit_enabled() const { return jit_enabled_; }
+
+ private:
+  Engine();
+  std::shared_ptr<const LoadedProgram> build(const ops::Specialization& spec,
+                                             compiler::Determinism determinism, CUcontext context,
+                                             int arch);
+  struct Caches;
+  std::unique_ptr<Caches> caches_;
+  bool jit_enabled_ = true;
+};
+
+/// The current context, made current from device 0's primary context if there is none.
+CUcontext current_context();
+
+}  // namespace adjoint::runtime
