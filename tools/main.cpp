@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   adjoint::tools::add_ops_command(app);
   adjoint::tools::add_ir_command(app);
   adjoint::tools::add_cuda_command(app);
+  adjoint::tools::add_compile_command(app);
+  adjoint::tools::add_aot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

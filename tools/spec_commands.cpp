@@ -1,10 +1,13 @@
-// `adjoint ops` and `adjoint ir`: the registry and the IR of one specialization.
+// `adjoint ops` and `adjoint ir`: the registry and the IR of one specialization, optionally
+// after every pass of the lowering (`--after-all`, the pipeline's record of each pass).
 #include <iostream>
 
+#include "compiler/lower.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ops/registry.h"
 #include "tools/commands.h"
+#include "tools/spec_file.h"
 
 namespace adjoint::tools {
 namespace {
@@ -46,14 +49,29 @@ void add_ops_command(CLI::App& app) {
 void add_ir_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("ir", "Print the IR of a specialization");
   auto spec = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("spec", *spec, "op key=value ... (see `adjoint ops`)")->required();
-  cmd->callback([spec] {
-    std::string text;
-    for (const std::string& w : *spec) text += w + " ";
-    ops::Specialization s = ops::parse_specialization(text);
-    ir::Program p = s.build_program();
+  auto after_all = std::make_shared<bool>(false);
+  auto allow_atomics = std::make_shared<bool>(false);
+  auto arch = std::make_shared<std::string>("sm_90");
+  cmd->add_option("spec", *spec, "op key=value ... [determinism=allow_atomics] (see `adjoint ops`)")
+      ->required();
+  cmd->add_flag("--after-all", *after_all, "lower it and print the IR after every pass");
+  cmd->add_flag("--allow-atomics", *allow_atomics, "lower with determinism=allow_atomics");
+  cmd->add_option("--arch", *arch, "target architecture of the lowering, e.g. sm_90")
+      ->default_val("sm_90");
+  cmd->callback([=] {
+    SpecRequest request = parse_spec_request(join_words(*spec));
+    ir::Program p = request.specialization.build_program();
     ir::verify(p);
-    std::cout << ir::to_string(p);
+    if (!*after_all) {
+      std::cout << ir::to_string(p);
+      return;
+    }
+    compiler::LowerOptions options;
+    options.determinism = *allow_atomics ? compiler::Determinism::kAllowAtomics
+                                         : request.determinism;
+    options.arch = parse_arch(*arch);
+    options.record_passes = true;
+    std::cout << compiler::lower(p, options).pass_dump;
   });
 }
 
