@@ -24,14 +24,14 @@ def test_bad_spec_is_named_by_the_library():
     with pytest.raises(InvalidArgumentError) as caught:
         adjoint.prepare("upsample_nearest2d_backward dtype=f32 input_size=1,1,4 "
                         "output_size=8,8")
-    assert "input_size" in str(caught.exception)
+    assert "input_size" in str(caught.value)
     with pytest.raises(InvalidArgumentError) as caught:
         adjoint.prepare("upsample_nearest2d_backward dtype=i8 input_size=1,1,4,4 "
                         "output_size=8,8")
-    assert "dtype" in str(caught.exception)
+    assert "dtype" in str(caught.value)
     with pytest.raises(InvalidArgumentError) as caught:
         adjoint.prepare("no_such_op dtype=f32")
-    message = str(caught.exception)
+    message = str(caught.value)
     assert "no_such_op" in message and "upsample_nearest2d_backward" in message, \
         "the error should list the valid ops: %s" % message
 

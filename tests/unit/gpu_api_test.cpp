@@ -76,6 +76,7 @@ struct DeviceRun {
     }
   }
   CUdeviceptr alloc(const std::string& name, size_t bytes) {
+    runtime::current_context();  // the test allocates before adjoint has made a context current
     CUdeviceptr p = 0;
     if (bytes) runtime::check(runtime::driver().MemAlloc(&p, bytes), "cuMemAlloc");
     allocations.emplace_back(name, p);
