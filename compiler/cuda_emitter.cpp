@@ -192,6 +192,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   }
   /// emit_expr(e), converted to `type` if its C++ type differs.
   std::string converted(const Expr& e, const std::string& type) {
+    if (auto* c = e.as<ir::IntConstNode>(); c && (type == "int" || type == "long long")) {
+      bool fits = c->value >= INT32_MIN && c->value <= INT32_MAX;
+      if (type == "int" && fits) return cuda_int_literal(DType::kI32, c->value);
+      if (type == "long long") return visit(ir::IntConstNode::make(DType::kI64, c->value));
+    }
     std::string text = emit_expr(e);
     return value_type(e) == type ? text : "(" + type + ")" + text;
   }
@@ -318,7 +323,7 @@ std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::s
     if (t->strides[d] != 1) term += " * " + std::to_string(t->strides[d]);
     offset += (offset.empty() ? "" : " + ") + term;
   }
-  return params_.at(t.get()) + "[" + (offset.empty() ? "0" : offset) + "]";
+  return params_.at(t.get()) + "[" + (offset.empty() ? "0" : strip_parens(offset)) + "]";
 }
 
 std::string KernelEmitter::visit_Unary(const ir::UnaryNode& n, const Expr&) {
