@@ -113,7 +113,9 @@ int main(int argc, char** argv) {
     example::check(example::driver().StreamCreate(&stream, CU_STREAM_NON_BLOCKING),
                    "cuStreamCreate");
     bool pass = true;
-    for (const std::string& spec : listing.specializations()) pass &= run_from_package(spec, stream);
+    for (const std::string& spec : listing.specializations()) {
+      pass &= run_from_package(spec, stream);
+    }
     pass &= uncovered_call_fails_clearly();
     example::check(example::driver().StreamDestroy(stream), "cuStreamDestroy");
 

@@ -75,7 +75,9 @@ std::shared_ptr<const runtime::LoadedProgram> load_user_program(const ir::Progra
                                                        kernel.entry.c_str()),
                    "cuModuleGetFunction");
     entry.launch = kernel.launch;
-    for (const std::string& name : kernel.params) entry.params.push_back(loaded->buffer_index(name));
+    for (const std::string& name : kernel.params) {
+      entry.params.push_back(loaded->buffer_index(name));
+    }
     for (const std::string& name : kernel.zero_before) {
       entry.zero_before.push_back(loaded->buffer_index(name));
     }
@@ -128,7 +130,9 @@ int main() {
 
     ir::HostBuffers want = ir::interpret(program, inputs);
     std::vector<double> got = grad_weight.values();
-    bool pass = example::check_close("grad_weight vs interpreter", got, want.at("grad_weight"), 1e-5);
+    // Atomic f32 adds in any order vs the interpreter's f64 sum rounded once.
+    bool pass =
+        example::check_close("grad_weight vs interpreter", got, want.at("grad_weight"), 1e-5);
     bool padding_zero = true;
     for (int64_t d = 0; d < dim; ++d) padding_zero &= got[padding_idx * dim + d] == 0;
     std::printf("  padding row stays zero: %s\n", padding_zero ? "PASS" : "FAIL");

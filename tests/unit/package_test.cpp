@@ -110,7 +110,8 @@ class PackageTest : public ::testing::Test {
 fs::path* PackageTest::root_ = nullptr;
 runtime::PackageContents* PackageTest::contents_ = nullptr;
 
-const std::string kSpec = "upsample_nearest2d_backward dtype=f32 input_size=1,2,5,7 output_size=8,3";
+const std::string kSpec =
+    "upsample_nearest2d_backward dtype=f32 input_size=1,2,5,7 output_size=8,3";
 
 TEST_F(PackageTest, BuilderGathersOneKernelWithCubinsPerArchAndPtxOfTheNewest) {
   ASSERT_EQ(contents_->kernels.size(), 1u);
