@@ -20,7 +20,9 @@ int64_t floor_div(int64_t a, int64_t b) {
   return q;
 }
 
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+int64_t floor_mod(int64_t a, int64_t b) {
+  return a - floor_div(a, b) * b;
+}
 
 bool Interval::fits_int32() const {
   return within(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
@@ -40,12 +42,14 @@ const FloatInterval kUnknownFloat{};
 /// The range of values an integer dtype can hold (bool: 0 or 1).
 Interval dtype_range(DType t) {
   if (t == DType::kBool) return {0, 1};
-  if (t == DType::kI32) return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+  if (t == DType::kI32)
+    return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
   return kUnknown;
 }
 
 Interval hull(const std::vector<int64_t>& values) {
-  return {*std::min_element(values.begin(), values.end()), *std::max_element(values.begin(), values.end())};
+  return {*std::min_element(values.begin(), values.end()),
+          *std::max_element(values.begin(), values.end())};
 }
 
 /// Applies an overflow-checked operation to the four corners of two bounded intervals.
@@ -65,20 +69,24 @@ Interval corners(const Interval& a, const Interval& b, Op op) {
 
 Interval add(const Interval& a, const Interval& b) {
   Interval r;
-  if (a.has_min() && b.has_min() && __builtin_add_overflow(a.min, b.min, &r.min)) r.min = Interval::kUnboundedBelow;
+  if (a.has_min() && b.has_min() && __builtin_add_overflow(a.min, b.min, &r.min))
+    r.min = Interval::kUnboundedBelow;
   if (!a.has_min() || !b.has_min()) r.min = Interval::kUnboundedBelow;
-  if (a.has_max() && b.has_max() && __builtin_add_overflow(a.max, b.max, &r.max)) r.max = Interval::kUnboundedAbove;
+  if (a.has_max() && b.has_max() && __builtin_add_overflow(a.max, b.max, &r.max))
+    r.max = Interval::kUnboundedAbove;
   if (!a.has_max() || !b.has_max()) r.max = Interval::kUnboundedAbove;
   return r;
 }
 
 Interval negate(const Interval& a) {
-  return {a.has_max() ? -a.max : Interval::kUnboundedBelow, a.has_min() ? -a.min : Interval::kUnboundedAbove};
+  return {a.has_max() ? -a.max : Interval::kUnboundedBelow,
+          a.has_min() ? -a.min : Interval::kUnboundedAbove};
 }
 
 Interval divide(const Interval& a, const Interval& b) {
   if (b.is_point() && b.min > 0) {  // the common case: division by a positive constant
-    return {a.has_min() ? floor_div(a.min, b.min) : a.min, a.has_max() ? floor_div(a.max, b.min) : a.max};
+    return {a.has_min() ? floor_div(a.min, b.min) : a.min,
+            a.has_max() ? floor_div(a.max, b.min) : a.max};
   }
   if (!b.is_bounded() || (b.min <= 0 && b.max >= 0)) return kUnknown;
   return corners(a, b, [](int64_t x, int64_t y, int64_t* r) {
@@ -98,8 +106,12 @@ Interval modulo(const Interval& a, const Interval& b) {
 }
 
 /// Rounds a double bound outward by one ulp, then to the dtype (a monotone rounding).
-double round_down(DType t, double v) { return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, -kInf)); }
-double round_up(DType t, double v) { return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, kInf)); }
+double round_down(DType t, double v) {
+  return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, -kInf));
+}
+double round_up(DType t, double v) {
+  return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, kInf));
+}
 
 FloatInterval float_hull(DType t, std::vector<double> values) {
   for (double v : values) {
@@ -122,7 +134,9 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
   Interval int_of(const Expr& e) { return bounds_.range_of(e).ints; }
   FloatInterval float_of(const Expr& e) { return bounds_.range_of(e).floats; }
 
-  Range visit_IntConst(const ir::IntConstNode& n, const Expr&) override { return ints(Interval::point(n.value)); }
+  Range visit_IntConst(const ir::IntConstNode& n, const Expr&) override {
+    return ints(Interval::point(n.value));
+  }
   Range visit_FloatConst(const ir::FloatConstNode& n, const Expr&) override {
     return std::isnan(n.value) ? floats(kUnknownFloat) : floats({n.value, n.value});
   }
@@ -130,27 +144,38 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
     auto it = bounds_.vars_.find(&n);
     return ints(it == bounds_.vars_.end() ? kUnknown : it->second);
   }
-  Range visit_Load(const ir::LoadNode& n, const Expr&) override { return ints(dtype_range(n.dtype)); }
+  Range visit_Load(const ir::LoadNode& n, const Expr&) override {
+    return ints(dtype_range(n.dtype));
+  }
   Range visit_Unary(const ir::UnaryNode& n, const Expr&) override {
     if (n.op == ir::UnaryOp::kNot) return ints({0, 1});
     if (!ir::is_float(n.dtype)) {
       Interval a = int_of(n.operand);
       if (n.op == ir::UnaryOp::kNeg) return ints(negate(a));
       if (a.has_min() && a.min >= 0) return ints(a);  // abs of a non-negative value
-      return ints(a.is_bounded() ? Interval{0, std::max(-a.min, a.max)} : Interval{0, Interval::kUnboundedAbove});
+      return ints(a.is_bounded() ? Interval{0, std::max(-a.min, a.max)}
+                                 : Interval{0, Interval::kUnboundedAbove});
     }
     FloatInterval a = float_of(n.operand);
     switch (n.op) {
-      case ir::UnaryOp::kNeg: return floats({-a.max, -a.min});
-      case ir::UnaryOp::kFloor: return floats({std::floor(a.min), std::floor(a.max)});
-      case ir::UnaryOp::kCeil: return floats({std::ceil(a.min), std::ceil(a.max)});
-      case ir::UnaryOp::kRoundEven: return floats({std::nearbyint(a.min), std::nearbyint(a.max)});
-      case ir::UnaryOp::kSigmoid: return floats({0.0, 1.0});
-      case ir::UnaryOp::kTanh: return floats({-1.0, 1.0});
-      case ir::UnaryOp::kExp: return floats({0.0, kInf});
+      case ir::UnaryOp::kNeg:
+        return floats({-a.max, -a.min});
+      case ir::UnaryOp::kFloor:
+        return floats({std::floor(a.min), std::floor(a.max)});
+      case ir::UnaryOp::kCeil:
+        return floats({std::ceil(a.min), std::ceil(a.max)});
+      case ir::UnaryOp::kRoundEven:
+        return floats({std::nearbyint(a.min), std::nearbyint(a.max)});
+      case ir::UnaryOp::kSigmoid:
+        return floats({0.0, 1.0});
+      case ir::UnaryOp::kTanh:
+        return floats({-1.0, 1.0});
+      case ir::UnaryOp::kExp:
+        return floats({0.0, kInf});
       case ir::UnaryOp::kAbs:
         return floats({a.min >= 0 ? a.min : 0.0, std::max(std::fabs(a.min), std::fabs(a.max))});
-      default: return floats(kUnknownFloat);
+      default:
+        return floats(kUnknownFloat);
     }
   }
   Range visit_Binary(const ir::BinaryNode& n, const Expr&) override {
@@ -160,16 +185,38 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
   Range visit_Compare(const ir::CompareNode& n, const Expr&) override {
     if (ir::is_float(n.a.dtype())) return ints({0, 1});
     Interval a = int_of(n.a), b = int_of(n.b);
-    auto lt = [](const Interval& x, const Interval& y) { return x.has_max() && y.has_min() && x.max < y.min; };
-    auto le = [](const Interval& x, const Interval& y) { return x.has_max() && y.has_min() && x.max <= y.min; };
+    auto lt = [](const Interval& x, const Interval& y) {
+      return x.has_max() && y.has_min() && x.max < y.min;
+    };
+    auto le = [](const Interval& x, const Interval& y) {
+      return x.has_max() && y.has_min() && x.max <= y.min;
+    };
     bool always = false, never = false;
     switch (n.op) {
-      case ir::CompareOp::kLt: always = lt(a, b); never = le(b, a); break;
-      case ir::CompareOp::kLe: always = le(a, b); never = lt(b, a); break;
-      case ir::CompareOp::kGt: always = lt(b, a); never = le(a, b); break;
-      case ir::CompareOp::kGe: always = le(b, a); never = lt(a, b); break;
-      case ir::CompareOp::kEq: always = a.is_point() && b.is_point() && a.min == b.min; never = lt(a, b) || lt(b, a); break;
-      case ir::CompareOp::kNe: never = a.is_point() && b.is_point() && a.min == b.min; always = lt(a, b) || lt(b, a); break;
+      case ir::CompareOp::kLt:
+        always = lt(a, b);
+        never = le(b, a);
+        break;
+      case ir::CompareOp::kLe:
+        always = le(a, b);
+        never = lt(b, a);
+        break;
+      case ir::CompareOp::kGt:
+        always = lt(b, a);
+        never = le(a, b);
+        break;
+      case ir::CompareOp::kGe:
+        always = le(b, a);
+        never = lt(a, b);
+        break;
+      case ir::CompareOp::kEq:
+        always = a.is_point() && b.is_point() && a.min == b.min;
+        never = lt(a, b) || lt(b, a);
+        break;
+      case ir::CompareOp::kNe:
+        never = a.is_point() && b.is_point() && a.min == b.min;
+        always = lt(a, b) || lt(b, a);
+        break;
     }
     return ints(always ? Interval{1, 1} : never ? Interval{0, 0} : Interval{0, 1});
   }
@@ -215,7 +262,8 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
     if (n.op == ir::ReduceOp::kSum) return ints(kUnknown);
     // max/min: the body's range, or the identity when the box may be empty.
     bool non_empty = true;
-    for (const ir::Axis& axis : n.axes) non_empty &= int_of(axis.extent).min >= 1 && int_of(axis.extent).has_min();
+    for (const ir::Axis& axis : n.axes)
+      non_empty &= int_of(axis.extent).min >= 1 && int_of(axis.extent).has_min();
     if (!non_empty) return Range{};
     return bounds_.range_of(n.body);
   }
@@ -224,48 +272,67 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
   Interval int_binary(const ir::BinaryNode& n) {
     Interval a = int_of(n.a), b = int_of(n.b);
     switch (n.op) {
-      case BinaryOp::kAdd: return add(a, b);
-      case BinaryOp::kSub: return add(a, negate(b));
+      case BinaryOp::kAdd:
+        return add(a, b);
+      case BinaryOp::kSub:
+        return add(a, negate(b));
       case BinaryOp::kMul:
-        return corners(a, b, [](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); });
-      case BinaryOp::kDiv: return divide(a, b);
-      case BinaryOp::kMod: return modulo(a, b);
-      case BinaryOp::kMin: return {std::min(a.min, b.min), std::min(a.max, b.max)};
-      case BinaryOp::kMax: return {std::max(a.min, b.min), std::max(a.max, b.max)};
-      default: return kUnknown;
+        return corners(
+            a, b, [](int64_t x, int64_t y, int64_t* r) { return __builtin_mul_overflow(x, y, r); });
+      case BinaryOp::kDiv:
+        return divide(a, b);
+      case BinaryOp::kMod:
+        return modulo(a, b);
+      case BinaryOp::kMin:
+        return {std::min(a.min, b.min), std::min(a.max, b.max)};
+      case BinaryOp::kMax:
+        return {std::max(a.min, b.min), std::max(a.max, b.max)};
+      default:
+        return kUnknown;
     }
   }
 
   FloatInterval float_binary(const ir::BinaryNode& n) {
     FloatInterval a = float_of(n.a), b = float_of(n.b);
     switch (n.op) {
-      case BinaryOp::kAdd: return float_hull(n.dtype, {a.min + b.min, a.max + b.max});
-      case BinaryOp::kSub: return float_hull(n.dtype, {a.min - b.max, a.max - b.min});
-      case BinaryOp::kMul: return float_hull(n.dtype, {a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max});
+      case BinaryOp::kAdd:
+        return float_hull(n.dtype, {a.min + b.min, a.max + b.max});
+      case BinaryOp::kSub:
+        return float_hull(n.dtype, {a.min - b.max, a.max - b.min});
+      case BinaryOp::kMul:
+        return float_hull(n.dtype, {a.min * b.min, a.min * b.max, a.max * b.min, a.max * b.max});
       case BinaryOp::kDiv:
         if (b.min <= 0 && b.max >= 0) return kUnknownFloat;
         return float_hull(n.dtype, {a.min / b.min, a.min / b.max, a.max / b.min, a.max / b.max});
-      case BinaryOp::kMin: return {std::min(a.min, b.min), std::min(a.max, b.max)};
-      case BinaryOp::kMax: return {std::max(a.min, b.min), std::max(a.max, b.max)};
-      default: return kUnknownFloat;
+      case BinaryOp::kMin:
+        return {std::min(a.min, b.min), std::min(a.max, b.max)};
+      case BinaryOp::kMax:
+        return {std::max(a.min, b.min), std::max(a.max, b.max)};
+      default:
+        return kUnknownFloat;
     }
   }
 
   Bounds& bounds_;
 };
 
-void Bounds::bind(const ir::VarNode* var, Interval range) { vars_[var] = range; }
+void Bounds::bind(const ir::VarNode* var, Interval range) {
+  vars_[var] = range;
+}
 
 void Bounds::bind_domain(const std::vector<ir::Axis>& domain) {
   for (const ir::Axis& axis : domain) {
     Interval extent = of(axis.extent);
     Interval start = of(axis.start);
-    bind(axis.var.get(), {start.min, extent.has_max() && start.has_max() ? start.max + std::max<int64_t>(extent.max - 1, 0)
-                                                                        : Interval::kUnboundedAbove});
+    bind(axis.var.get(), {start.min, extent.has_max() && start.has_max()
+                                         ? start.max + std::max<int64_t>(extent.max - 1, 0)
+                                         : Interval::kUnboundedAbove});
   }
 }
 
-void Bounds::bind_reduce_axis(const ir::Axis& axis) { bind_domain({axis}); }
+void Bounds::bind_reduce_axis(const ir::Axis& axis) {
+  bind_domain({axis});
+}
 
 Bounds::Range Bounds::range_of(const Expr& e) {
   auto it = memo_.find(e.get());
@@ -277,7 +344,11 @@ Bounds::Range Bounds::range_of(const Expr& e) {
   return r;
 }
 
-Interval Bounds::of(const Expr& e) { return range_of(e).ints; }
-FloatInterval Bounds::of_float(const Expr& e) { return range_of(e).floats; }
+Interval Bounds::of(const Expr& e) {
+  return range_of(e).ints;
+}
+FloatInterval Bounds::of_float(const Expr& e) {
+  return range_of(e).floats;
+}
 
 }  // namespace adjoint::compiler

@@ -37,7 +37,9 @@ struct Interval {
   bool is_bounded() const { return has_min() && has_max(); }
   bool is_point() const { return is_bounded() && min == max; }
   /// True when every value lies in [lo, hi].
-  bool within(int64_t lo, int64_t hi) const { return has_min() && has_max() && min >= lo && max <= hi; }
+  bool within(int64_t lo, int64_t hi) const {
+    return has_min() && has_max() && min >= lo && max <= hi;
+  }
   bool fits_int32() const;
 };
 
@@ -68,10 +70,17 @@ class Bounds {
   FloatInterval of_float(const ir::Expr& e);
 
   /// Proves `a <= b` / `a < b` for every value of the variables in scope.
-  bool provably_le(const ir::Expr& a, const ir::Expr& b) { return of(a).max <= of(b).min && of(a).has_max() && of(b).has_min(); }
-  bool provably_lt(const ir::Expr& a, const ir::Expr& b) { return of(a).max < of(b).min && of(a).has_max() && of(b).has_min(); }
+  bool provably_le(const ir::Expr& a, const ir::Expr& b) {
+    return of(a).max <= of(b).min && of(a).has_max() && of(b).has_min();
+  }
+  bool provably_lt(const ir::Expr& a, const ir::Expr& b) {
+    return of(a).max < of(b).min && of(a).has_max() && of(b).has_min();
+  }
   /// Proves that an integer expression is never negative.
-  bool provably_non_negative(const ir::Expr& e) { Interval r = of(e); return r.has_min() && r.min >= 0; }
+  bool provably_non_negative(const ir::Expr& e) {
+    Interval r = of(e);
+    return r.has_min() && r.min >= 0;
+  }
 
  private:
   friend class BoundsVisitor;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "compiler/bounds.h"
@@ -33,7 +34,8 @@ class StructuralIds {
   int id(const Expr& e) {
     auto it = memo_.find(e.get());
     if (it != memo_.end()) return it->second.second;
-    std::string sig = std::to_string(static_cast<int>(e.kind())) + "/" + std::to_string(static_cast<int>(e.dtype()));
+    std::string sig = std::to_string(static_cast<int>(e.kind())) + "/" +
+                      std::to_string(static_cast<int>(e.dtype()));
     auto addr = [](const void* p) { return std::to_string(reinterpret_cast<uintptr_t>(p)); };
     if (auto* c = e.as<ir::IntConstNode>()) sig += "/" + std::to_string(c->value);
     if (auto* f = e.as<ir::FloatConstNode>()) {
@@ -41,7 +43,8 @@ class StructuralIds {
       std::memcpy(&bits, &f->value, sizeof bits);
       sig += "/" + std::to_string(bits);
     }
-    if (e.kind() == ir::ExprKind::kVar || e.kind() == ir::ExprKind::kReduce) sig += "/" + addr(e.get());
+    if (e.kind() == ir::ExprKind::kVar || e.kind() == ir::ExprKind::kReduce)
+      sig += "/" + addr(e.get());
     if (auto* l = e.as<ir::LoadNode>()) sig += "/" + addr(l->tensor.get());
     if (auto* u = e.as<ir::UnaryNode>()) sig += "/" + std::to_string(static_cast<int>(u->op));
     if (auto* b = e.as<ir::BinaryNode>()) sig += "/" + std::to_string(static_cast<int>(b->op));
@@ -82,8 +85,9 @@ bool is_literal(const std::string& s) {
 }
 
 bool is_identifier(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
-                           std::string::npos;
+  return !s.empty() &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+             std::string::npos;
 }
 
 std::string round_function(DType t) {
@@ -95,33 +99,50 @@ std::string math_function(UnaryOp op, DType t) {
   const bool f64 = t == DType::kF64;
   auto pick = [&](const char* single, const char* dbl) { return std::string(f64 ? dbl : single); };
   switch (op) {
-    case UnaryOp::kAbs: return pick("fabsf", "fabs");
-    case UnaryOp::kFloor: return pick("floorf", "floor");
-    case UnaryOp::kCeil: return pick("ceilf", "ceil");
-    case UnaryOp::kRoundEven: return "adjoint::round_half_even";
-    case UnaryOp::kExp: return pick("expf", "exp");
-    case UnaryOp::kLog: return pick("logf", "log");
-    case UnaryOp::kSqrt: return pick("sqrtf", "sqrt");
-    case UnaryOp::kRsqrt: return "adjoint::reciprocal_sqrt";
-    case UnaryOp::kSigmoid: return "adjoint::sigmoid";
-    case UnaryOp::kTanh: return pick("tanhf", "tanh");
-    case UnaryOp::kSin: return pick("sinf", "sin");
-    case UnaryOp::kCos: return pick("cosf", "cos");
-    case UnaryOp::kLog1p: return pick("log1pf", "log1p");
-    case UnaryOp::kExpm1: return pick("expm1f", "expm1");
-    default: return "?";
+    case UnaryOp::kAbs:
+      return pick("fabsf", "fabs");
+    case UnaryOp::kFloor:
+      return pick("floorf", "floor");
+    case UnaryOp::kCeil:
+      return pick("ceilf", "ceil");
+    case UnaryOp::kRoundEven:
+      return "adjoint::round_half_even";
+    case UnaryOp::kExp:
+      return pick("expf", "exp");
+    case UnaryOp::kLog:
+      return pick("logf", "log");
+    case UnaryOp::kSqrt:
+      return pick("sqrtf", "sqrt");
+    case UnaryOp::kRsqrt:
+      return "adjoint::reciprocal_sqrt";
+    case UnaryOp::kSigmoid:
+      return "adjoint::sigmoid";
+    case UnaryOp::kTanh:
+      return pick("tanhf", "tanh");
+    case UnaryOp::kSin:
+      return pick("sinf", "sin");
+    case UnaryOp::kCos:
+      return pick("cosf", "cos");
+    case UnaryOp::kLog1p:
+      return pick("log1pf", "log1p");
+    case UnaryOp::kExpm1:
+      return pick("expm1f", "expm1");
+    default:
+      return "?";
   }
 }
 
 /// Ops whose exact result is already representable in the operand's format (no rounding).
 bool exact_in_format(UnaryOp op) {
-  return op == UnaryOp::kAbs || op == UnaryOp::kFloor || op == UnaryOp::kCeil || op == UnaryOp::kRoundEven;
+  return op == UnaryOp::kAbs || op == UnaryOp::kFloor || op == UnaryOp::kCeil ||
+         op == UnaryOp::kRoundEven;
 }
 
 class KernelEmitter : public ir::ExprFunctor<std::string> {
  public:
   KernelEmitter(const ir::Program& program, const ir::Kernel& kernel)
-      : program_(program), kernel_(kernel),
+      : program_(program),
+        kernel_(kernel),
         index_type_(kernel_index_width(kernel) == IndexWidth::k32 ? "int" : "long long") {}
 
   CompiledKernel emit(const std::string& entry);
@@ -141,8 +162,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string visit_Var(const ir::VarNode& n, const Expr&) override {
     auto it = var_names_.find(&n);
     if (it == var_names_.end()) {
-      throw Error("emit_cuda: variable '" + n.name_hint + "' is not bound in kernel '" + kernel_.name + "'",
-                  ErrorCode::kInternal);
+      throw Error(
+          "emit_cuda: variable '" + n.name_hint + "' is not bound in kernel '" + kernel_.name + "'",
+          ErrorCode::kInternal);
     }
     return it->second;
   }
@@ -157,7 +179,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string visit_Compare(const ir::CompareNode& n, const Expr&) override {
     std::string type(value_type(n.a));
     if (value_type(n.b) != type && ir::is_integer(n.a.dtype())) type = "long long";
-    return "(" + converted(n.a, type) + " " + std::string(ir::compare_op_name(n.op)) + " " + converted(n.b, type) + ")";
+    return "(" + converted(n.a, type) + " " + std::string(ir::compare_op_name(n.op)) + " " +
+           converted(n.b, type) + ")";
   }
   std::string visit_Select(const ir::SelectNode& n, const Expr&) override;
   std::string visit_Cast(const ir::CastNode& n, const Expr&) override;
@@ -180,7 +203,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   };
 
   std::string emit_expr(const Expr& e, std::string_view hint = "");
-  std::string bind(int id, const Expr& e, const std::string& text, std::string_view hint, size_t level);
+  std::string bind(int id, const Expr& e, const std::string& text, std::string_view hint,
+                   size_t level);
   size_t hoist_level(const Expr& e);
   bool speculatable(const Expr& e);
   Captured capture(const Expr& e);
@@ -211,7 +235,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string integer_division(const ir::BinaryNode& n, const std::string& type);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
-  void emit_points(const GridMapping& m, const std::vector<int64_t>& extents, std::vector<std::string> names);
+  void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
+                   std::vector<std::string> names);
   void emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
 
   const ir::Program& program_;
@@ -252,13 +277,17 @@ std::string KernelEmitter::emit_expr(const Expr& e, std::string_view hint) {
   return name;
 }
 
-std::string KernelEmitter::bind(int id, const Expr& e, const std::string& text, std::string_view hint, size_t level) {
+std::string KernelEmitter::bind(int id, const Expr& e, const std::string& text,
+                                std::string_view hint, size_t level) {
   std::string name = text;
   if (!is_identifier(text)) {
     auto* load = e.as<ir::LoadNode>();
-    std::string base = !hint.empty() ? std::string(hint) : load ? load->tensor->name + "_value" : "t";
+    std::string base = !hint.empty() ? std::string(hint)
+                       : load        ? load->tensor->name + "_value"
+                                     : "t";
     name = names_.fresh(base);
-    scopes_[level].writer->line("const " + value_type(e) + " " + name + " = " + strip_parens(text) + ";");
+    scopes_[level].writer->line("const " + value_type(e) + " " + name + " = " + strip_parens(text) +
+                                ";");
   }
   scopes_[level].temps[id] = name;
   return name;
@@ -289,7 +318,8 @@ bool KernelEmitter::speculatable(const Expr& e) {
       ok = bounds_.of(load->indices[d]).within(0, load->tensor->shape[d] - 1);
     }
   }
-  if (auto* b = e.as<ir::BinaryNode>(); b && !ir::is_float(b->dtype) && (b->op == BinaryOp::kDiv || b->op == BinaryOp::kMod)) {
+  if (auto* b = e.as<ir::BinaryNode>();
+      b && !ir::is_float(b->dtype) && (b->op == BinaryOp::kDiv || b->op == BinaryOp::kMod)) {
     Interval divisor = bounds_.of(b->b);
     ok = ok && ((divisor.has_min() && divisor.min > 0) || (divisor.has_max() && divisor.max < 0));
   }
@@ -298,7 +328,8 @@ bool KernelEmitter::speculatable(const Expr& e) {
   return ok;
 }
 
-std::string KernelEmitter::declare(std::string_view hint, std::string_view type, const std::string& value) {
+std::string KernelEmitter::declare(std::string_view hint, std::string_view type,
+                                   const std::string& value) {
   std::string name = names_.fresh(hint);
   out_->line("const " + std::string(type) + " " + name + " = " + strip_parens(value) + ";");
   return name;
@@ -318,7 +349,8 @@ KernelEmitter::Captured KernelEmitter::capture(const Expr& e) {
 std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::string>& indices) {
   std::string offset;
   for (size_t d = 0; d < indices.size(); ++d) {
-    if (t->shape[d] == 1 || t->strides[d] == 0) continue;  // in bounds, so the index is 0 or irrelevant
+    if (t->shape[d] == 1 || t->strides[d] == 0)
+      continue;  // in bounds, so the index is 0 or irrelevant
     std::string term = indices[d];
     if (t->strides[d] != 1) term += " * " + std::to_string(t->strides[d]);
     offset += (offset.empty() ? "" : " + ") + term;
@@ -328,19 +360,25 @@ std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::s
 
 std::string KernelEmitter::visit_Unary(const ir::UnaryNode& n, const Expr&) {
   std::string type(cuda_value_type(n.dtype));
-  std::string a = converted(n.operand, ir::is_float(n.dtype) || n.dtype == DType::kBool ? value_type(n.operand) : type);
+  std::string a = converted(
+      n.operand, ir::is_float(n.dtype) || n.dtype == DType::kBool ? value_type(n.operand) : type);
   if (n.op == UnaryOp::kNot) return "(!" + a + ")";
   if (n.op == UnaryOp::kNeg) return "(-" + a + ")";
-  if (!ir::is_float(n.dtype)) return std::string(n.dtype == DType::kI64 ? "llabs(" : "abs(") + a + ")";
+  if (!ir::is_float(n.dtype))
+    return std::string(n.dtype == DType::kI64 ? "llabs(" : "abs(") + a + ")";
   std::string call = math_function(n.op, n.dtype) + "(" + a + ")";
-  return is_half_precision(n.dtype) && !exact_in_format(n.op) ? round_function(n.dtype) + "(" + call + ")" : call;
+  return is_half_precision(n.dtype) && !exact_in_format(n.op)
+             ? round_function(n.dtype) + "(" + call + ")"
+             : call;
 }
 
 std::string KernelEmitter::integer_division(const ir::BinaryNode& n, const std::string& type) {
   std::string a = converted(n.a, type), b = converted(n.b, type);
-  const bool plain = bounds_.provably_non_negative(n.a) && bounds_.of(n.b).has_min() && bounds_.of(n.b).min > 0;
+  const bool plain =
+      bounds_.provably_non_negative(n.a) && bounds_.of(n.b).has_min() && bounds_.of(n.b).min > 0;
   if (plain) return "(" + a + (n.op == BinaryOp::kDiv ? " / " : " % ") + b + ")";
-  return std::string(n.op == BinaryOp::kDiv ? "adjoint::floor_div(" : "adjoint::floor_mod(") + a + ", " + b + ")";
+  return std::string(n.op == BinaryOp::kDiv ? "adjoint::floor_div(" : "adjoint::floor_mod(") + a +
+         ", " + b + ")";
 }
 
 std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
@@ -352,10 +390,10 @@ std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
     if (b.statements.empty()) return "(" + a + " " + op + " " + b.value + ")";
     std::string name = names_.fresh("condition");
     out_->line("bool " + name + " = " + strip_parens(a) + ";");
-    out_->open(n.op == BinaryOp::kAnd ? "if (" + name + ") {" : "if (!" + name + ") {");
+    CodeWriter::Block block =
+        out_->block(n.op == BinaryOp::kAnd ? "if (" + name + ") {" : "if (!" + name + ") {");
     out_->append(b.statements);
     out_->line(name + " = " + strip_parens(b.value) + ";");
-    out_->close();
     return name;
   }
   if (!ir::is_float(n.dtype)) {
@@ -368,13 +406,20 @@ std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
   const bool f64 = n.dtype == DType::kF64, half = is_half_precision(n.dtype);
   std::string result;
   switch (n.op) {
-    case BinaryOp::kMin: return std::string(f64 ? "fmin(" : "fminf(") + a + ", " + b + ")";
-    case BinaryOp::kMax: return std::string(f64 ? "fmax(" : "fmaxf(") + a + ", " + b + ")";
-    case BinaryOp::kPow: result = std::string(f64 ? "pow(" : "powf(") + a + ", " + b + ")"; break;
-    case BinaryOp::kMod:
-      result = std::string(half ? "adjoint::floor_mod_exact(" : "adjoint::floor_mod(") + a + ", " + b + ")";
+    case BinaryOp::kMin:
+      return std::string(f64 ? "fmin(" : "fminf(") + a + ", " + b + ")";
+    case BinaryOp::kMax:
+      return std::string(f64 ? "fmax(" : "fmaxf(") + a + ", " + b + ")";
+    case BinaryOp::kPow:
+      result = std::string(f64 ? "pow(" : "powf(") + a + ", " + b + ")";
       break;
-    default: result = "(" + a + " " + op + " " + b + ")"; break;
+    case BinaryOp::kMod:
+      result = std::string(half ? "adjoint::floor_mod_exact(" : "adjoint::floor_mod(") + a + ", " +
+               b + ")";
+      break;
+    default:
+      result = "(" + a + " " + op + " " + b + ")";
+      break;
   }
   return half ? round_function(n.dtype) + "(" + strip_parens(result) + ")" : result;
 }
@@ -384,31 +429,38 @@ std::string KernelEmitter::visit_Select(const ir::SelectNode& n, const Expr&) {
   Captured t = capture(n.true_value), f = capture(n.false_value);
   std::string type = value_type(n.true_value);
   if (value_type(n.false_value) != type) type = cuda_value_type(n.dtype);
-  auto value = [&](const Expr& e, const std::string& text) { return value_type(e) == type ? text : "(" + type + ")" + text; };
+  auto value = [&](const Expr& e, const std::string& text) {
+    return value_type(e) == type ? text : "(" + type + ")" + text;
+  };
   if (t.statements.empty() && f.statements.empty()) {
-    return "(" + condition + " ? " + value(n.true_value, t.value) + " : " + value(n.false_value, f.value) + ")";
+    return "(" + condition + " ? " + value(n.true_value, t.value) + " : " +
+           value(n.false_value, f.value) + ")";
   }
   std::string name = names_.fresh("selected");
   out_->line(type + " " + name + ";");
-  out_->open("if (" + strip_parens(condition) + ") {");
-  out_->append(t.statements);
-  out_->line(name + " = " + strip_parens(value(n.true_value, t.value)) + ";");
-  out_->reopen("} else {");
-  out_->append(f.statements);
-  out_->line(name + " = " + strip_parens(value(n.false_value, f.value)) + ";");
-  out_->close();
+  {
+    CodeWriter::Block block = out_->block("if (" + strip_parens(condition) + ") {");
+    out_->append(t.statements);
+    out_->line(name + " = " + strip_parens(value(n.true_value, t.value)) + ";");
+    block.split("} else {");
+    out_->append(f.statements);
+    out_->line(name + " = " + strip_parens(value(n.false_value, f.value)) + ";");
+  }
   return name;
 }
 
 std::string KernelEmitter::visit_Cast(const ir::CastNode& n, const Expr&) {
   const DType to = n.dtype, from = n.value.dtype();
-  if (to == DType::kI32 && n.value.kind() == ir::ExprKind::kVar && index_type_ == "int") return emit_expr(n.value);
+  if (to == DType::kI32 && n.value.kind() == ir::ExprKind::kVar && index_type_ == "int")
+    return emit_expr(n.value);
   std::string v = emit_expr(n.value);
   if (to == DType::kBool) return "(" + v + " != " + (ir::is_float(from) ? "0.0f" : "0") + ")";
   if (is_half_precision(to)) {
     if (from == to) return v;
-    if (ir::is_float(from)) return round_function(to) + "(" + strip_parens(v) + ")";  // float or double overload
-    return round_function(to) + "((double)" + v + ")";  // one rounding from double (exact for ints < 2^53)
+    if (ir::is_float(from))
+      return round_function(to) + "(" + strip_parens(v) + ")";  // float or double overload
+    return round_function(to) + "((double)" + v +
+           ")";  // one rounding from double (exact for ints < 2^53)
   }
   std::string type(cuda_value_type(to));
   if (value_type(n.value) == type) return v;
@@ -422,9 +474,11 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
   if (n.op != ir::ReduceOp::kSum) {
     const bool max = n.op == ir::ReduceOp::kMax;
     constexpr double kInfinity = std::numeric_limits<double>::infinity();
-    if (is_float) init = cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
-    else init = cuda_int_literal(n.dtype, max ? (n.dtype == DType::kI32 ? INT32_MIN : INT64_MIN)
-                                              : (n.dtype == DType::kI32 ? INT32_MAX : INT64_MAX));
+    if (is_float)
+      init = cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
+    else
+      init = cuda_int_literal(n.dtype, max ? (n.dtype == DType::kI32 ? INT32_MIN : INT64_MIN)
+                                           : (n.dtype == DType::kI32 ? INT32_MAX : INT64_MAX));
   } else {
     init = is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
   }
@@ -451,12 +505,13 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
   std::string acc = names_.fresh("acc");
   out_->line(acc_type + " " + acc + " = " + init + ";");
   scopes_.push_back(Scope{{}, out_, false});
+  std::vector<CodeWriter::Block> loops;
   for (size_t i = 0; i < n.axes.size(); ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
-    out_->open("for (" + index_type_ + " " + v + " = " + strip_parens(starts[i]) + "; " + v + " < " + ends[i] +
-               "; ++" + v + ") {");
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + strip_parens(starts[i]) +
+                                "; " + v + " < " + ends[i] + "; ++" + v + ") {"));
   }
   std::string body = emit_expr(n.body);
   if (n.op == ir::ReduceOp::kSum) {
@@ -467,10 +522,9 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
     out_->line(acc + " = " + fn + "(" + acc + ", " + strip_parens(body) + ");");
   }
   scopes_.pop_back();
-  for (size_t i = 0; i < n.axes.size(); ++i) out_->close();
+  while (!loops.empty()) loops.pop_back();  // innermost closes first
   return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
 }
-
 
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;
@@ -488,8 +542,8 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     params_[t.get()] = name;
     result.params.push_back(t->name);
     bool is_written = std::find(written.begin(), written.end(), t) != written.end();
-    signature.push_back(std::string(is_written ? "" : "const ") + std::string(cuda_storage_type(t->dtype)) +
-                        "* __restrict__ " + name);
+    signature.push_back(std::string(is_written ? "" : "const ") +
+                        std::string(cuda_storage_type(t->dtype)) + "* __restrict__ " + name);
   }
   std::vector<int64_t> extents = domain_extents(kernel_);
   GridMapping mapping = grid_mapping(kernel_);
@@ -498,22 +552,25 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
 
   std::vector<std::string> axes, bindings;
   for (size_t j = 0; j < extents.size(); ++j) {
-    axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " + std::to_string(extents[j]));
+    axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " +
+                   std::to_string(extents[j]));
     bindings.emplace_back(ir::axis_binding_name(kernel_.grid.bindings[j]));
   }
   const LaunchDims& d = result.launch;
   CodeWriter head;
-  head.line("// Generated by adjoint: program '" + program_.name + "', kernel '" + kernel_.name + "'.");
-  head.line("// Domain (" + join(axes, ", ") + "), axes bound (" + join(bindings, ", ") + "); launch grid (" +
-            std::to_string(d.grid[0]) + ", " + std::to_string(d.grid[1]) + ", " + std::to_string(d.grid[2]) +
-            ") x " + std::to_string(d.block[0]) + " threads; " + (index_type_ == "int" ? "32" : "64") +
-            "-bit index math.");
+  head.line("// Generated by adjoint: program '" + program_.name + "', kernel '" + kernel_.name +
+            "'.");
+  head.line("// Domain (" + join(axes, ", ") + "), axes bound (" + join(bindings, ", ") +
+            "); launch grid (" + std::to_string(d.grid[0]) + ", " + std::to_string(d.grid[1]) +
+            ", " + std::to_string(d.grid[2]) + ") x " + std::to_string(d.block[0]) + " threads; " +
+            (index_type_ == "int" ? "32" : "64") + "-bit index math.");
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");
   head.line("#include \"adjoint_math.cuh\"");
   if (uses_atomics_) head.line("#include \"adjoint_atomics.cuh\"");
   head.line("");
-  head.line("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kernel_.grid.block_size) + ")");
+  head.line("extern \"C\" __global__ void __launch_bounds__(" +
+            std::to_string(kernel_.grid.block_size) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body_.text() + "}\n";
   result.uses_atomics = uses_atomics_;
@@ -526,7 +583,9 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   for (const ir::Axis& axis : first.domain) names.push_back(names_.fresh(axis.var.name_hint()));
   const std::string& type = index_type_;
   const std::string points = std::to_string(m.thread_points);
-  auto declare_axis = [&](int axis, const std::string& value) { out_->line("const " + type + " " + names[axis] + " = " + value + ";"); };
+  auto declare_axis = [&](int axis, const std::string& value) {
+    out_->line("const " + type + " " + names[axis] + " = " + value + ";");
+  };
   // Thread axes, row-major over `flat`.
   auto decode_threads = [&](const std::string& flat) {
     int64_t divisor = 1;
@@ -543,7 +602,8 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     }
   };
   if (m.linear_axes.empty()) {
-    if (m.thread_points < kernel_.grid.block_size) out_->line("if (threadIdx.x >= " + points + ") return;");
+    if (m.thread_points < kernel_.grid.block_size)
+      out_->line("if (threadIdx.x >= " + points + ") return;");
     decode_threads("(" + type + ")threadIdx.x");
     decode_blocks();
     emit_points(m, extents, names);
@@ -553,8 +613,10 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   const std::string lanes = std::to_string(m.lanes);
   std::string lane = m.thread_points == 1 ? "threadIdx.x" : "threadIdx.x / " + points;
   std::string linear = names_.fresh("linear");
-  out_->open("for (" + type + " " + linear + " = (" + type + ")blockIdx.x * " + lanes + " + " + lane + "; " + linear +
-             " < " + std::to_string(m.linear_points) + "; " + linear + " += (" + type + ")gridDim.x * " + lanes + ") {");
+  CodeWriter::Block loop =
+      out_->block("for (" + type + " " + linear + " = (" + type + ")blockIdx.x * " + lanes + " + " +
+                  lane + "; " + linear + " < " + std::to_string(m.linear_points) + "; " + linear +
+                  " += (" + type + ")gridDim.x * " + lanes + ") {");
   // Linear axes: innermost fastest; the innermost counts vectors of `vector_width` points.
   std::vector<std::string> decoded(m.linear_axes.size());
   int64_t divisor = 1;
@@ -581,24 +643,26 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     int axis = m.linear_axes.back();
     std::string element_index = names_.fresh("element");
     out_->line("#pragma unroll");
-    out_->open("for (" + type + " " + element_index + " = 0; " + element_index + " < " + std::to_string(vector_width) +
-               "; ++" + element_index + ") {");
+    CodeWriter::Block elements =
+        out_->block("for (" + type + " " + element_index + " = 0; " + element_index + " < " +
+                    std::to_string(vector_width) + "; ++" + element_index + ") {");
     declare_axis(axis, vector_index + " * " + std::to_string(vector_width) + " + " + element_index);
     emit_points(m, extents, names);
-    out_->close();
   } else {
     emit_points(m, extents, names);
   }
-  out_->close();
 }
 
-void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>& extents, std::vector<std::string> names) {
+void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
+                                std::vector<std::string> names) {
+  std::vector<CodeWriter::Block> loops;
   for (int axis : m.serial_axes) {
-    out_->open("for (" + index_type_ + " " + names[axis] + " = 0; " + names[axis] + " < " + std::to_string(extents[axis]) +
-               "; ++" + names[axis] + ") {");
+    loops.push_back(out_->block("for (" + index_type_ + " " + names[axis] + " = 0; " + names[axis] +
+                                " < " + std::to_string(extents[axis]) + "; ++" + names[axis] +
+                                ") {"));
   }
   for (const ir::Stage& stage : kernel_.stages) emit_stage(stage, names);
-  for (size_t i = 0; i < m.serial_axes.size(); ++i) out_->close();
+  while (!loops.empty()) loops.pop_back();
 }
 
 void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names) {
@@ -631,28 +695,28 @@ void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::st
     uses_atomics_ = true;
     out_->line("// scatter_add into " + target->name + ": atomic, accumulated in " +
                std::string(ir::dtype_name(stage.accumulation)));
+    std::optional<CodeWriter::Block> guarded;
     if (stage.condition.defined()) {
-      out_->open("if (" + strip_parens(emit_expr(stage.condition)) + ") {");
+      guarded.emplace(out_->block("if (" + strip_parens(emit_expr(stage.condition)) + ") {"));
       scopes_.push_back(Scope{{}, out_, false});
     }
     std::vector<std::string> indices;
     for (const Expr& i : stage.indices) indices.push_back(as_index(i));
     std::string value = converted(stage.value, std::string(cuda_value_type(stage.accumulation)));
-    out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) + ");");
-    if (stage.condition.defined()) {
-      scopes_.pop_back();
-      out_->close();
-    }
+    out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) +
+               ");");
   }
   scopes_.clear();
 }
 
 }  // namespace
 
-CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index, const std::string& entry) {
+CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index,
+                                const std::string& entry) {
   if (kernel_index >= program.kernels.size()) {
-    throw Error("emit_cuda: program '" + program.name + "' has no kernel " + std::to_string(kernel_index),
-                ErrorCode::kInternal);
+    throw Error(
+        "emit_cuda: program '" + program.name + "' has no kernel " + std::to_string(kernel_index),
+        ErrorCode::kInternal);
   }
   KernelEmitter emitter(program, program.kernels[kernel_index]);
   return emitter.emit(entry);

@@ -26,6 +26,7 @@ namespace adjoint::compiler {
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,
 /// source, params, launch and uses_atomics (zero_before is the pipeline's business).
-CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index, const std::string& entry);
+CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index,
+                                const std::string& entry);
 
 }  // namespace adjoint::compiler

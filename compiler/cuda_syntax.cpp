@@ -12,24 +12,34 @@ std::string_view cuda_value_type(ir::DType t) {
   switch (t) {
     case ir::DType::kF16:
     case ir::DType::kBF16:
-    case ir::DType::kF32: return "float";
-    case ir::DType::kF64: return "double";
-    case ir::DType::kI32: return "int";
-    case ir::DType::kI64: return "long long";
-    case ir::DType::kBool: return "bool";
+    case ir::DType::kF32:
+      return "float";
+    case ir::DType::kF64:
+      return "double";
+    case ir::DType::kI32:
+      return "int";
+    case ir::DType::kI64:
+      return "long long";
+    case ir::DType::kBool:
+      return "bool";
   }
   return "?";
 }
 
 std::string_view cuda_storage_type(ir::DType t) {
   switch (t) {
-    case ir::DType::kF16: return "adjoint::half";
-    case ir::DType::kBF16: return "adjoint::bfloat16";
-    default: return cuda_value_type(t);
+    case ir::DType::kF16:
+      return "adjoint::half";
+    case ir::DType::kBF16:
+      return "adjoint::bfloat16";
+    default:
+      return cuda_value_type(t);
   }
 }
 
-bool is_half_precision(ir::DType t) { return t == ir::DType::kF16 || t == ir::DType::kBF16; }
+bool is_half_precision(ir::DType t) {
+  return t == ir::DType::kF16 || t == ir::DType::kBF16;
+}
 
 std::string cuda_int_literal(ir::DType t, int64_t value) {
   if (t == ir::DType::kBool) return value ? "true" : "false";
@@ -38,7 +48,8 @@ std::string cuda_int_literal(ir::DType t, int64_t value) {
     return t == ir::DType::kI32 ? "(-2147483647 - 1)" : "(-2147483647LL - 1)";
   }
   std::string digits = std::to_string(value);
-  bool fits_int = value >= std::numeric_limits<int32_t>::min() && value <= std::numeric_limits<int32_t>::max();
+  bool fits_int =
+      value >= std::numeric_limits<int32_t>::min() && value <= std::numeric_limits<int32_t>::max();
   if (!fits_int) digits += "LL";
   return value < 0 ? "(" + digits + ")" : digits;
 }
@@ -56,7 +67,8 @@ std::string cuda_float_literal(ir::DType t, double value) {
       return std::string("__longlong_as_double(") + buf + ")";
     }
     uint32_t b;
-    float v = std::isnan(value) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(value);
+    float v =
+        std::isnan(value) ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(value);
     std::memcpy(&b, &v, sizeof b);
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%08x", b);
@@ -81,27 +93,49 @@ std::string sanitize_identifier(std::string_view text) {
 NameSupply::NameSupply() {
   // C++ keywords a hint could spell, CUDA's built-in variables and the emitter's own names.
   for (const char* reserved :
-       {"adjoint", "auto", "bool", "break", "case", "char", "const", "continue", "default", "delete", "do",
-        "double", "else", "enum", "extern", "false", "float", "for", "goto", "if", "inline", "int", "long",
-        "new", "return", "short", "signed", "sizeof", "static", "struct", "switch", "this", "true", "union",
-        "unsigned", "void", "volatile", "while", "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize",
-        "min", "max", "abs", "exp", "log", "sqrt", "floor", "ceil", "pow",
-        "half", "bfloat16", "operator", "class", "template", "typename", "namespace", "using", "asm",
-        "and", "or", "not", "xor", "new", "delete", "private", "public", "protected", "friend", "virtual",
-        "signed", "register", "restrict", "__restrict__"}) {
+       {"adjoint",  "auto",     "bool",      "break",     "case",     "char",        "const",
+        "continue", "default",  "delete",    "do",        "double",   "else",        "enum",
+        "extern",   "false",    "float",     "for",       "goto",     "if",          "inline",
+        "int",      "long",     "new",       "return",    "short",    "signed",      "sizeof",
+        "static",   "struct",   "switch",    "this",      "true",     "union",       "unsigned",
+        "void",     "volatile", "while",     "threadIdx", "blockIdx", "blockDim",    "gridDim",
+        "warpSize", "min",      "max",       "abs",       "exp",      "log",         "sqrt",
+        "floor",    "ceil",     "pow",       "half",      "bfloat16", "operator",    "class",
+        "template", "typename", "namespace", "using",     "asm",      "and",         "or",
+        "not",      "xor",      "new",       "delete",    "private",  "public",      "protected",
+        "friend",   "virtual",  "signed",    "register",  "restrict", "__restrict__"}) {
     used_.insert(reserved);
   }
 }
 
 std::string NameSupply::fresh(std::string_view hint) {
   std::string base = sanitize_identifier(hint.empty() ? "v" : hint);
-  if (base.size() >= 2 && base[0] == '_' && (base[1] == '_' || std::isupper(static_cast<unsigned char>(base[1])))) {
+  if (base.size() >= 2 && base[0] == '_' &&
+      (base[1] == '_' || std::isupper(static_cast<unsigned char>(base[1])))) {
     base = "v" + base;  // reserved for the implementation
   }
   std::string name = base;
   for (int i = 1; used_.count(name); ++i) name = base + "_" + std::to_string(i);
   used_.insert(name);
   return name;
+}
+
+CodeWriter::Block::Block(CodeWriter& writer, std::string_view opening, std::string closing)
+    : writer_(&writer), closing_(std::move(closing)) {
+  writer_->line(opening);
+  ++writer_->indent_;
+}
+
+CodeWriter::Block::~Block() {
+  if (!writer_) return;
+  --writer_->indent_;
+  writer_->line(closing_);
+}
+
+void CodeWriter::Block::split(std::string_view text) {
+  --writer_->indent_;
+  writer_->line(text);
+  ++writer_->indent_;
 }
 
 void CodeWriter::line(std::string_view text) {

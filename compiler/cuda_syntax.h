@@ -44,46 +44,41 @@ class NameSupply {
   std::set<std::string> used_;
 };
 
-/// Lines of code at an indentation level.
+/// Lines of code at an indentation level; blocks are indented by an RAII guard.
 class CodeWriter {
  public:
   explicit CodeWriter(int indent = 0) : indent_(indent) {}
   void line(std::string_view text);
-  /// Writes `text` (e.g. "for (...) {") and indents what follows.
-  void open(std::string_view text) {
-    line(text);
-    ++indent_;
-  }
-  /// Ends the indentation of open() and writes `text` (e.g. "}").
-  void close(std::string_view text = "}") {
-    --indent_;
-    line(text);
-  }
-  /// Writes `text` one level out and stays indented (e.g. "} else {").
-  void reopen(std::string_view text) {
-    --indent_;
-    line(text);
-    ++indent_;
-  }
   /// Appends text that is already indented and newline-terminated.
   void append(std::string_view text) { text_ += text; }
   const std::string& text() const { return text_; }
   int indent() const { return indent_; }
 
-  /// Indents the lines written while it lives by one more level.
-  class Indent {
+  /// Writes its opening line (e.g. "for (...) {"), indents what follows while it lives, and
+  /// writes the closing line ("}") when destroyed.
+  class Block {
    public:
-    explicit Indent(CodeWriter& writer) : writer_(writer) { ++writer_.indent_; }
-    ~Indent() { --writer_.indent_; }
-    Indent(const Indent&) = delete;
-    Indent& operator=(const Indent&) = delete;
+    Block(CodeWriter& writer, std::string_view opening, std::string closing);
+    Block(Block&& other) noexcept : writer_(other.writer_), closing_(std::move(other.closing_)) {
+      other.writer_ = nullptr;
+    }
+    Block(const Block&) = delete;
+    Block& operator=(const Block&) = delete;
+    Block& operator=(Block&&) = delete;
+    ~Block();
+    /// Ends the indented part with `text` (e.g. "} else {") and starts a new one.
+    void split(std::string_view text);
 
    private:
-    CodeWriter& writer_;
+    CodeWriter* writer_;
+    std::string closing_;
   };
 
+  [[nodiscard]] Block block(std::string_view opening, std::string closing = "}") {
+    return Block(*this, opening, std::move(closing));
+  }
+
  private:
-  friend class Indent;
   std::string text_;
   int indent_ = 0;
 };

@@ -21,7 +21,8 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 /// Every reduce axis' start and end (start + extent) fit in int32. Walks parents before
 /// children so that each reduce's axes are bound before its body (and nested reduces) are read.
-bool reduce_bounds_fit(const Expr& e, Bounds& bounds, std::unordered_set<const ir::ExprNode*>& seen) {
+bool reduce_bounds_fit(const Expr& e, Bounds& bounds,
+                       std::unordered_set<const ir::ExprNode*>& seen) {
   if (!seen.insert(e.get()).second) return true;
   if (auto* r = e.as<ir::ReduceNode>()) {
     for (const ir::Axis& axis : r->axes) {
@@ -34,7 +35,8 @@ bool reduce_bounds_fit(const Expr& e, Bounds& bounds, std::unordered_set<const i
     return reduce_bounds_fit(r->body, bounds, seen);
   }
   bool fits = true;
-  ir::for_each_child(e, [&](const Expr& child) { fits = fits && reduce_bounds_fit(child, bounds, seen); });
+  ir::for_each_child(
+      e, [&](const Expr& child) { fits = fits && reduce_bounds_fit(child, bounds, seen); });
   return fits;
 }
 
@@ -97,8 +99,10 @@ class Narrower : public ir::ExprMutator {
  private:
   Expr build(const Expr& e) {
     switch (e.kind()) {
-      case ir::ExprKind::kIntConst: return ir::IntConstNode::make(DType::kI32, e.as<ir::IntConstNode>()->value);
-      case ir::ExprKind::kVar: return ir::CastNode::make(DType::kI32, e);
+      case ir::ExprKind::kIntConst:
+        return ir::IntConstNode::make(DType::kI32, e.as<ir::IntConstNode>()->value);
+      case ir::ExprKind::kVar:
+        return ir::CastNode::make(DType::kI32, e);
       case ir::ExprKind::kBinary: {
         auto* b = e.as<ir::BinaryNode>();
         Expr x = narrow(b->a), y = narrow(b->b);
@@ -112,7 +116,8 @@ class Narrower : public ir::ExprMutator {
       case ir::ExprKind::kSelect: {
         auto* s = e.as<ir::SelectNode>();
         Expr t = narrow(s->true_value), f = narrow(s->false_value);
-        return t.defined() && f.defined() ? ir::SelectNode::make(mutate(s->condition), t, f) : Expr();
+        return t.defined() && f.defined() ? ir::SelectNode::make(mutate(s->condition), t, f)
+                                          : Expr();
       }
       case ir::ExprKind::kCast: {
         auto* c = e.as<ir::CastNode>();
@@ -122,7 +127,8 @@ class Narrower : public ir::ExprMutator {
         }
         return narrow(c->value);
       }
-      default: return Expr();  // loads of i64 data, reductions: left alone
+      default:
+        return Expr();  // loads of i64 data, reductions: left alone
     }
   }
 
@@ -145,7 +151,8 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
   }
   GridMapping m = grid_mapping(kernel);
   LaunchDims dims = launch_dims(kernel);
-  if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max) return IndexWidth::k64;
+  if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max)
+    return IndexWidth::k64;
   Bounds bounds;
   for (const ir::Stage& stage : kernel.stages) {
     bounds.bind_domain(stage.domain);
@@ -166,7 +173,8 @@ ir::Program narrow_index_math(const ir::Program& program) {
       bounds.bind_domain(stage.domain);
       Narrower narrower(bounds);
       ir::Stage narrowed = map_stage(stage, [&](const Expr& e) { return narrower.mutate(e); });
-      for (size_t k = 0; k < stage.indices.size(); ++k) narrowed.indices[k] = narrower.narrow_or_mutate(stage.indices[k]);
+      for (size_t k = 0; k < stage.indices.size(); ++k)
+        narrowed.indices[k] = narrower.narrow_or_mutate(stage.indices[k]);
       narrowed.domain = stage.domain;  // domain extents are constants the emitter bakes in
       stage = narrowed;
     }

@@ -22,13 +22,19 @@ GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfi
   m.linear_axes = linear_order;
   for (size_t j = 0; j < config.bindings.size() && j < extents.size(); ++j) {
     switch (config.bindings[j]) {
-      case ir::AxisBinding::kLinear: m.linear_points *= extents[j]; break;
-      case ir::AxisBinding::kBlock: m.block_axes.push_back(static_cast<int>(j)); break;
+      case ir::AxisBinding::kLinear:
+        m.linear_points *= extents[j];
+        break;
+      case ir::AxisBinding::kBlock:
+        m.block_axes.push_back(static_cast<int>(j));
+        break;
       case ir::AxisBinding::kThread:
         m.thread_axes.push_back(static_cast<int>(j));
         m.thread_points *= extents[j];
         break;
-      case ir::AxisBinding::kSerial: m.serial_axes.push_back(static_cast<int>(j)); break;
+      case ir::AxisBinding::kSerial:
+        m.serial_axes.push_back(static_cast<int>(j));
+        break;
     }
   }
   if (config.vector_width > 1) m.linear_points /= config.vector_width;
@@ -52,7 +58,8 @@ GridMapping grid_mapping(const ir::Kernel& kernel) {
   std::vector<int> linear = linear_axes_in_domain_order(kernel.grid);
   if (!kernel.stages.empty() && kernel.stages.front().kind == ir::StageKind::kCompute) {
     const std::vector<int64_t>& strides = kernel.stages.front().target->strides;
-    std::stable_sort(linear.begin(), linear.end(), [&](int a, int b) { return strides[a] > strides[b]; });
+    std::stable_sort(linear.begin(), linear.end(),
+                     [&](int a, int b) { return strides[a] > strides[b]; });
   }
   return mapping_for(extents, kernel.grid, linear);
 }
@@ -71,7 +78,8 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
     dims.grid[0] = 0;  // nothing to do: the runtime skips the launch
   } else {
     if (!m.linear_axes.empty()) {
-      dims.grid[0] = static_cast<uint32_t>(std::min((m.linear_points + m.lanes - 1) / m.lanes, kMaxLinearBlocks));
+      dims.grid[0] = static_cast<uint32_t>(
+          std::min((m.linear_points + m.lanes - 1) / m.lanes, kMaxLinearBlocks));
     }
     for (size_t i = 0; i < m.block_axes.size() && m.first_block_dimension + i < 3; ++i) {
       dims.grid[m.first_block_dimension + i] = static_cast<uint32_t>(extents[m.block_axes[i]]);
@@ -84,21 +92,24 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
 void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,
                          const ir::GridConfig& config, const LaunchDims& launch) {
   auto fail = [&](const std::string& reason) {
-    throw Error("kernel '" + kernel_name + "': the launch does not cover its domain exactly once: " + reason,
+    throw Error("kernel '" + kernel_name +
+                    "': the launch does not cover its domain exactly once: " + reason,
                 ErrorCode::kInvalidProgram);
   };
   auto str = [](int64_t v) { return std::to_string(v); };
   if (!config.is_set) fail("it has no grid configuration");
   if (config.bindings.size() != extents.size()) {
-    fail(str(config.bindings.size()) + " axis bindings for a domain of rank " + str(extents.size()));
+    fail(str(config.bindings.size()) + " axis bindings for a domain of rank " +
+         str(extents.size()));
   }
   const int64_t block = config.block_size;
   if (block < 1 || block > 1024) fail("block size " + str(block) + " is outside [1, 1024]");
   if (launch.block[0] != block || launch.block[1] != 1 || launch.block[2] != 1) {
-    fail("blockDim is (" + str(launch.block[0]) + ", " + str(launch.block[1]) + ", " + str(launch.block[2]) +
-         ") but the configuration has block size " + str(block));
+    fail("blockDim is (" + str(launch.block[0]) + ", " + str(launch.block[1]) + ", " +
+         str(launch.block[2]) + ") but the configuration has block size " + str(block));
   }
-  if (config.vector_width < 1) fail("vector width " + str(config.vector_width) + " is not positive");
+  if (config.vector_width < 1)
+    fail("vector width " + str(config.vector_width) + " is not positive");
   GridMapping m = mapping_for(extents, config, linear_axes_in_domain_order(config));
 
   if (std::find(extents.begin(), extents.end(), 0) != extents.end()) {
@@ -107,16 +118,18 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     return;
   }
   if (config.vector_width > 1) {
-    if (m.linear_axes.empty()) fail("vector width " + str(config.vector_width) + " needs a linear axis");
+    if (m.linear_axes.empty())
+      fail("vector width " + str(config.vector_width) + " needs a linear axis");
     int64_t innermost = extents[m.linear_axes.back()];
     if (innermost % config.vector_width != 0) {
-      fail("the innermost linear axis (extent " + str(innermost) + ") is not a multiple of the vector width " +
-           str(config.vector_width) + ": its tail would be dropped");
+      fail("the innermost linear axis (extent " + str(innermost) +
+           ") is not a multiple of the vector width " + str(config.vector_width) +
+           ": its tail would be dropped");
     }
   }
   if (!m.linear_axes.empty() && block % m.thread_points != 0) {
-    fail("a block of " + str(block) + " threads cannot be split into lanes of the " + str(m.thread_points) +
-         " points of its thread axes");
+    fail("a block of " + str(block) + " threads cannot be split into lanes of the " +
+         str(m.thread_points) + " points of its thread axes");
   }
   if (m.linear_axes.empty() && m.thread_points > block) {
     fail("the thread axes hold " + str(m.thread_points) + " points but a block has " + str(block) +
@@ -124,13 +137,15 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
   }
   const size_t available = 3 - static_cast<size_t>(m.first_block_dimension);
   if (m.block_axes.size() > available) {
-    fail(str(m.block_axes.size()) + " block axes but only " + str(available) + " grid dimensions are free");
+    fail(str(m.block_axes.size()) + " block axes but only " + str(available) +
+         " grid dimensions are free");
   }
   std::vector<bool> used(3, false);
   if (!m.linear_axes.empty()) {
     used[0] = true;
     if (launch.grid[0] < 1 || launch.grid[0] > kMaxGridX) {
-      fail("grid.x is " + str(launch.grid[0]) + " for a grid-stride loop over " + str(m.linear_points) + " points");
+      fail("grid.x is " + str(launch.grid[0]) + " for a grid-stride loop over " +
+           str(m.linear_points) + " points");
     }
   }
   for (size_t i = 0; i < m.block_axes.size(); ++i) {
@@ -138,12 +153,12 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     int64_t extent = extents[m.block_axes[i]];
     used[d] = true;
     if (launch.grid[d] != extent) {
-      fail(std::string("grid.") + kDimensionNames[d] + " is " + str(launch.grid[d]) + " but block axis " +
-           str(m.block_axes[i]) + " has extent " + str(extent));
+      fail(std::string("grid.") + kDimensionNames[d] + " is " + str(launch.grid[d]) +
+           " but block axis " + str(m.block_axes[i]) + " has extent " + str(extent));
     }
     if (extent > (d == 0 ? kMaxGridX : kMaxGridYZ)) {
-      fail(std::string("block axis ") + str(m.block_axes[i]) + " has extent " + str(extent) + ", more than grid." +
-           kDimensionNames[d] + " allows");
+      fail(std::string("block axis ") + str(m.block_axes[i]) + " has extent " + str(extent) +
+           ", more than grid." + kDimensionNames[d] + " allows");
     }
   }
   for (int d = 0; d < 3; ++d) {

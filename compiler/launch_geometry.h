@@ -32,14 +32,14 @@ inline constexpr int64_t kMaxLinearBlocks = int64_t{1} << 20;
 
 /// Which domain axes take which role, in the order the emitter decodes them.
 struct GridMapping {
-  std::vector<int> linear_axes;  ///< outermost first; the last one is the innermost
-  std::vector<int> block_axes;   ///< in grid-dimension order
-  std::vector<int> thread_axes;  ///< row-major over threadIdx.x % thread_points
-  std::vector<int> serial_axes;  ///< loops, outermost first
-  int64_t linear_points = 1;     ///< linear indices: product of linear extents / vector width
-  int64_t thread_points = 1;     ///< T: product of thread extents
-  int64_t lanes = 1;             ///< linear indices per block per step (block_size / T)
-  int first_block_dimension = 0; ///< 0 (x) or 1 (y): where the block axes start
+  std::vector<int> linear_axes;   ///< outermost first; the last one is the innermost
+  std::vector<int> block_axes;    ///< in grid-dimension order
+  std::vector<int> thread_axes;   ///< row-major over threadIdx.x % thread_points
+  std::vector<int> serial_axes;   ///< loops, outermost first
+  int64_t linear_points = 1;      ///< linear indices: product of linear extents / vector width
+  int64_t thread_points = 1;      ///< T: product of thread extents
+  int64_t lanes = 1;              ///< linear indices per block per step (block_size / T)
+  int first_block_dimension = 0;  ///< 0 (x) or 1 (y): where the block axes start
 };
 
 /// The mapping of `kernel`'s domain under its (set) grid configuration. Linear axes are

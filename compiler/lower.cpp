@@ -44,12 +44,14 @@ class PassRecorder {
 };
 
 BufferInfo buffer_info(const ir::Tensor& t) {
-  return BufferInfo{t->name, t->dtype, t->shape, t->strides,
-                    t->storage_elements() * ir::dtype_bytes(t->dtype), t->role};
+  return BufferInfo{
+      t->name, t->dtype, t->shape, t->strides, t->storage_elements() * ir::dtype_bytes(t->dtype),
+      t->role};
 }
 
 /// Entry points are C identifiers unique within the program: <program>_<kernel>.
-std::string entry_name(const ir::Program& program, const ir::Kernel& kernel, std::set<std::string>& used) {
+std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
+                       std::set<std::string>& used) {
   std::string base = sanitize_identifier(program.name + "_" + kernel.name);
   std::string name = base;
   for (int i = 1; used.count(name); ++i) name = base + "_" + std::to_string(i);

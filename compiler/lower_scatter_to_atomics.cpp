@@ -43,7 +43,8 @@ ir::Kernel conversion_kernel(const ir::Tensor& target, const ir::Tensor& accumul
     indices.push_back(vars.back());
   }
   ir::Expr value = ir::cast(target->dtype, ir::load(accumulator, indices));
-  return ir::Kernel{target->name + "_convert", {ir::compute(target, ir::over(target, vars), value)}, {}};
+  return ir::Kernel{
+      target->name + "_convert", {ir::compute(target, ir::over(target, vars), value)}, {}};
 }
 
 }  // namespace
@@ -52,18 +53,21 @@ ir::Program lower_scatter_to_atomics(const ir::Program& program) {
   ir::Program out = program;
   std::vector<Redirect> redirects;  // in order of first appearance: deterministic output
   auto find = [&](const ir::Tensor& t) {
-    auto it = std::find_if(redirects.begin(), redirects.end(), [&](const Redirect& r) { return r.target == t; });
+    auto it = std::find_if(redirects.begin(), redirects.end(),
+                           [&](const Redirect& r) { return r.target == t; });
     return it == redirects.end() ? nullptr : &*it;
   };
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     for (const ir::Stage& stage : program.kernels[k].stages) {
-      if (stage.kind != ir::StageKind::kScatterAdd || stage.target->dtype == stage.accumulation) continue;
+      if (stage.kind != ir::StageKind::kScatterAdd || stage.target->dtype == stage.accumulation)
+        continue;
       Redirect* r = find(stage.target);
       if (!r) {
         redirects.push_back(Redirect{stage.target, nullptr, k, k});
         r = &redirects.back();
-        r->accumulator = ir::make_tensor(unique_tensor_name(out, stage.target->name + "_accumulator"),
-                                        stage.accumulation, stage.target->shape, ir::TensorRole::kTemporary);
+        r->accumulator =
+            ir::make_tensor(unique_tensor_name(out, stage.target->name + "_accumulator"),
+                            stage.accumulation, stage.target->shape, ir::TensorRole::kTemporary);
         out.temporaries.push_back(r->accumulator);
       }
       r->last_kernel = k;
@@ -79,8 +83,9 @@ ir::Program lower_scatter_to_atomics(const ir::Program& program) {
       const Redirect* r = find(stage.target);
       if (stage.kind == ir::StageKind::kScatterAdd && r) {
         if (stage.target->role == ir::TensorRole::kInput) {
-          throw Error("kernel '" + kernel.name + "' scatters into input '" + stage.target->name + "'",
-                      ErrorCode::kInvalidProgram);
+          throw Error(
+              "kernel '" + kernel.name + "' scatters into input '" + stage.target->name + "'",
+              ErrorCode::kInvalidProgram);
         }
         stage.target = r->accumulator;
       }

@@ -21,8 +21,8 @@ enum class IndexKind { kIdentity, kConstant, kMapped };
 /// How one target index is produced from the scatter's domain.
 struct TargetIndex {
   IndexKind kind = IndexKind::kConstant;
-  int domain_axis = -1;  ///< kIdentity, kMapped: which domain variable
-  int64_t constant = 0;  ///< kConstant
+  int domain_axis = -1;   ///< kIdentity, kMapped: which domain variable
+  int64_t constant = 0;   ///< kConstant
   PreimageWindow window;  ///< kMapped
 };
 
@@ -32,7 +32,9 @@ class Substitute : public ir::ExprMutator {
   Substitute(const ir::VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
 
  protected:
-  Expr visit_Var(const ir::VarNode& node, const Expr& self) override { return &node == var_ ? value_ : self; }
+  Expr visit_Var(const ir::VarNode& node, const Expr& self) override {
+    return &node == var_ ? value_ : self;
+  }
 
  private:
   const ir::VarNode* var_;
@@ -63,8 +65,8 @@ const ir::VarNode* single_variable(const Expr& index) {
 
 /// f(o) for every o in [0, extent), evaluated as the interpreter would; nullopt if any value
 /// leaves [0, target_extent) or the map decreases somewhere.
-std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarNode* var, int64_t extent,
-                                                   int64_t target_extent) {
+std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarNode* var,
+                                                   int64_t extent, int64_t target_extent) {
   std::vector<int64_t> image;
   image.reserve(static_cast<size_t>(extent));
   for (int64_t o = 0; o < extent; ++o) {
@@ -83,7 +85,8 @@ std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarN
 }
 
 /// Classifies every target index, or nullopt when the scatter cannot be inverted.
-std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage, const std::vector<int64_t>& extents) {
+std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
+                                                       const std::vector<int64_t>& extents) {
   const std::vector<int64_t>& shape = stage.target->shape;
   std::vector<bool> used(stage.domain.size(), false);
   std::vector<TargetIndex> plan;
@@ -120,13 +123,16 @@ std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage, c
 /// The reduce axis of a mapped domain variable: the window of source points for target t.
 ir::Axis window_axis(const ir::Var& source, const Expr& t, const PreimageWindow& w) {
   const int64_t e = w.source_extent;
-  auto line = [&](int64_t intercept) { return ir::min(ir::max((t * Expr(w.a) + Expr(intercept)) / Expr(w.c), 0), Expr(e)); };
+  auto line = [&](int64_t intercept) {
+    return ir::min(ir::max((t * Expr(w.a) + Expr(intercept)) / Expr(w.c), 0), Expr(e));
+  };
   Expr lo = ir::max(line(w.b) + Expr(w.lo_offset), 0);
   Expr hi = ir::min(line(w.a + w.b) + Expr(w.hi_offset), Expr(e));
   return ir::range(source, lo, hi - lo);
 }
 
-ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>& plan, const std::vector<int64_t>& extents) {
+ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>& plan,
+                       const std::vector<int64_t>& extents) {
   const ir::Tensor& target = scatter.target;
   std::vector<ir::Var> target_vars;
   std::vector<int> target_of_axis(scatter.domain.size(), -1);
@@ -155,7 +161,9 @@ ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>&
       axes.push_back(window_axis(scatter.domain[j].var, target_vars[k], plan[k].window));
     }
   }
-  Expr body = mask.defined() ? ir::select(mask, scatter.value, ir::constant(scatter.accumulation, 0)) : scatter.value;
+  Expr body = mask.defined()
+                  ? ir::select(mask, scatter.value, ir::constant(scatter.accumulation, 0))
+                  : scatter.value;
   Expr gathered = axes.empty() ? body : ir::sum(axes, body, scatter.accumulation);
   Expr value = ir::cast(target->dtype, gathered);
   if (guard.defined()) value = ir::select(guard, value, ir::constant(target->dtype, 0));
@@ -191,7 +199,8 @@ ir::Program lower_scatter_to_gather(const ir::Program& program) {
     std::vector<ir::Stage> gathers;
     for (const ir::Stage& stage : kernel.stages) {
       std::optional<ir::Stage> gather;
-      if (stage.kind == ir::StageKind::kScatterAdd && writers[stage.target.get()] == 1) gather = invert(stage);
+      if (stage.kind == ir::StageKind::kScatterAdd && writers[stage.target.get()] == 1)
+        gather = invert(stage);
       if (gather) {
         gathers.push_back(*gather);
       } else {
@@ -206,7 +215,8 @@ ir::Program lower_scatter_to_gather(const ir::Program& program) {
     if (!kept.stages.empty()) out.kernels.push_back(kept);
     const bool keeps_name = kept.stages.empty() && gathers.size() == 1;
     for (const ir::Stage& gather : gathers) {
-      out.kernels.push_back(ir::Kernel{keeps_name ? kernel.name : kernel.name + "_" + gather.target->name, {gather}, {}});
+      out.kernels.push_back(ir::Kernel{
+          keeps_name ? kernel.name : kernel.name + "_" + gather.target->name, {gather}, {}});
     }
   }
   return changed ? out : program;

@@ -24,8 +24,12 @@ std::vector<int64_t> preimage_starts(const std::vector<int64_t>& image, int64_t 
 int64_t PreimageWindow::line(int64_t t) const {
   return std::clamp<int64_t>(floor_div(a * t + b, c), 0, source_extent);
 }
-int64_t PreimageWindow::lo(int64_t t) const { return std::max<int64_t>(line(t) + lo_offset, 0); }
-int64_t PreimageWindow::hi(int64_t t) const { return std::min<int64_t>(line(t + 1) + hi_offset, source_extent); }
+int64_t PreimageWindow::lo(int64_t t) const {
+  return std::max<int64_t>(line(t) + lo_offset, 0);
+}
+int64_t PreimageWindow::hi(int64_t t) const {
+  return std::min<int64_t>(line(t + 1) + hi_offset, source_extent);
+}
 
 namespace {
 
@@ -37,7 +41,8 @@ struct InterceptRange {
   int64_t hi = std::numeric_limits<int64_t>::max() / 4;
 };
 
-InterceptRange exact_intercepts(const std::vector<int64_t>& starts, int64_t e, int64_t a, int64_t c) {
+InterceptRange exact_intercepts(const std::vector<int64_t>& starts, int64_t e, int64_t a,
+                                int64_t c) {
   InterceptRange r;
   for (size_t i = 0; i < starts.size(); ++i) {
     int64_t t = static_cast<int64_t>(i), s = starts[i];
@@ -48,10 +53,12 @@ InterceptRange exact_intercepts(const std::vector<int64_t>& starts, int64_t e, i
 }
 
 /// The window of line (a, b, c) with offsets covering every preimage.
-PreimageWindow window_for(const std::vector<int64_t>& starts, int64_t e, int64_t a, int64_t b, int64_t c) {
+PreimageWindow window_for(const std::vector<int64_t>& starts, int64_t e, int64_t a, int64_t b,
+                          int64_t c) {
   PreimageWindow w{a, b, c, 0, 0, e, false};
   const int64_t s = static_cast<int64_t>(starts.size()) - 1;
-  int64_t lo_offset = std::numeric_limits<int64_t>::max(), hi_offset = std::numeric_limits<int64_t>::min();
+  int64_t lo_offset = std::numeric_limits<int64_t>::max(),
+          hi_offset = std::numeric_limits<int64_t>::min();
   for (int64_t t = 0; t < s; ++t) {
     lo_offset = std::min(lo_offset, starts[t] - w.line(t));
     hi_offset = std::max(hi_offset, starts[t + 1] - w.line(t + 1));
@@ -60,13 +67,15 @@ PreimageWindow window_for(const std::vector<int64_t>& starts, int64_t e, int64_t
   w.lo_offset = s > 0 ? lo_offset : 0;
   w.hi_offset = s > 0 ? hi_offset : 0;
   w.exact = true;
-  for (int64_t t = 0; t < s && w.exact; ++t) w.exact = w.lo(t) == starts[t] && w.hi(t) == starts[t + 1];
+  for (int64_t t = 0; t < s && w.exact; ++t)
+    w.exact = w.lo(t) == starts[t] && w.hi(t) == starts[t + 1];
   return w;
 }
 
 /// Candidate slopes a/c: the average over the whole range and over the interior (where the
 /// starts are strictly inside (0, E)), each also with a doubled denominator.
-std::vector<std::pair<int64_t, int64_t>> candidate_slopes(const std::vector<int64_t>& starts, int64_t e) {
+std::vector<std::pair<int64_t, int64_t>> candidate_slopes(const std::vector<int64_t>& starts,
+                                                          int64_t e) {
   std::vector<std::pair<int64_t, int64_t>> slopes;
   auto add = [&](int64_t rise, int64_t run) {
     if (run <= 0 || rise <= 0) return;

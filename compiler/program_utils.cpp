@@ -8,7 +8,8 @@
 
 namespace adjoint::compiler {
 
-ir::Stage map_stage(const ir::Stage& stage, const std::function<ir::Expr(const ir::Expr&)>& rewrite) {
+ir::Stage map_stage(const ir::Stage& stage,
+                    const std::function<ir::Expr(const ir::Expr&)>& rewrite) {
   ir::Stage out = stage;
   for (ir::Axis& axis : out.domain) {
     axis.start = rewrite(axis.start);
@@ -59,12 +60,14 @@ void add_unique(std::vector<ir::Tensor>& list, const ir::Tensor& t) {
 }  // namespace
 
 bool same_program(const ir::Program& a, const ir::Program& b) {
-  if (a.inputs != b.inputs || a.outputs != b.outputs || a.temporaries != b.temporaries) return false;
+  if (a.inputs != b.inputs || a.outputs != b.outputs || a.temporaries != b.temporaries)
+    return false;
   if (a.kernels.size() != b.kernels.size()) return false;
   for (size_t k = 0; k < a.kernels.size(); ++k) {
     const ir::Kernel& ka = a.kernels[k];
     const ir::Kernel& kb = b.kernels[k];
-    if (ka.name != kb.name || !same_grid(ka.grid, kb.grid) || ka.stages.size() != kb.stages.size()) return false;
+    if (ka.name != kb.name || !same_grid(ka.grid, kb.grid) || ka.stages.size() != kb.stages.size())
+      return false;
     for (size_t s = 0; s < ka.stages.size(); ++s) {
       if (!same_stage(ka.stages[s], kb.stages[s])) return false;
     }

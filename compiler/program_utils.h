@@ -13,7 +13,8 @@ namespace adjoint::compiler {
 
 /// Rewrites every expression of a stage (domain starts and extents, indices, value, condition)
 /// with `rewrite`; undefined expressions (a missing condition) are left alone.
-ir::Stage map_stage(const ir::Stage& stage, const std::function<ir::Expr(const ir::Expr&)>& rewrite);
+ir::Stage map_stage(const ir::Stage& stage,
+                    const std::function<ir::Expr(const ir::Expr&)>& rewrite);
 
 /// True when `a` and `b` have the same tensors, kernels, stages and grid configurations, with
 /// pointer-equal expressions: what a pass returns when it changed nothing.

@@ -23,8 +23,12 @@ std::optional<int64_t> int_value(const Expr& e) {
   return std::nullopt;
 }
 
-bool is_constant(const Expr& e) { return e.as<ir::IntConstNode>() || e.as<ir::FloatConstNode>(); }
-bool is_int_constant(const Expr& e, int64_t v) { return int_value(e) == v; }
+bool is_constant(const Expr& e) {
+  return e.as<ir::IntConstNode>() || e.as<ir::FloatConstNode>();
+}
+bool is_int_constant(const Expr& e, int64_t v) {
+  return int_value(e) == v;
+}
 bool is_float_constant(const Expr& e, double v, bool negative_zero = false) {
   auto* c = e.as<ir::FloatConstNode>();
   return c && c->value == v && std::signbit(c->value) == negative_zero;
@@ -40,16 +44,28 @@ std::optional<Expr> make_int(DType t, int64_t v) {
 std::optional<int64_t> fold_int(BinaryOp op, int64_t a, int64_t b) {
   int64_t r = 0;
   switch (op) {
-    case BinaryOp::kAdd: return __builtin_add_overflow(a, b, &r) ? std::nullopt : std::optional(r);
-    case BinaryOp::kSub: return __builtin_sub_overflow(a, b, &r) ? std::nullopt : std::optional(r);
-    case BinaryOp::kMul: return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional(r);
-    case BinaryOp::kDiv: return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt : std::optional(floor_div(a, b));
-    case BinaryOp::kMod: return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt : std::optional(floor_mod(a, b));
-    case BinaryOp::kMin: return std::min(a, b);
-    case BinaryOp::kMax: return std::max(a, b);
-    case BinaryOp::kAnd: return (a != 0 && b != 0) ? 1 : 0;
-    case BinaryOp::kOr: return (a != 0 || b != 0) ? 1 : 0;
-    default: return std::nullopt;
+    case BinaryOp::kAdd:
+      return __builtin_add_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+    case BinaryOp::kSub:
+      return __builtin_sub_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+    case BinaryOp::kMul:
+      return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+    case BinaryOp::kDiv:
+      return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt
+                                                     : std::optional(floor_div(a, b));
+    case BinaryOp::kMod:
+      return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt
+                                                     : std::optional(floor_mod(a, b));
+    case BinaryOp::kMin:
+      return std::min(a, b);
+    case BinaryOp::kMax:
+      return std::max(a, b);
+    case BinaryOp::kAnd:
+      return (a != 0 && b != 0) ? 1 : 0;
+    case BinaryOp::kOr:
+      return (a != 0 || b != 0) ? 1 : 0;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -64,8 +80,14 @@ Expr fold_with_interpreter(const Expr& e) {
 /// `x * c` or `c * x` with a constant c: returns x and sets *c.
 const Expr* scaled_by_constant(const ir::BinaryNode& mul, int64_t* c) {
   if (mul.op != BinaryOp::kMul) return nullptr;
-  if (auto v = int_value(mul.b)) { *c = *v; return &mul.a; }
-  if (auto v = int_value(mul.a)) { *c = *v; return &mul.b; }
+  if (auto v = int_value(mul.b)) {
+    *c = *v;
+    return &mul.a;
+  }
+  if (auto v = int_value(mul.a)) {
+    *c = *v;
+    return &mul.b;
+  }
   return nullptr;
 }
 
@@ -78,7 +100,8 @@ class Simplifier : public ir::ExprMutator {
     Expr e = ExprMutator::visit_Unary(node, self);
     auto* u = e.as<ir::UnaryNode>();
     if (!u || !is_constant(u->operand)) return e;
-    if (u->op == ir::UnaryOp::kNot) return ir::IntConstNode::make(DType::kBool, *int_value(u->operand) == 0);
+    if (u->op == ir::UnaryOp::kNot)
+      return ir::IntConstNode::make(DType::kBool, *int_value(u->operand) == 0);
     if (u->op == ir::UnaryOp::kNeg && !ir::is_float(u->dtype)) {
       auto v = fold_int(BinaryOp::kSub, 0, *int_value(u->operand));
       auto r = v ? make_int(u->dtype, *v) : std::nullopt;
@@ -104,9 +127,10 @@ class Simplifier : public ir::ExprMutator {
     if (!c) return e;
     auto x = int_value(c->a), y = int_value(c->b);
     if (x && y) {  // exact int64 comparison (the interpreter's double would round above 2^53)
-      static constexpr bool kTable[6][3] = {  // [op][a<b, a==b, a>b]
-          {false, true, false}, {true, false, true}, {true, false, false},
-          {true, true, false},  {false, false, true}, {false, true, true}};
+      static constexpr bool kTable[6][3] = {// [op][a<b, a==b, a>b]
+                                            {false, true, false}, {true, false, true},
+                                            {true, false, false}, {true, true, false},
+                                            {false, false, true}, {false, true, true}};
       int order = *x < *y ? 0 : (*x == *y ? 1 : 2);
       return ir::IntConstNode::make(DType::kBool, kTable[static_cast<int>(c->op)][order]);
     }
@@ -132,12 +156,14 @@ class Simplifier : public ir::ExprMutator {
       auto r = make_int(c->dtype, *v);
       return r ? *r : e;
     }
-    if (auto v = int_value(c->value); v && ir::is_float(c->dtype) && std::llabs(*v) < (int64_t{1} << 53)) {
+    if (auto v = int_value(c->value);
+        v && ir::is_float(c->dtype) && std::llabs(*v) < (int64_t{1} << 53)) {
       return fold_with_interpreter(e);  // exact in the interpreter's double
     }
     if (auto* f = c->value.as<ir::FloatConstNode>()) {
       bool exact_in_int = std::isfinite(f->value) && std::fabs(f->value) < 2147483648.0;
-      if (ir::is_float(c->dtype) || c->dtype == DType::kBool || exact_in_int) return fold_with_interpreter(e);
+      if (ir::is_float(c->dtype) || c->dtype == DType::kBool || exact_in_int)
+        return fold_with_interpreter(e);
     }
     return e;
   }
@@ -185,7 +211,8 @@ class Simplifier : public ir::ExprMutator {
         if (is_float_constant(b.b, 0.0, true)) return b.a;
         if (is_float_constant(b.a, 0.0, true)) return b.b;
         break;
-      default: break;
+      default:
+        break;
     }
     return e;
   }
@@ -230,7 +257,8 @@ class Simplifier : public ir::ExprMutator {
       case BinaryOp::kMod:
         if (auto c = int_value(b.b); c && *c > 0) return rewrite_div_mod(b, *c, e);
         break;
-      default: break;
+      default:
+        break;
     }
     return e;
   }
@@ -250,7 +278,8 @@ class Simplifier : public ir::ExprMutator {
       int64_t k = 0;
       if (const Expr* y = scaled_by_constant(*inner, &k); y && k % c == 0) {
         if (!is_div) return ir::IntConstNode::make(b.dtype, 0);
-        return simplify_node(ir::BinaryNode::make(BinaryOp::kMul, *y, ir::IntConstNode::make(b.dtype, k / c)));
+        return simplify_node(
+            ir::BinaryNode::make(BinaryOp::kMul, *y, ir::IntConstNode::make(b.dtype, k / c)));
       }
       // (y * k + z) / c with c | k -> y * (k / c) + z / c;  (...) % c -> z % c
       if (inner->op == BinaryOp::kAdd) {
@@ -263,7 +292,8 @@ class Simplifier : public ir::ExprMutator {
           if (!y || m % c != 0) continue;
           Expr rest_op = simplify_node(ir::BinaryNode::make(b.op, rest, b.b));
           if (!is_div) return rest_op;
-          Expr scaled = simplify_node(ir::BinaryNode::make(BinaryOp::kMul, *y, ir::IntConstNode::make(b.dtype, m / c)));
+          Expr scaled = simplify_node(
+              ir::BinaryNode::make(BinaryOp::kMul, *y, ir::IntConstNode::make(b.dtype, m / c)));
           return simplify_node(ir::BinaryNode::make(BinaryOp::kAdd, scaled, rest_op));
         }
       }

@@ -10,9 +10,15 @@ namespace adjoint {
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
-ADJOINT_DEVICE void atomic_add(float* address, float value) { atomicAdd(address, value); }
-ADJOINT_DEVICE void atomic_add(double* address, double value) { atomicAdd(address, value); }
-ADJOINT_DEVICE void atomic_add(int* address, int value) { atomicAdd(address, value); }
+ADJOINT_DEVICE void atomic_add(float* address, float value) {
+  atomicAdd(address, value);
+}
+ADJOINT_DEVICE void atomic_add(double* address, double value) {
+  atomicAdd(address, value);
+}
+ADJOINT_DEVICE void atomic_add(int* address, int value) {
+  atomicAdd(address, value);
+}
 ADJOINT_DEVICE void atomic_add(long long* address, long long value) {
   atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
 }

@@ -10,16 +10,28 @@ namespace adjoint {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 /// 1 / (1 + exp(-x)).
-ADJOINT_DEVICE float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-ADJOINT_DEVICE double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+ADJOINT_DEVICE float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+ADJOINT_DEVICE double sigmoid(double x) {
+  return 1.0 / (1.0 + exp(-x));
+}
 
 /// 1 / sqrt(x) (CUDA's rsqrtf/rsqrt: within 2 ulp for float).
-ADJOINT_DEVICE float reciprocal_sqrt(float x) { return rsqrtf(x); }
-ADJOINT_DEVICE double reciprocal_sqrt(double x) { return rsqrt(x); }
+ADJOINT_DEVICE float reciprocal_sqrt(float x) {
+  return rsqrtf(x);
+}
+ADJOINT_DEVICE double reciprocal_sqrt(double x) {
+  return rsqrt(x);
+}
 
 /// Round half to even (the current rounding mode of rint is round-to-nearest-even).
-ADJOINT_DEVICE float round_half_even(float x) { return rintf(x); }
-ADJOINT_DEVICE double round_half_even(double x) { return rint(x); }
+ADJOINT_DEVICE float round_half_even(float x) {
+  return rintf(x);
+}
+ADJOINT_DEVICE double round_half_even(double x) {
+  return rint(x);
+}
 
 #endif  // __CUDACC__ || __CUDACC_RTC__
 

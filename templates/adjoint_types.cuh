@@ -104,10 +104,18 @@ ADJOINT_DEVICE bfloat16 bfloat16_from_double(double d) {
 
 /// Rounds to the nearest f16 / bf16 value, returned as float: how f16 and bf16 IR values live
 /// in registers.
-ADJOINT_DEVICE float round_to_half(float x) { return to_float(from_float<half>(x)); }
-ADJOINT_DEVICE float round_to_half(double x) { return to_float(half_from_double(x)); }
-ADJOINT_DEVICE float round_to_bfloat16(float x) { return to_float(from_float<bfloat16>(x)); }
-ADJOINT_DEVICE float round_to_bfloat16(double x) { return to_float(bfloat16_from_double(x)); }
+ADJOINT_DEVICE float round_to_half(float x) {
+  return to_float(from_float<half>(x));
+}
+ADJOINT_DEVICE float round_to_half(double x) {
+  return to_float(half_from_double(x));
+}
+ADJOINT_DEVICE float round_to_bfloat16(float x) {
+  return to_float(from_float<bfloat16>(x));
+}
+ADJOINT_DEVICE float round_to_bfloat16(double x) {
+  return to_float(bfloat16_from_double(x));
+}
 
 // --- float floor modulo ----------------------------------------------------------------------
 
@@ -116,7 +124,9 @@ ADJOINT_DEVICE float floor_mod(float a, float b) {
   double x = a, y = b;
   return static_cast<float>(x - floor(x / y) * y);
 }
-ADJOINT_DEVICE double floor_mod(double a, double b) { return a - floor(a / b) * b; }
+ADJOINT_DEVICE double floor_mod(double a, double b) {
+  return a - floor(a / b) * b;
+}
 /// The same for f16/bf16 values held in float, without rounding to float first.
 ADJOINT_DEVICE double floor_mod_exact(float a, float b) {
   double x = a, y = b;

@@ -10,7 +10,8 @@ namespace adjoint::tools {
 namespace {
 
 std::string dims(const uint32_t (&d)[3]) {
-  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) + ")";
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) +
+         ")";
 }
 
 std::string join(const std::vector<std::string>& parts) {
@@ -22,7 +23,8 @@ std::string join(const std::vector<std::string>& parts) {
 }  // namespace
 
 void add_cuda_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("cuda", "Lower a specialization and print each kernel's CUDA source");
+  auto* cmd =
+      app.add_subcommand("cuda", "Lower a specialization and print each kernel's CUDA source");
   auto spec = std::make_shared<std::vector<std::string>>();
   auto after_all = std::make_shared<bool>(false);
   auto allow_atomics = std::make_shared<bool>(false);
@@ -36,7 +38,8 @@ void add_cuda_command(CLI::App& app) {
     for (const std::string& w : *spec) text += w + " ";
     ops::Specialization s = ops::parse_specialization(text);
     compiler::LowerOptions options;
-    options.determinism = *allow_atomics ? compiler::Determinism::kAllowAtomics : compiler::Determinism::kDefault;
+    options.determinism =
+        *allow_atomics ? compiler::Determinism::kAllowAtomics : compiler::Determinism::kDefault;
     options.arch = *arch;
     options.record_passes = *after_all;
     compiler::CompiledProgram program = compiler::lower(s.build_program(), options);

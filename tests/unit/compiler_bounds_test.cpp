@@ -80,13 +80,15 @@ TEST(Bounds, MinMaxSelectCompare) {
 
 TEST(Bounds, FloatIndexMapsAreBounded) {
   Var o("o");
-  Expr map = ir::cast(DType::kI64, ir::floor(ir::cast(DType::kF32, o) * ir::constant(DType::kF32, 0.625)));
+  Expr map =
+      ir::cast(DType::kI64, ir::floor(ir::cast(DType::kF32, o) * ir::constant(DType::kF32, 0.625)));
   Interval r = range_of(map, o, 0, 7);
   EXPECT_EQ(r.min, 0);
   EXPECT_EQ(r.max, 4);
   expect_sound(map, o, 0, 7);
-  Expr exact = ir::cast(DType::kI64, ir::floor((ir::cast(DType::kF32, o) + ir::constant(DType::kF32, 0.5)) *
-                                               ir::constant(DType::kF32, 13.0 / 20.0)));
+  Expr exact =
+      ir::cast(DType::kI64, ir::floor((ir::cast(DType::kF32, o) + ir::constant(DType::kF32, 0.5)) *
+                                      ir::constant(DType::kF32, 13.0 / 20.0)));
   expect_sound(exact, o, 0, 19);
   EXPECT_LE(range_of(exact, o, 0, 19).max, 13);
 }
@@ -101,8 +103,12 @@ TEST(Bounds, OverflowGivesUpInsteadOfWrapping) {
 
 TEST(Bounds, SoundOverManyExpressions) {
   Var i("i");
-  std::vector<Expr> exprs = {i * 7 % 5, (i - 3) / 2, ir::min(i * 2, Expr(9) - i), ir::abs(i - 4),
-                             ir::select(i % 2 == 0, i / 2, -i), (i * 3 + 1) / 4 - i % 3};
+  std::vector<Expr> exprs = {i * 7 % 5,
+                             (i - 3) / 2,
+                             ir::min(i * 2, Expr(9) - i),
+                             ir::abs(i - 4),
+                             ir::select(i % 2 == 0, i / 2, -i),
+                             (i * 3 + 1) / 4 - i % 3};
   for (const Expr& e : exprs) expect_sound(e, i, -6, 12);
 }
 

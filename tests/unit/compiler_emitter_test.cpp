@@ -44,15 +44,18 @@ TEST(CudaSyntax, FloatLiteralsReadBackExactly) {
     float f;
     std::memcpy(&f, &b, sizeof f);
     if (!std::isfinite(f)) continue;
-    ASSERT_EQ(read_back(cuda_float_literal(DType::kF32, f)), f) << cuda_float_literal(DType::kF32, f);
+    ASSERT_EQ(read_back(cuda_float_literal(DType::kF32, f)), f)
+        << cuda_float_literal(DType::kF32, f);
     double d = static_cast<double>(f) * 1.0000000001;
-    ASSERT_EQ(read_back(cuda_float_literal(DType::kF64, d)), d) << cuda_float_literal(DType::kF64, d);
+    ASSERT_EQ(read_back(cuda_float_literal(DType::kF64, d)), d)
+        << cuda_float_literal(DType::kF64, d);
   }
   EXPECT_EQ(cuda_float_literal(DType::kF32, 2.0), "2.0f");
   EXPECT_EQ(cuda_float_literal(DType::kF64, 0.5), "0.5");
   EXPECT_EQ(cuda_float_literal(DType::kF16, -0.0), "(-0.0f)");
   EXPECT_EQ(cuda_float_literal(DType::kF32, INFINITY), "__int_as_float(0x7f800000)");
-  EXPECT_EQ(cuda_float_literal(DType::kF64, -INFINITY), "__longlong_as_double(0xfff0000000000000LL)");
+  EXPECT_EQ(cuda_float_literal(DType::kF64, -INFINITY),
+            "__longlong_as_double(0xfff0000000000000LL)");
   EXPECT_EQ(cuda_float_literal(DType::kBF16, NAN), "__int_as_float(0x7fc00000)");
 }
 
@@ -84,7 +87,8 @@ TEST(Templates, FloorDivisionAndModuloMatchTheIr) {
       if (b == 0) continue;
       ASSERT_EQ(adjoint::floor_div(a, b), compiler::floor_div(a, b)) << a << " / " << b;
       ASSERT_EQ(adjoint::floor_mod(a, b), compiler::floor_mod(a, b)) << a << " % " << b;
-      ASSERT_EQ(adjoint::floor_div(static_cast<int>(a), static_cast<int>(b)), compiler::floor_div(a, b));
+      ASSERT_EQ(adjoint::floor_div(static_cast<int>(a), static_cast<int>(b)),
+                compiler::floor_div(a, b));
     }
   }
 }
@@ -92,7 +96,8 @@ TEST(Templates, FloorDivisionAndModuloMatchTheIr) {
 TEST(Templates, BFloat16RoundingMatchesTheIr) {
   std::mt19937 rng(2);
   std::uniform_int_distribution<uint32_t> bits32;
-  std::vector<uint32_t> cases = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00008000u, 0x80000001u, 0x7f800000u};
+  std::vector<uint32_t> cases = {0x3f808000u, 0x3f818000u, 0x7f7fffffu,
+                                 0x00008000u, 0x80000001u, 0x7f800000u};
   for (int i = 0; i < 100000; ++i) cases.push_back(bits32(rng));
   for (uint32_t b : cases) {
     float f;
@@ -109,12 +114,16 @@ TEST(Templates, BFloat16RoundingMatchesTheIr) {
 // --- the emitter ------------------------------------------------------------------------------
 
 /// The passes that shape what the emitter sees (no scatter strategy), then kernel `kernel`.
-ir::Program prepared(const ir::Program& p) { return narrow_index_math(derive_grid(simplify(p))); }
+ir::Program prepared(const ir::Program& p) {
+  return narrow_index_math(derive_grid(simplify(p)));
+}
 std::string emit(const ir::Program& p, size_t kernel = 0) {
   return emit_cuda_kernel(prepared(p), kernel, "entry").source;
 }
 
-bool contains(const std::string& text, const std::string& piece) { return text.find(piece) != std::string::npos; }
+bool contains(const std::string& text, const std::string& piece) {
+  return text.find(piece) != std::string::npos;
+}
 
 TEST(CudaEmitter, SignatureFollowsTheProgramsTensorOrder) {
   ir::ProgramBuilder b("p");
@@ -123,8 +132,9 @@ TEST(CudaEmitter, SignatureFollowsTheProgramsTensorOrder) {
   ir::Tensor bias = b.input("bias", DType::kBF16, {8});
   ir::Tensor out = b.output("out", DType::kF32, {8});
   Var i("i");
-  b.kernel("k", {ir::compute(out, ir::over(out, {i}), ir::cast(DType::kF32, ir::load(a, {i}) * ir::load(a, {i})) +
-                                                         ir::cast(DType::kF32, ir::load(bias, {i})))});
+  b.kernel("k", {ir::compute(out, ir::over(out, {i}),
+                             ir::cast(DType::kF32, ir::load(a, {i}) * ir::load(a, {i})) +
+                                 ir::cast(DType::kF32, ir::load(bias, {i})))});
   CompiledKernel k = emit_cuda_kernel(prepared(std::move(b).build()), 0, "my_entry");
   EXPECT_EQ(k.params, (std::vector<std::string>{"a", "bias", "out"}));
   EXPECT_TRUE(contains(k.source,
@@ -144,7 +154,8 @@ TEST(CudaEmitter, FloorDivisionOnlyWhereOperandsMayBeNegative) {
   ir::ProgramBuilder b("p");
   ir::Tensor out = b.output("out", DType::kF32, {16});
   Var i("i");
-  b.kernel("k", {ir::compute(out, ir::over(out, {i}), ir::cast(DType::kF32, i / 4 + (i - 8) / 4 + (i - 8) % 3))});
+  b.kernel("k", {ir::compute(out, ir::over(out, {i}),
+                             ir::cast(DType::kF32, i / 4 + (i - 8) / 4 + (i - 8) % 3))});
   std::string s = emit(std::move(b).build());
   EXPECT_TRUE(contains(s, "(i / 4)")) << s;
   EXPECT_TRUE(contains(s, "adjoint::floor_div(")) << s;
@@ -157,8 +168,9 @@ TEST(CudaEmitter, LoadsThatMayBeOutOfBoundsStayInsideTheirBranch) {
   ir::Tensor out = b.output("out", DType::kF32, {16});
   Var i("i");
   Expr previous = ir::load(x, {i - 1});  // out of bounds at i == 0
-  b.kernel("k", {ir::compute(out, ir::over(out, {i}),
-                             ir::select(i > 0, previous * previous, ir::constant(DType::kF32, 0.0)))});
+  b.kernel("k",
+           {ir::compute(out, ir::over(out, {i}),
+                        ir::select(i > 0, previous * previous, ir::constant(DType::kF32, 0.0)))});
   std::string s = emit(std::move(b).build());
   size_t branch = s.find("if (i > 0) {");
   size_t load = s.find("x[i - 1]");
@@ -174,7 +186,8 @@ TEST(CudaEmitter, InBoundsLoadsSharedByBothBranchesAreHoisted) {
   Var i("i");
   Expr v = ir::load(x, {i});
   b.kernel("k", {ir::compute(out, ir::over(out, {i}),
-                             ir::select(v > ir::constant(DType::kF32, 0.0), v * ir::constant(DType::kF32, 2.0), -v))});
+                             ir::select(v > ir::constant(DType::kF32, 0.0),
+                                        v * ir::constant(DType::kF32, 2.0), -v))});
   std::string s = emit(std::move(b).build());
   EXPECT_TRUE(contains(s, "const float x_value = x[i];")) << s;
   EXPECT_TRUE(contains(s, "out[i] = (x_value > 0.0f) ? (x_value * 2.0f) : (-x_value);")) << s;
@@ -186,15 +199,22 @@ TEST(CudaEmitter, ReductionsAreSerialLoopsInTheirDtype) {
   ir::Tensor total = b.output("total", DType::kBF16, {4});
   ir::Tensor top = b.output("top", DType::kF64, {4});
   Var i("i"), k("k"), j("j"), l("l");
-  b.kernel("sum", {ir::compute(total, ir::over(total, {i}),
-                               ir::sum({ir::range(k, Expr(32))}, ir::load(x, {i, k}), DType::kBF16))});
-  b.kernel("max", {ir::compute(top, ir::over(top, {j}),
-                               ir::maximum({ir::range(l, j, Expr(32) - j)}, ir::cast(DType::kF64, ir::load(x, {j, l})),
-                                           DType::kF64))});
+  b.kernel("sum",
+           {ir::compute(total, ir::over(total, {i}),
+                        ir::sum({ir::range(k, Expr(32))}, ir::load(x, {i, k}), DType::kBF16))});
+  b.kernel("max",
+           {ir::compute(top, ir::over(top, {j}),
+                        ir::maximum({ir::range(l, j, Expr(32) - j)},
+                                    ir::cast(DType::kF64, ir::load(x, {j, l})), DType::kF64))});
   ir::Program p = std::move(b).build();
   std::string sum = emit(p, 0);
-  EXPECT_TRUE(contains(sum, "float acc = 0.0f;\n    for (int k = 0; k < 32; ++k) {\n      acc += adjoint::to_float(x[i * 32 + k]);")) << sum;
-  EXPECT_TRUE(contains(sum, "total[i] = adjoint::from_float<adjoint::bfloat16>(adjoint::round_to_bfloat16(acc));")) << sum;
+  EXPECT_TRUE(contains(sum,
+                       "float acc = 0.0f;\n    for (int k = 0; k < 32; ++k) {\n      acc += "
+                       "adjoint::to_float(x[i * 32 + k]);"))
+      << sum;
+  EXPECT_TRUE(contains(
+      sum, "total[i] = adjoint::from_float<adjoint::bfloat16>(adjoint::round_to_bfloat16(acc));"))
+      << sum;
   std::string max = emit(p, 1);
   EXPECT_TRUE(contains(max, "double acc = __longlong_as_double(0xfff0000000000000LL);")) << max;
   EXPECT_TRUE(contains(max, "for (int l = j; l < 32; ++l) {")) << max;
@@ -208,7 +228,9 @@ TEST(CudaEmitter, LargeTensorsUse64BitIndexMath) {
   Var i("i"), j("j");
   b.kernel("k", {ir::compute(out, ir::over(out, {i, j}), ir::load(x, {i, j}))});
   std::string s = emit(std::move(b).build());
-  EXPECT_TRUE(contains(s, "for (long long linear = (long long)blockIdx.x * 256 + threadIdx.x; linear < 3221225472;")) << s;
+  EXPECT_TRUE(contains(
+      s, "for (long long linear = (long long)blockIdx.x * 256 + threadIdx.x; linear < 3221225472;"))
+      << s;
   EXPECT_TRUE(contains(s, "out[i * 1073741824 + j] = ")) << s;
   EXPECT_TRUE(contains(s, "64-bit index math")) << s;
 }
@@ -220,12 +242,13 @@ TEST(CudaEmitter, ScattersAddAtomicallyUnderTheirCondition) {
   ir::Tensor out = b.output("out", DType::kF32, {4});
   Var i("i");
   Expr where = ir::cast(DType::kI64, ir::load(index, {i}));
-  b.kernel("k", {ir::scatter_add(out, {ir::min(ir::max(where, 0), 3)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32,
-                                 where >= 0)});
+  b.kernel("k", {ir::scatter_add(out, {ir::min(ir::max(where, 0), 3)}, ir::load(x, {i}),
+                                 ir::over(x, {i}), DType::kF32, where >= 0)});
   CompiledKernel k = emit_cuda_kernel(prepared(std::move(b).build()), 0, "e");
   EXPECT_TRUE(k.uses_atomics);
   EXPECT_TRUE(contains(k.source, "#include \"adjoint_atomics.cuh\"")) << k.source;
-  size_t guard = k.source.find("if (index_value >= 0) {"), add = k.source.find("adjoint::atomic_add(&out[");
+  size_t guard = k.source.find("if (index_value >= 0) {"),
+         add = k.source.find("adjoint::atomic_add(&out[");
   ASSERT_NE(guard, std::string::npos) << k.source;
   EXPECT_GT(add, guard) << k.source;
 }
@@ -237,8 +260,11 @@ ir::Program upsample_like() {
   ir::Tensor go = b.input("grad_output", DType::kBF16, {2, 9});
   ir::Tensor gi = b.output("grad_input", DType::kBF16, {2, 4});
   Var n("n"), o("o");
-  Expr source = ir::min(ir::cast(DType::kI64, ir::floor(ir::cast(DType::kF32, o) * ir::constant(DType::kF32, 4.0 / 9.0))), Expr(3));
-  b.kernel("scatter", {ir::scatter_add(gi, {n, source}, ir::cast(DType::kF32, ir::load(go, {n, o})), ir::over(go, {n, o}), DType::kF32)});
+  Expr source = ir::min(ir::cast(DType::kI64, ir::floor(ir::cast(DType::kF32, o) *
+                                                        ir::constant(DType::kF32, 4.0 / 9.0))),
+                        Expr(3));
+  b.kernel("scatter", {ir::scatter_add(gi, {n, source}, ir::cast(DType::kF32, ir::load(go, {n, o})),
+                                       ir::over(go, {n, o}), DType::kF32)});
   return std::move(b).build();
 }
 
@@ -250,8 +276,10 @@ ir::Program data_dependent_bf16() {
   Var i("i"), j("j");
   Expr where = ir::min(ir::max(ir::load(index, {i}), 0), 3);
   Expr where2 = ir::min(ir::max(ir::load(index, {j}), 0), 3);
-  b.kernel("first", {ir::scatter_add(out, {where}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
-  b.kernel("second", {ir::scatter_add(out, {where2}, ir::load(x, {j}), ir::over(x, {j}), DType::kF32)});
+  b.kernel("first",
+           {ir::scatter_add(out, {where}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
+  b.kernel("second",
+           {ir::scatter_add(out, {where2}, ir::load(x, {j}), ir::over(x, {j}), DType::kF32)});
   return std::move(b).build();
 }
 
@@ -263,8 +291,9 @@ TEST(Lower, RecordsTheIrAfterEachPass) {
   CompiledProgram p = lower(upsample_like(), options);
   const std::string& d = p.pass_dump;
   size_t at = 0;
-  for (const char* pass : {"input", "after simplify", "after lower_scatter_to_gather", "after simplify",
-                           "after lower_scatter_to_atomics", "after derive_grid", "after narrow_index_math"}) {
+  for (const char* pass :
+       {"input", "after simplify", "after lower_scatter_to_gather", "after simplify",
+        "after lower_scatter_to_atomics", "after derive_grid", "after narrow_index_math"}) {
     size_t next = d.find(std::string("// ----- ") + pass, at);
     ASSERT_NE(next, std::string::npos) << pass << "\n" << d;
     at = next + 1;
@@ -327,7 +356,8 @@ TEST(Lower, EveryRegisteredExampleLowers) {
       CompiledProgram p = lower(ops::parse_specialization(example).build_program(), LowerOptions{});
       EXPECT_FALSE(p.kernels.empty()) << example;
       for (const CompiledKernel& k : p.kernels) {
-        EXPECT_TRUE(contains(k.source, "extern \"C\" __global__ void __launch_bounds__(")) << example;
+        EXPECT_TRUE(contains(k.source, "extern \"C\" __global__ void __launch_bounds__("))
+            << example;
       }
       ++lowered;
     }

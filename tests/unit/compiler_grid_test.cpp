@@ -18,7 +18,8 @@ using ir::Expr;
 using ir::Var;
 
 /// out = in + 1 over the given shape, with an optional explicit grid.
-ir::Program elementwise(std::vector<int64_t> shape, ir::GridConfig grid = {}, std::vector<int64_t> strides = {}) {
+ir::Program elementwise(std::vector<int64_t> shape, ir::GridConfig grid = {},
+                        std::vector<int64_t> strides = {}) {
   ir::ProgramBuilder b("elementwise");
   ir::Tensor in = b.input("in", DType::kF32, shape, strides);
   ir::Tensor out = b.output("out", DType::kF32, shape, strides);
@@ -28,8 +29,10 @@ ir::Program elementwise(std::vector<int64_t> shape, ir::GridConfig grid = {}, st
     vars.emplace_back("d" + std::to_string(d));
     idx.push_back(vars.back());
   }
-  b.kernel("add_one", {ir::compute(out, ir::over(out, vars), ir::load(in, idx) + ir::constant(DType::kF32, 1.0))},
-           grid);
+  b.kernel(
+      "add_one",
+      {ir::compute(out, ir::over(out, vars), ir::load(in, idx) + ir::constant(DType::kF32, 1.0))},
+      grid);
   return std::move(b).build();
 }
 
@@ -52,8 +55,8 @@ LaunchDims dims(uint32_t gx, uint32_t gy, uint32_t gz, uint32_t block) {
 }
 
 /// check_grid_coverage throws an Error that names the kernel and mentions `reason`.
-void expect_not_covered(const std::vector<int64_t>& extents, const ir::GridConfig& g, const LaunchDims& d,
-                        const std::string& reason) {
+void expect_not_covered(const std::vector<int64_t>& extents, const ir::GridConfig& g,
+                        const LaunchDims& d, const std::string& reason) {
   try {
     check_grid_coverage("mhc_backward_dx", extents, g, d);
     ADD_FAILURE() << "expected the coverage proof to fail: " << reason;
@@ -87,7 +90,8 @@ TEST(DeriveGrid, EmptyDomainsLaunchNothing) {
 }
 
 TEST(DeriveGrid, ExplicitConfigurationsAreKeptAndChecked) {
-  ir::Program ok = derive_grid(elementwise({8, 512}, config({AxisBinding::kBlock, AxisBinding::kThread}, 512)));
+  ir::Program ok =
+      derive_grid(elementwise({8, 512}, config({AxisBinding::kBlock, AxisBinding::kThread}, 512)));
   LaunchDims d = launch_dims(ok.kernels[0]);
   EXPECT_EQ(d.grid[0], 8u);
   EXPECT_EQ(d.block[0], 512u);
@@ -97,23 +101,26 @@ TEST(DeriveGrid, ExplicitConfigurationsAreKeptAndChecked) {
     ADD_FAILURE() << "a 128-thread block cannot run a 512-point thread axis";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("kernel 'add_one'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("384 points per block would never run"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("384 points per block would never run"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(CoverageProof, TripsOnABlockAxisWhoseGridIsNotItsExtent) {
   // The other mHC seed bug: grid = cdiv(n, BLOCK) where one block per row (n) was needed.
   auto g = config({AxisBinding::kBlock, AxisBinding::kThread}, 256);
-  expect_not_covered({1000, 256}, g, dims(4, 1, 1, 256), "grid.x is 4 but block axis 0 has extent 1000");
+  expect_not_covered({1000, 256}, g, dims(4, 1, 1, 256),
+                     "grid.x is 4 but block axis 0 has extent 1000");
   check_grid_coverage("mhc_backward_dx", {1000, 256}, g, dims(1000, 1, 1, 256));
 }
 
 TEST(CoverageProof, TripsOnThreadAxesThatDoNotFitOrSplitTheBlock) {
-  expect_not_covered({4, 300}, config({AxisBinding::kBlock, AxisBinding::kThread}, 256), dims(4, 1, 1, 256),
-                     "thread axes hold 300 points");
-  expect_not_covered({64, 3}, config({AxisBinding::kLinear, AxisBinding::kThread}, 256), dims(1, 1, 1, 256),
-                     "cannot be split into lanes");
-  check_grid_coverage("k", {64, 4}, config({AxisBinding::kLinear, AxisBinding::kThread}, 256), dims(1, 1, 1, 256));
+  expect_not_covered({4, 300}, config({AxisBinding::kBlock, AxisBinding::kThread}, 256),
+                     dims(4, 1, 1, 256), "thread axes hold 300 points");
+  expect_not_covered({64, 3}, config({AxisBinding::kLinear, AxisBinding::kThread}, 256),
+                     dims(1, 1, 1, 256), "cannot be split into lanes");
+  check_grid_coverage("k", {64, 4}, config({AxisBinding::kLinear, AxisBinding::kThread}, 256),
+                      dims(1, 1, 1, 256));
 }
 
 TEST(CoverageProof, TripsOnDuplicateBlocksEmptyGridsAndMismatchedBlocks) {
@@ -121,21 +128,27 @@ TEST(CoverageProof, TripsOnDuplicateBlocksEmptyGridsAndMismatchedBlocks) {
   expect_not_covered({1000}, linear, dims(8, 2, 1, 128), "grid.y is 2 though no axis uses it");
   expect_not_covered({1000}, linear, dims(0, 1, 1, 128), "grid.x is 0");
   expect_not_covered({1000}, linear, dims(8, 1, 1, 256), "blockDim is (256, 1, 1)");
-  expect_not_covered({1000}, config({AxisBinding::kLinear}, 2048), dims(1, 1, 1, 2048), "outside [1, 1024]");
+  expect_not_covered({1000}, config({AxisBinding::kLinear}, 2048), dims(1, 1, 1, 2048),
+                     "outside [1, 1024]");
   expect_not_covered({0}, linear, dims(1, 1, 1, 128), "domain is empty but the grid launches");
-  check_grid_coverage("k", {1000}, linear, dims(1, 1, 1, 128));  // a grid-stride loop: any grid >= 1
+  check_grid_coverage("k", {1000}, linear,
+                      dims(1, 1, 1, 128));  // a grid-stride loop: any grid >= 1
 }
 
 TEST(CoverageProof, TripsOnBadBindingsAndVectorWidths) {
-  expect_not_covered({4, 4}, config({AxisBinding::kLinear}, 32), dims(1, 1, 1, 32), "1 axis bindings for a domain of rank 2");
-  expect_not_covered({4, 6}, config({AxisBinding::kLinear, AxisBinding::kLinear}, 32, 4), dims(1, 1, 1, 32),
-                     "not a multiple of the vector width 4");
-  expect_not_covered({4}, config({AxisBinding::kSerial}, 32, 2), dims(1, 1, 1, 32), "needs a linear axis");
-  expect_not_covered({2, 2, 2, 2},
-                     config({AxisBinding::kLinear, AxisBinding::kBlock, AxisBinding::kBlock, AxisBinding::kBlock}, 32),
-                     dims(1, 2, 2, 32), "3 block axes but only 2 grid dimensions are free");
-  expect_not_covered({2, 70000}, config({AxisBinding::kLinear, AxisBinding::kBlock}, 32), dims(1, 70000, 1, 32),
-                     "more than grid.y allows");
+  expect_not_covered({4, 4}, config({AxisBinding::kLinear}, 32), dims(1, 1, 1, 32),
+                     "1 axis bindings for a domain of rank 2");
+  expect_not_covered({4, 6}, config({AxisBinding::kLinear, AxisBinding::kLinear}, 32, 4),
+                     dims(1, 1, 1, 32), "not a multiple of the vector width 4");
+  expect_not_covered({4}, config({AxisBinding::kSerial}, 32, 2), dims(1, 1, 1, 32),
+                     "needs a linear axis");
+  expect_not_covered(
+      {2, 2, 2, 2},
+      config({AxisBinding::kLinear, AxisBinding::kBlock, AxisBinding::kBlock, AxisBinding::kBlock},
+             32),
+      dims(1, 2, 2, 32), "3 block axes but only 2 grid dimensions are free");
+  expect_not_covered({2, 70000}, config({AxisBinding::kLinear, AxisBinding::kBlock}, 32),
+                     dims(1, 70000, 1, 32), "more than grid.y allows");
 }
 
 TEST(LaunchGeometry, LinearAxesAreDecodedInnermostByTheWrittenTensorsStrides) {
@@ -157,18 +170,22 @@ TEST(IndexWidth, SmallKernelsUse32BitIndexMath) {
 }
 
 TEST(IndexWidth, TensorsBeyondInt32Take64BitMath) {
-  const int64_t just_fits = int64_t{1} << 30;   // offsets and the grid-stride loop fit
-  const int64_t too_many = (int64_t{1} << 31);  // 2^31 elements: offset 2^31 - 1 fits, the loop does not
+  const int64_t just_fits = int64_t{1} << 30;  // offsets and the grid-stride loop fit
+  const int64_t too_many =
+      (int64_t{1} << 31);  // 2^31 elements: offset 2^31 - 1 fits, the loop does not
   EXPECT_EQ(kernel_index_width(derive_grid(elementwise({just_fits})).kernels[0]), IndexWidth::k32);
   EXPECT_EQ(kernel_index_width(derive_grid(elementwise({too_many})).kernels[0]), IndexWidth::k64);
-  EXPECT_EQ(kernel_index_width(derive_grid(elementwise({3, int64_t{1} << 31})).kernels[0]), IndexWidth::k64);
+  EXPECT_EQ(kernel_index_width(derive_grid(elementwise({3, int64_t{1} << 31})).kernels[0]),
+            IndexWidth::k64);
   ir::Program big = derive_grid(elementwise({too_many + 1}));
-  EXPECT_TRUE(narrow_index_math(big).kernels[0].stages[0].value.same_as(big.kernels[0].stages[0].value));
+  EXPECT_TRUE(
+      narrow_index_math(big).kernels[0].stages[0].value.same_as(big.kernels[0].stages[0].value));
 }
 
 TEST(IndexWidth, AReadTensorBeyondInt32AloneForces64Bits) {
   ir::ProgramBuilder b("strided_read");
-  ir::Tensor in = b.input("in", DType::kF32, {4, 4}, {int64_t{1} << 30, 1});  // spans 3 * 2^30 + 4 elements
+  ir::Tensor in =
+      b.input("in", DType::kF32, {4, 4}, {int64_t{1} << 30, 1});  // spans 3 * 2^30 + 4 elements
   ir::Tensor out = b.output("out", DType::kF32, {4, 4});
   Var i("i"), j("j");
   b.kernel("copy", {ir::compute(out, ir::over(out, {i, j}), ir::load(in, {i, j}))});
@@ -196,8 +213,9 @@ TEST(IndexWidth, ReduceBoundsAreNarrowedWhenTheyFit) {
   ir::Tensor in = b.input("in", DType::kF32, {16, 32});
   ir::Tensor out = b.output("out", DType::kF32, {16});
   Var i("i"), k("k");
-  b.kernel("k", {ir::compute(out, ir::over(out, {i}),
-                             ir::sum({ir::range(k, i, Expr(32) - i)}, ir::load(in, {i, k}), DType::kF32))});
+  b.kernel("k", {ir::compute(
+                    out, ir::over(out, {i}),
+                    ir::sum({ir::range(k, i, Expr(32) - i)}, ir::load(in, {i, k}), DType::kF32))});
   ir::Program p = narrow_index_math(derive_grid(std::move(b).build()));
   EXPECT_EQ(ir::to_string(p.kernels[0].stages[0].value),
             "sum<f32>(k in [i32(i), i32(i) + 32i32 - i32(i)) : in[i32(i), i32(k)])");

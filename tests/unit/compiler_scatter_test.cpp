@@ -36,7 +36,8 @@ ir::HostBuffers random_inputs(const ir::Program& p, unsigned seed) {
   ir::HostBuffers in;
   for (const ir::Tensor& t : p.inputs) {
     std::vector<double>& v = in[t->name];
-    for (int64_t i = 0; i < t->storage_elements(); ++i) v.push_back(ir::round_to(t->dtype, uniform(rng)));
+    for (int64_t i = 0; i < t->storage_elements(); ++i)
+      v.push_back(ir::round_to(t->dtype, uniform(rng)));
   }
   return in;
 }
@@ -60,7 +61,8 @@ int count_scatters(const ir::Program& p) {
 }
 
 /// Interprets both programs on the same inputs and expects every output equal bit for bit.
-void expect_same_results(const ir::Program& original, const ir::Program& lowered, unsigned seed = 7) {
+void expect_same_results(const ir::Program& original, const ir::Program& lowered,
+                         unsigned seed = 7) {
   ir::HostBuffers in = random_inputs(original, seed);
   ir::HostBuffers expected = ir::interpret(original, in);
   ir::HostBuffers actual = ir::interpret(lowered, in);
@@ -69,7 +71,8 @@ void expect_same_results(const ir::Program& original, const ir::Program& lowered
     const std::vector<double>& a = actual.at(t->name);
     ASSERT_EQ(e.size(), a.size());
     for (size_t i = 0; i < e.size(); ++i) {
-      ASSERT_EQ(e[i], a[i]) << original.name << ": " << t->name << "[" << i << "]\n" << ir::to_string(lowered);
+      ASSERT_EQ(e[i], a[i]) << original.name << ": " << t->name << "[" << i << "]\n"
+                            << ir::to_string(lowered);
     }
   }
 }
@@ -77,15 +80,18 @@ void expect_same_results(const ir::Program& original, const ir::Program& lowered
 /// The source index of the nearest / nearest-exact forward along one axis, as the ops define
 /// it: min(floor((o [+ 0.5]) * r), I - 1) with r in f32.
 Expr source_index(const Var& o, int64_t in, int64_t out, std::optional<double> scale, bool exact) {
-  float r = (scale && *scale > 0) ? static_cast<float>(1.0 / *scale) : static_cast<float>(in) / static_cast<float>(out);
+  float r = (scale && *scale > 0) ? static_cast<float>(1.0 / *scale)
+                                  : static_cast<float>(in) / static_cast<float>(out);
   Expr x = ir::cast(DType::kF32, o);
   if (exact) x = x + ir::constant(DType::kF32, 0.5);
   return ir::min(ir::cast(DType::kI64, ir::floor(x * ir::constant(DType::kF32, r))), Expr(in - 1));
 }
 
 /// An upsample_nearest backward written as the adjoint scatter of the forward gather.
-ir::Program upsample_backward(DType dtype, std::vector<int64_t> in_size, std::vector<int64_t> out_spatial,
-                              bool exact, std::optional<double> scale = std::nullopt, bool channels_last = false) {
+ir::Program upsample_backward(DType dtype, std::vector<int64_t> in_size,
+                              std::vector<int64_t> out_spatial, bool exact,
+                              std::optional<double> scale = std::nullopt,
+                              bool channels_last = false) {
   std::vector<int64_t> out_size = {in_size[0], in_size[1]};
   out_size.insert(out_size.end(), out_spatial.begin(), out_spatial.end());
   ir::ProgramBuilder b("upsample");
@@ -102,7 +108,8 @@ ir::Program upsample_backward(DType dtype, std::vector<int64_t> in_size, std::ve
     target.push_back(source_index(vars.back(), in_size[2 + d], out_spatial[d], scale, exact));
   }
   DType acc = ir::default_accumulation(dtype);
-  b.kernel("scatter", {ir::scatter_add(gi, target, ir::cast(acc, ir::load(go, source)), ir::over(go, vars), acc)});
+  b.kernel("scatter", {ir::scatter_add(gi, target, ir::cast(acc, ir::load(go, source)),
+                                       ir::over(go, vars), acc)});
   return std::move(b).build();
 }
 
@@ -136,13 +143,15 @@ TEST(PreimageWindow, StartsOfAMonotoneMap) {
 TEST(PreimageWindow, RationalNearestMapsFitExactly) {
   for (int64_t in = 1; in <= 12; ++in) {
     for (int64_t out = 1; out <= 25; ++out) {
-      std::vector<int64_t> image = image_of(out, [&](int64_t o) { return std::min(o * in / out, in - 1); });
+      std::vector<int64_t> image =
+          image_of(out, [&](int64_t o) { return std::min(o * in / out, in - 1); });
       PreimageWindow w = fit_preimage_window(preimage_starts(image, in), out);
       EXPECT_TRUE(w.exact) << "in=" << in << " out=" << out;
       expect_valid_window(image, in);
       std::vector<int64_t> centered =
           image_of(out, [&](int64_t o) { return std::min((2 * o + 1) * in / (2 * out), in - 1); });
-      EXPECT_TRUE(fit_preimage_window(preimage_starts(centered, in), out).exact) << "in=" << in << " out=" << out;
+      EXPECT_TRUE(fit_preimage_window(preimage_starts(centered, in), out).exact)
+          << "in=" << in << " out=" << out;
     }
   }
 }
@@ -156,7 +165,8 @@ TEST(PreimageWindow, ScalesThatDisagreeWithTheSizesStillFit) {
 }
 
 TEST(PreimageWindow, NonLinearMapsGetAWiderValidWindow) {
-  std::vector<int64_t> image = image_of(30, [](int64_t o) { return static_cast<int64_t>(std::sqrt(static_cast<double>(o))); });
+  std::vector<int64_t> image = image_of(
+      30, [](int64_t o) { return static_cast<int64_t>(std::sqrt(static_cast<double>(o))); });
   expect_valid_window(image, 6);
   PreimageWindow w = fit_preimage_window(preimage_starts(image, 6), 30);
   EXPECT_FALSE(w.exact);
@@ -224,7 +234,8 @@ TEST(ScatterToGather, HalfPrecisionAccumulatesInF32AndConvertsOnce) {
   ir::HostBuffers expected = ir::interpret(p, in), actual = ir::interpret(l, in);
   const std::vector<double>& e = expected.at("grad_input");
   const std::vector<double>& a = actual.at("grad_input");
-  for (size_t i = 0; i < e.size(); ++i) EXPECT_EQ(e[i], a[i]) << i;  // small sums: one rounding either way
+  for (size_t i = 0; i < e.size(); ++i)
+    EXPECT_EQ(e[i], a[i]) << i;  // small sums: one rounding either way
 }
 
 TEST(ScatterToGather, FloatRoundedMapsNeedingAMembershipTestStayExact) {
@@ -255,7 +266,8 @@ TEST(ScatterToGather, UnusedDomainVariablesAreSummedAndConditionsKept) {
   ir::Tensor out = b.output("out", DType::kF32, {3});
   Var i("i"), j("j");
   Expr value = ir::load(x, {i, j});
-  b.kernel("k", {ir::scatter_add(out, {i / 2}, value, ir::over(x, {i, j}), DType::kF32, value > ir::constant(DType::kF32, 0.0))});
+  b.kernel("k", {ir::scatter_add(out, {i / 2}, value, ir::over(x, {i, j}), DType::kF32,
+                                 value > ir::constant(DType::kF32, 0.0))});
   ir::Program p = std::move(b).build();
   ir::Program l = lowered_ir(p);
   EXPECT_EQ(count_scatters(l), 0) << ir::to_string(l);
@@ -270,7 +282,8 @@ TEST(ScatterToGather, IdentityOverAShorterDomainAndConstantIndicesAreGuarded) {
   ir::Tensor x = b.input("x", DType::kF64, {3});
   ir::Tensor out = b.output("out", DType::kF64, {2, 5});
   Var i("i");
-  b.kernel("k", {ir::scatter_add(out, {Expr(1), i}, ir::load(x, {i}), ir::over(x, {i}), DType::kF64)});
+  b.kernel("k",
+           {ir::scatter_add(out, {Expr(1), i}, ir::load(x, {i}), ir::over(x, {i}), DType::kF64)});
   ir::Program p = std::move(b).build();
   ir::Program l = lowered_ir(p);
   EXPECT_EQ(count_scatters(l), 0);
@@ -284,8 +297,9 @@ TEST(ScatterToGather, ASharedKernelIsSplitAfterTheStagesItReads) {
   ir::Tensor tmp = b.temporary("doubled", DType::kF32, {8});
   ir::Tensor out = b.output("out", DType::kF32, {4});
   Var i("i"), j("j");
-  b.kernel("k", {ir::compute(tmp, ir::over(tmp, {i}), ir::load(x, {i}) * ir::constant(DType::kF32, 2.0)),
-                 ir::scatter_add(out, {j / 2}, ir::load(tmp, {j}), ir::over(tmp, {j}), DType::kF32)});
+  b.kernel("k",
+           {ir::compute(tmp, ir::over(tmp, {i}), ir::load(x, {i}) * ir::constant(DType::kF32, 2.0)),
+            ir::scatter_add(out, {j / 2}, ir::load(tmp, {j}), ir::over(tmp, {j}), DType::kF32)});
   ir::Program p = std::move(b).build();
   ir::Program g = lower_scatter_to_gather(p);
   ASSERT_EQ(g.kernels.size(), 2u);
@@ -306,10 +320,12 @@ TEST(ScatterToGather, RefusesWhatItCannotInvert) {
   };
   std::vector<ir::Program> programs = {
       one_scatter([&](ir::Tensor x, ir::Tensor, ir::Tensor out) {  // not monotone
-        return ir::scatter_add(out, {(i * 5) % 6}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
+        return ir::scatter_add(out, {(i * 5) % 6}, ir::load(x, {i, j}), ir::over(x, {i, j}),
+                               DType::kF32);
       }),
       one_scatter([&](ir::Tensor x, ir::Tensor index, ir::Tensor out) {  // data-dependent
-        return ir::scatter_add(out, {ir::load(index, {i}) % 12}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
+        return ir::scatter_add(out, {ir::load(index, {i}) % 12}, ir::load(x, {i, j}),
+                               ir::over(x, {i, j}), DType::kF32);
       }),
       one_scatter([&](ir::Tensor x, ir::Tensor, ir::Tensor out) {  // two variables in one index
         return ir::scatter_add(out, {i + j}, ir::load(x, {i, j}), ir::over(x, {i, j}), DType::kF32);
@@ -325,8 +341,10 @@ TEST(ScatterToGather, RefusesWhatItCannotInvert) {
   ir::Tensor x = b.input("x", DType::kF32, {4});
   ir::Tensor out = b.output("out", DType::kF32, {2});
   Var a("a"), c("c");
-  b.kernel("first", {ir::scatter_add(out, {a / 2}, ir::load(x, {a}), ir::over(x, {a}), DType::kF32)});
-  b.kernel("second", {ir::scatter_add(out, {c / 2}, ir::load(x, {c}), ir::over(x, {c}), DType::kF32)});
+  b.kernel("first",
+           {ir::scatter_add(out, {a / 2}, ir::load(x, {a}), ir::over(x, {a}), DType::kF32)});
+  b.kernel("second",
+           {ir::scatter_add(out, {c / 2}, ir::load(x, {c}), ir::over(x, {c}), DType::kF32)});
   ir::Program twice = std::move(b).build();
   EXPECT_EQ(count_scatters(lower_scatter_to_gather(twice)), 2);
   expect_same_results(twice, lowered_ir(twice));
@@ -360,10 +378,12 @@ ir::Program data_dependent(DType target_dtype, int kernels = 1) {
   ir::Tensor out = b.output("out", target_dtype, {3});
   for (int k = 0; k < kernels; ++k) {
     Var i("i");
-    Expr where = ir::cast(DType::kI64, ir::floor((ir::load(x, {i}) + ir::constant(DType::kF32, 1.0)) *
-                                                 ir::constant(DType::kF32, 1.4)));
+    Expr where =
+        ir::cast(DType::kI64, ir::floor((ir::load(x, {i}) + ir::constant(DType::kF32, 1.0)) *
+                                        ir::constant(DType::kF32, 1.4)));
     b.kernel("scatter" + std::to_string(k),
-             {ir::scatter_add(out, {ir::min(ir::max(where, 0), 2)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
+             {ir::scatter_add(out, {ir::min(ir::max(where, 0), 2)}, ir::load(x, {i}),
+                              ir::over(x, {i}), DType::kF32)});
   }
   return std::move(b).build();
 }
@@ -394,7 +414,8 @@ TEST(ScatterToAtomics, NarrowTargetsGetAnAccumulatorAndOneConversionAfterTheLast
   ir::HostBuffers in = random_inputs(p, 11);
   for (double& v : in["index"]) v = 0;
   ir::HostBuffers e = ir::interpret(p, in), r = ir::interpret(a, in);
-  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(e["out"][i], r["out"][i], std::fabs(e["out"][i]) * 0x1p-7);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(e["out"][i], r["out"][i], std::fabs(e["out"][i]) * 0x1p-7);
 }
 
 TEST(ScatterToAtomics, ReadingATargetBetweenItsScattersIsRefused) {
@@ -403,10 +424,14 @@ TEST(ScatterToAtomics, ReadingATargetBetweenItsScattersIsRefused) {
   ir::Tensor out = b.output("out", DType::kF16, {2});
   ir::Tensor copy = b.output("copy", DType::kF16, {2});
   Var i("i"), j("j"), k("k");
-  auto where = [&](const Var& v) { return ir::cast(DType::kI64, ir::load(x, {v}) > ir::constant(DType::kF32, 0.0)); };
-  b.kernel("first", {ir::scatter_add(out, {where(i)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
+  auto where = [&](const Var& v) {
+    return ir::cast(DType::kI64, ir::load(x, {v}) > ir::constant(DType::kF32, 0.0));
+  };
+  b.kernel("first",
+           {ir::scatter_add(out, {where(i)}, ir::load(x, {i}), ir::over(x, {i}), DType::kF32)});
   b.kernel("read", {ir::compute(copy, ir::over(copy, {j}), ir::load(out, {j}))});
-  b.kernel("second", {ir::scatter_add(out, {where(k)}, ir::load(x, {k}), ir::over(x, {k}), DType::kF32)});
+  b.kernel("second",
+           {ir::scatter_add(out, {where(k)}, ir::load(x, {k}), ir::over(x, {k}), DType::kF32)});
   ir::Program p = std::move(b).build();
   EXPECT_THROW(lower_scatter_to_atomics(p), Error);
 }

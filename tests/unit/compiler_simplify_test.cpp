@@ -17,7 +17,9 @@ using ir::DType;
 using ir::Expr;
 using ir::Var;
 
-std::string simplified(const Expr& e) { return ir::to_string(simplify(e)); }
+std::string simplified(const Expr& e) {
+  return ir::to_string(simplify(e));
+}
 
 /// Simplifies `value` as a compute stage over i < extent (so i's range is known).
 std::string simplified_over(const Var& i, int64_t extent, const Expr& value) {
@@ -125,7 +127,8 @@ TEST(Simplify, SimplifiesInsideReductionsWithTheirAxisRanges) {
   ir::Tensor in = b.input("in", DType::kF32, {4, 8});
   ir::Tensor out = b.output("out", DType::kF32, {4});
   Var i("i"), k("k");
-  Expr value = ir::sum({ir::range(k, Expr(8))}, ir::load(in, {i, ir::min(k, Expr(7))}), DType::kF32);
+  Expr value =
+      ir::sum({ir::range(k, Expr(8))}, ir::load(in, {i, ir::min(k, Expr(7))}), DType::kF32);
   b.kernel("k", {ir::compute(out, ir::over(out, {i}), value)});
   ir::Program p = simplify(std::move(b).build());
   EXPECT_EQ(ir::to_string(p.kernels[0].stages[0].value), "sum<f32>(k < 8 : in[i, k])");

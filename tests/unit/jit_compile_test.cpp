@@ -48,7 +48,8 @@ class Units {
     for (const compiler::CompiledKernel& k : compiled.kernels) {
       if (!sources_.insert(k.source).second) continue;
       units_.push_back(Unit{origin, k.entry, k.source});
-      if (std::getenv("ADJOINT_JIT_TEST_PRINT")) std::printf("// from %s\n%s", origin.c_str(), k.source.c_str());
+      if (std::getenv("ADJOINT_JIT_TEST_PRINT"))
+        std::printf("// from %s\n%s", origin.c_str(), k.source.c_str());
     }
   }
   const std::vector<Unit>& units() const { return units_; }
@@ -68,12 +69,13 @@ std::vector<std::string> variants(const ops::OpDefinition& op, const std::string
     ops::Specialization spec = ops::parse_specialization(example);
     for (DType t : kFloatDtypes) {
       std::string name(ir::dtype_name(t));
-      bool allowed = attr.choices.empty() ||
-                     std::find(attr.choices.begin(), attr.choices.end(), name) != attr.choices.end();
+      bool allowed = attr.choices.empty() || std::find(attr.choices.begin(), attr.choices.end(),
+                                                       name) != attr.choices.end();
       if (!allowed || spec.raw(attr.name) == name) continue;
       std::istringstream words(spec.to_string());
       std::string word, text;
-      while (words >> word) text += (word.rfind(attr.name + "=", 0) == 0 ? attr.name + "=" + name : word) + " ";
+      while (words >> word)
+        text += (word.rfind(attr.name + "=", 0) == 0 ? attr.name + "=" + name : word) + " ";
       texts.push_back(text);
     }
   }
@@ -104,8 +106,9 @@ std::vector<std::string> compile_all(const std::vector<Unit>& units, double* sec
         if (result.cubin.empty()) throw Error("no cubin for sm_" + std::to_string(request.arch));
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back(jobs[i].unit->origin + " (" + jobs[i].unit->entry + ", sm_" + std::to_string(jobs[i].arch) +
-                           "): " + e.what() + "\n" + jobs[i].unit->source);
+        failures.push_back(jobs[i].unit->origin + " (" + jobs[i].unit->entry + ", sm_" +
+                           std::to_string(jobs[i].arch) + "): " + e.what() + "\n" +
+                           jobs[i].unit->source);
       }
     }
   };
@@ -121,8 +124,9 @@ std::vector<std::string> compile_all(const std::vector<Unit>& units, double* sec
 void expect_all_compile(const Units& units, const std::string& what) {
   double seconds = 0;
   std::vector<std::string> failures = compile_all(units.units(), &seconds);
-  std::printf("[ jit      ] %s: %d programs, %zu distinct kernels, %zu NVRTC compiles in %.2f s\n", what.c_str(),
-              units.programs(), units.units().size(), units.units().size() * std::size(kArchs), seconds);
+  std::printf("[ jit      ] %s: %d programs, %zu distinct kernels, %zu NVRTC compiles in %.2f s\n",
+              what.c_str(), units.programs(), units.units().size(),
+              units.units().size() * std::size(kArchs), seconds);
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
@@ -171,39 +175,51 @@ ir::Program every_node(DType t) {
   Var i("i"), j("j"), k("k"), l("l"), m("m"), p("p");
   Expr v = ir::load(x, {i, j});
   Expr acc = ir::cast(ir::default_accumulation(t), v);
-  Expr e = acc + ir::cast(ir::default_accumulation(t), v * v - ir::sqrt(ir::abs(v)) / (v + ir::constant(t, 1.0)) +
-                                                           (v % ir::constant(t, 0.75)) + ir::pow(v, ir::exp(v)));
-  for (auto f : {ir::abs, ir::floor, ir::ceil, ir::round_even, ir::exp, ir::log, ir::sqrt, ir::rsqrt, ir::sigmoid,
-                 ir::tanh, ir::sin, ir::cos}) {
+  Expr e = acc + ir::cast(ir::default_accumulation(t),
+                          v * v - ir::sqrt(ir::abs(v)) / (v + ir::constant(t, 1.0)) +
+                              (v % ir::constant(t, 0.75)) + ir::pow(v, ir::exp(v)));
+  for (auto f : {ir::abs, ir::floor, ir::ceil, ir::round_even, ir::exp, ir::log, ir::sqrt,
+                 ir::rsqrt, ir::sigmoid, ir::tanh, ir::sin, ir::cos}) {
     e = e + f(acc);
   }
-  e = e + ir::UnaryNode::make(ir::UnaryOp::kLog1p, acc) + ir::UnaryNode::make(ir::UnaryOp::kExpm1, -acc);
+  e = e + ir::UnaryNode::make(ir::UnaryOp::kLog1p, acc) +
+      ir::UnaryNode::make(ir::UnaryOp::kExpm1, -acc);
   e = ir::pow(ir::max(ir::min(e, acc * acc), acc / (acc + 1.0)), acc) - (e % acc);
   Expr data_index = ir::cast(DType::kI64, ir::load(idx, {i}));
   Expr in_bounds = data_index >= 0 && data_index < 8;
-  Expr gathered = ir::select(in_bounds, ir::cast(ir::default_accumulation(t), ir::load(x, {i, ir::select(in_bounds, data_index, Expr(0))})), acc);
-  Expr reduced = ir::sum({ir::range(k, Expr(8))}, ir::cast(ir::default_accumulation(t), ir::load(x, {i, k})),
-                         ir::default_accumulation(t)) +
-                 ir::maximum({ir::range(l, j, Expr(8) - j)}, ir::cast(ir::default_accumulation(t), ir::load(x, {i, l})),
-                             ir::default_accumulation(t));
-  Expr value = ir::cast(t, e + gathered * reduced + ir::cast(ir::default_accumulation(t), (i * 8 - j) / 3 % 5));
+  Expr gathered = ir::select(in_bounds,
+                             ir::cast(ir::default_accumulation(t),
+                                      ir::load(x, {i, ir::select(in_bounds, data_index, Expr(0))})),
+                             acc);
+  Expr reduced =
+      ir::sum({ir::range(k, Expr(8))}, ir::cast(ir::default_accumulation(t), ir::load(x, {i, k})),
+              ir::default_accumulation(t)) +
+      ir::maximum({ir::range(l, j, Expr(8) - j)},
+                  ir::cast(ir::default_accumulation(t), ir::load(x, {i, l})),
+                  ir::default_accumulation(t));
+  Expr value = ir::cast(
+      t, e + gathered * reduced + ir::cast(ir::default_accumulation(t), (i * 8 - j) / 3 % 5));
   Var n("n");
   Expr count = ir::sum({ir::range(m, Expr(8))},
                        ir::cast(DType::kI64, ir::load(x, {n, m}) > ir::constant(t, 0.0)) *
                            (ir::cast(DType::kI64, ir::load(idx, {n})) / 2),
                        DType::kI64) +
-               ir::minimum({ir::range(p, Expr(8))}, ir::cast(DType::kI64, ir::load(idx, {n})) - p, DType::kI64);
+               ir::minimum({ir::range(p, Expr(8))}, ir::cast(DType::kI64, ir::load(idx, {n})) - p,
+                           DType::kI64);
   b.kernel("values", {ir::compute(out, ir::over(out, {i, j}), value)});
-  b.kernel("counts", {ir::compute(counts, ir::over(counts, {n}), ir::select(n > 1, count, Expr(int64_t{0})))});
+  b.kernel("counts", {ir::compute(counts, ir::over(counts, {n}),
+                                  ir::select(n > 1, count, Expr(int64_t{0})))});
   return std::move(b).build();
 }
 
 /// Casts between every pair of dtypes.
 ir::Program every_cast() {
   ir::ProgramBuilder b("every_cast");
-  std::vector<DType> all = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool};
+  std::vector<DType> all = {DType::kF16, DType::kBF16, DType::kF32, DType::kF64,
+                            DType::kI32, DType::kI64,  DType::kBool};
   std::vector<ir::Tensor> inputs, outputs;
-  for (DType from : all) inputs.push_back(b.input(std::string("in_") + std::string(ir::dtype_name(from)), from, {16}));
+  for (DType from : all)
+    inputs.push_back(b.input(std::string("in_") + std::string(ir::dtype_name(from)), from, {16}));
   std::vector<ir::Stage> stages;
   for (DType to : all) {
     ir::Tensor out = b.output(std::string("out_") + std::string(ir::dtype_name(to)), to, {16});
@@ -211,7 +227,8 @@ ir::Program every_cast() {
     Expr e = ir::CastNode::make(to, ir::load(inputs[0], {i}));
     for (size_t f = 1; f < all.size(); ++f) {
       Expr c = ir::CastNode::make(to, ir::load(inputs[f], {i}));
-      e = to == DType::kBool ? ir::BinaryNode::make(ir::BinaryOp::kOr, e, c) : ir::BinaryNode::make(ir::BinaryOp::kMax, e, c);
+      e = to == DType::kBool ? ir::BinaryNode::make(ir::BinaryOp::kOr, e, c)
+                             : ir::BinaryNode::make(ir::BinaryOp::kMax, e, c);
     }
     stages.push_back(ir::compute(out, ir::over(out, {i}), e));
   }
@@ -222,15 +239,17 @@ ir::Program every_cast() {
 /// Data-dependent scatters into each float dtype (atomics), accumulated in f32/f64 and, for the
 /// 16-bit formats, in their own dtype too (native f16/bf16 atomics).
 ir::Program every_atomic(DType t, bool own_accumulation) {
-  ir::ProgramBuilder b(std::string("atomics_") + std::string(ir::dtype_name(t)) + (own_accumulation ? "_own" : ""));
+  ir::ProgramBuilder b(std::string("atomics_") + std::string(ir::dtype_name(t)) +
+                       (own_accumulation ? "_own" : ""));
   DType acc = own_accumulation ? t : ir::default_accumulation(t);
   ir::Tensor x = b.input("x", t, {32});
   ir::Tensor index = b.input("index", DType::kI64, {32});
   ir::Tensor out = b.output("out", t, {7});
   Var i("i");
   Expr where = ir::load(index, {i});
-  b.kernel("scatter", {ir::scatter_add(out, {ir::min(ir::max(where, 0), 6)}, ir::cast(acc, ir::load(x, {i})),
-                                       ir::over(x, {i}), acc, where >= 0)});
+  b.kernel("scatter",
+           {ir::scatter_add(out, {ir::min(ir::max(where, 0), 6)}, ir::cast(acc, ir::load(x, {i})),
+                            ir::over(x, {i}), acc, where >= 0)});
   return std::move(b).build();
 }
 
@@ -251,10 +270,13 @@ ir::Program every_binding() {
   using ir::AxisBinding;
   Var a("a"), c("c"), d("d"), e("e"), f("f"), g("g");
   b.kernel("block_thread_serial",
-           {ir::compute(y, ir::over(y, {a, c, d}), ir::load(x, {a, c, d}) * ir::constant(DType::kF32, 2.0))},
+           {ir::compute(y, ir::over(y, {a, c, d}),
+                        ir::load(x, {a, c, d}) * ir::constant(DType::kF32, 2.0))},
            grid({AxisBinding::kBlock, AxisBinding::kSerial, AxisBinding::kThread}, 64, 1));
-  b.kernel("linear_vector_thread", {ir::compute(z, ir::over(z, {e, f, g}), ir::load(x, {e, f, g}) + ir::load(y, {e, f, g}))},
-           grid({AxisBinding::kThread, AxisBinding::kLinear, AxisBinding::kLinear}, 96, 4));
+  b.kernel(
+      "linear_vector_thread",
+      {ir::compute(z, ir::over(z, {e, f, g}), ir::load(x, {e, f, g}) + ir::load(y, {e, f, g}))},
+      grid({AxisBinding::kThread, AxisBinding::kLinear, AxisBinding::kLinear}, 96, 4));
   return std::move(b).build();
 }
 
