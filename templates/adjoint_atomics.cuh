@@ -23,17 +23,17 @@ ADJOINT_DEVICE void atomic_add(long long* address, long long value) {
   atomicAdd(reinterpret_cast<unsigned long long*>(address), static_cast<unsigned long long>(value));
 }
 
-/// f16: the native reduction (sm_70 and newer).
+/// f16: the native reduction (sm_70 and newer), generic addressing like CUDA's own atomicAdd.
 ADJOINT_DEVICE void atomic_add(half* address, float value) {
   half h = from_float<half>(value);
-  asm volatile("red.global.add.noftz.f16 [%0], %1;" ::"l"(address), "h"(h.bits) : "memory");
+  asm volatile("red.add.noftz.f16 [%0], %1;" ::"l"(address), "h"(h.bits) : "memory");
 }
 
 /// bf16: the native reduction on sm_90; a compare-and-swap loop on the 16-bit word before.
 ADJOINT_DEVICE void atomic_add(bfloat16* address, float value) {
 #if __CUDA_ARCH__ >= 900
   bfloat16 b = from_float<bfloat16>(value);
-  asm volatile("red.global.add.noftz.bf16 [%0], %1;" ::"l"(address), "h"(b.bits) : "memory");
+  asm volatile("red.add.noftz.bf16 [%0], %1;" ::"l"(address), "h"(b.bits) : "memory");
 #else
   unsigned short* word = &address->bits;
   unsigned short seen = *word, expected;
