@@ -235,11 +235,11 @@ class Simplifier : public ir::ExprMutator {
       case BinaryOp::kAdd:
         if (is_int_constant(b.b, 0)) return b.a;
         if (is_int_constant(b.a, 0)) return b.b;
-        break;
+        return combine_constants(b, e);
       case BinaryOp::kSub:
         if (is_int_constant(b.b, 0)) return b.a;
         if (b.a.same_as(b.b)) return zero;
-        break;
+        return combine_constants(b, e);
       case BinaryOp::kMul:
         if (is_int_constant(b.b, 1)) return b.a;
         if (is_int_constant(b.a, 1)) return b.b;
@@ -261,6 +261,21 @@ class Simplifier : public ir::ExprMutator {
         break;
     }
     return e;
+  }
+
+  /// (x + c1) + c2 -> x + (c1 + c2), and the same with subtractions (exact for integers).
+  Expr combine_constants(const ir::BinaryNode& b, const Expr& e) {
+    auto outer = int_value(b.b);
+    auto* inner = b.a.as<ir::BinaryNode>();
+    if (!outer || !inner || (inner->op != BinaryOp::kAdd && inner->op != BinaryOp::kSub)) return e;
+    auto c1 = int_value(inner->b);
+    if (!c1) return e;
+    std::optional<int64_t> first =
+        inner->op == BinaryOp::kAdd ? *c1 : fold_int(BinaryOp::kSub, 0, *c1);
+    std::optional<int64_t> total = first ? fold_int(b.op, *first, *outer) : std::nullopt;
+    auto constant = total ? make_int(b.dtype, *total) : std::nullopt;
+    if (!constant) return e;
+    return simplify_node(ir::BinaryNode::make(BinaryOp::kAdd, inner->a, *constant));
   }
 
   /// x / c and x % c for a constant c > 0.

@@ -57,6 +57,9 @@ TEST(Simplify, IntegerIdentities) {
   EXPECT_EQ(simplified(i * 0 + 3), "3");
   EXPECT_EQ(simplified(i / 1), "i");
   EXPECT_EQ(simplified(i % 1), "0");
+  EXPECT_EQ(simplified(i + 1 + -1), "i");
+  EXPECT_EQ(simplified(i - 3 + 5), "i + 2");
+  EXPECT_EQ(simplified(i + 4 - 9), "i + -5");
 }
 
 TEST(Simplify, FloatIdentitiesOnlyWhereExact) {
