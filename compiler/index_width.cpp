@@ -139,11 +139,12 @@ class Narrower : public ir::ExprMutator {
 }  // namespace
 
 IndexWidth kernel_index_width(const ir::Kernel& kernel) {
-  for (const ir::Tensor& t : tensors_read(kernel)) {
-    if (t->storage_elements() > kInt32Max) return IndexWidth::k64;
-  }
-  for (const ir::Tensor& t : tensors_written(kernel)) {
-    if (t->storage_elements() > kInt32Max) return IndexWidth::k64;
+  // Loads and stores are in bounds, so the largest offset is storage_elements() - 1; every
+  // partial sum of an offset's (non-negative) terms is at most that.
+  for (const auto& tensors : {tensors_read(kernel), tensors_written(kernel)}) {
+    for (const ir::Tensor& t : tensors) {
+      if (t->storage_elements() - 1 > kInt32Max) return IndexWidth::k64;
+    }
   }
   std::vector<int64_t> extents = domain_extents(kernel);
   for (int64_t e : extents) {

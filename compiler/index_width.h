@@ -1,7 +1,7 @@
 // index_width: 32-bit index math where it provably fits, 64-bit otherwise.
 //
 // A kernel is 32-bit when every offset of every tensor it touches fits in int32 (its storage
-// spans at most 2^31 - 1 elements, and loads and stores are in bounds by the IR's rules) and
+// spans at most 2^31 elements, and loads and stores are in bounds by the IR's rules) and
 // every loop bound does too: the grid-stride loop's last index plus its step, and the start and
 // end of every reduce axis. In a 32-bit kernel the pass rewrites each i64 index expression whose
 // value provably fits in int32 (by the Bounds analysis) as i32: variables become i32(v),

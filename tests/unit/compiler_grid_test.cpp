@@ -182,6 +182,22 @@ TEST(IndexWidth, TensorsBeyondInt32Take64BitMath) {
       narrow_index_math(big).kernels[0].stages[0].value.same_as(big.kernels[0].stages[0].value));
 }
 
+TEST(IndexWidth, ATensorOf2To31ElementsStillHas32BitOffsets) {
+  // grad_output of 2^31 elements (offsets up to 2^31 - 1), iterated over a smaller domain.
+  ir::ProgramBuilder b("half_size");
+  ir::Tensor in = b.input("in", DType::kF32, {2, int64_t{1} << 30});
+  ir::Tensor out = b.output("out", DType::kF32, {int64_t{1} << 30});
+  ir::Tensor wider = b.input("wider", DType::kF32, {(int64_t{1} << 31) + 1});
+  Var i("i");
+  b.kernel("sum_halves", {ir::compute(out, ir::over(out, {i}),
+                                      ir::load(in, {Expr(0), i}) + ir::load(in, {Expr(1), i}))});
+  Var j("j");
+  b.kernel("read_wider", {ir::compute(out, ir::over(out, {j}), ir::load(wider, {j}))});
+  ir::Program p = derive_grid(std::move(b).build());
+  EXPECT_EQ(kernel_index_width(p.kernels[0]), IndexWidth::k32);
+  EXPECT_EQ(kernel_index_width(p.kernels[1]), IndexWidth::k64) << "2^31 + 1 elements";
+}
+
 TEST(IndexWidth, AReadTensorBeyondInt32AloneForces64Bits) {
   ir::ProgramBuilder b("strided_read");
   ir::Tensor in =
