@@ -55,10 +55,15 @@ class Narrower : public ir::ExprMutator {
   }
 
   /// `narrow(e)` when it succeeds, else `e` with its subexpressions narrowed.
-  Expr narrow_or_mutate(const Expr& e) {
+  Expr narrowed(const Expr& e) {
     Expr n = narrow(e);
     return n.defined() ? n : mutate(e);
   }
+
+  /// narrowed(e), except that a bare variable
+  /// stays as it is: the emitter declares variables in the kernel's index type already, and
+  /// `x[i]` keeps reading as the stage's own point (the verifier's dataflow rule).
+  Expr narrow_or_mutate(const Expr& e) { return e.kind() == ir::ExprKind::kVar ? e : narrowed(e); }
 
  protected:
   Expr visit_Load(const ir::LoadNode& node, const Expr& self) override {
@@ -87,7 +92,7 @@ class Narrower : public ir::ExprMutator {
     std::vector<ir::Axis> axes;
     for (const ir::Axis& axis : node.axes) {
       bounds_.bind_reduce_axis(axis);
-      ir::Axis m{axis.var, narrow_or_mutate(axis.start), narrow_or_mutate(axis.extent)};
+      ir::Axis m{axis.var, narrowed(axis.start), narrowed(axis.extent)};
       changed |= !m.start.same_as(axis.start) || !m.extent.same_as(axis.extent);
       axes.push_back(std::move(m));
     }

@@ -369,6 +369,20 @@ TEST(ScatterToGather, EveryRegisteredUpsampleExampleIsInvertedAndExact) {
   EXPECT_GT(checked, 0) << "no upsample op registered";
 }
 
+TEST(Passes, KeepEveryRegisteredExampleValid) {
+  for (const ops::OpDefinition& op : ops::all_ops()) {
+    for (const std::string& example : op.examples) {
+      ir::Program p = ops::parse_specialization(example).build_program();
+      ir::Program q = simplify(p);
+      for (auto pass : {lower_scatter_to_gather, simplify, lower_scatter_to_atomics, derive_grid,
+                        narrow_index_math}) {
+        q = pass(q);
+        EXPECT_NO_THROW(ir::verify(q)) << example << "\n" << ir::to_string(q);
+      }
+    }
+  }
+}
+
 // --- atomics ----------------------------------------------------------------------------------
 
 ir::Program data_dependent(DType target_dtype, int kernels = 1) {
