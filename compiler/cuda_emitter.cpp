@@ -300,7 +300,7 @@ size_t KernelEmitter::hoist_level(const Expr& e) {
   size_t level = scopes_.size() - 1;
   if (!speculatable(e)) return level;
   size_t needed = 0;
-  ir::visit_post_order(e, [&](const Expr& node) {
+  for_each_node(e, [&](const Expr& node) {
     if (auto* v = node.as<ir::VarNode>()) needed = std::max(needed, var_levels_[v]);
   });
   while (level > 0 && scopes_[level].captured && level - 1 >= needed) --level;
@@ -577,14 +577,53 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   return result;
 }
 
+/// True when `name` occurs as a whole identifier in `code` outside comment lines.
+bool mentions(const std::string& code, const std::string& name) {
+  auto identifier_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  size_t line_start = 0;
+  while (line_start < code.size()) {
+    size_t line_end = code.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = code.size();
+    std::string line = code.substr(line_start, line_end - line_start);
+    size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line.compare(first, 2, "//") != 0) {
+      for (size_t at = line.find(name); at != std::string::npos; at = line.find(name, at + 1)) {
+        bool starts = at == 0 || !identifier_char(line[at - 1]);
+        bool ends = at + name.size() == line.size() || !identifier_char(line[at + name.size()]);
+        if (starts && ends) return true;
+      }
+    }
+    line_start = line_end + 1;
+  }
+  return false;
+}
+
 void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& extents) {
   const ir::Stage& first = kernel_.stages.front();
   std::vector<std::string> names;
   for (const ir::Axis& axis : first.domain) names.push_back(names_.fresh(axis.var.name_hint()));
   const std::string& type = index_type_;
   const std::string points = std::to_string(m.thread_points);
+  // Axis declarations wait until the code using them is written: an axis the code never names
+  // (e.g. a size-1 dimension, which drops out of offsets) is not declared.
+  std::vector<std::pair<int, std::string>> pending;
   auto declare_axis = [&](int axis, const std::string& value) {
-    out_->line("const " + type + " " + names[axis] + " = " + value + ";");
+    pending.emplace_back(axis, value);
+  };
+  auto emit_declared_points = [&]() {
+    CodeWriter code(out_->indent());
+    CodeWriter* saved = out_;
+    out_ = &code;
+    emit_points(m, extents, names);
+    out_ = saved;
+    for (const auto& [axis, value] : pending) {
+      if (mentions(code.text(), names[axis]))
+        out_->line("const " + type + " " + names[axis] + " = " + value + ";");
+    }
+    pending.clear();
+    out_->append(code.text());
   };
   // Thread axes, row-major over `flat`.
   auto decode_threads = [&](const std::string& flat) {
@@ -602,11 +641,12 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     }
   };
   if (m.linear_axes.empty()) {
-    if (m.thread_points < kernel_.grid.block_size)
+    if (m.thread_points < kernel_.grid.block_size) {
       out_->line("if (threadIdx.x >= " + points + ") return;");
+    }
     decode_threads("(" + type + ")threadIdx.x");
     decode_blocks();
-    emit_points(m, extents, names);
+    emit_declared_points();
     return;
   }
   const int64_t vector_width = kernel_.grid.vector_width;
@@ -627,6 +667,8 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     decoded[i] = extent == 1 && i != 0 ? "0" : (i == 0 ? v : v + " % " + std::to_string(extent));
     divisor *= extent;
   }
+  if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
+  decode_blocks();
   std::string vector_index;
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
     int axis = m.linear_axes[i];
@@ -637,19 +679,33 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       declare_axis(axis, decoded[i]);
     }
   }
-  if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
-  decode_blocks();
   if (vector_width > 1) {
+    // The other axes are declared before the element loop, the innermost inside it.
+    std::vector<std::pair<int, std::string>> outer = std::move(pending);
+    pending.clear();
     int axis = m.linear_axes.back();
     std::string element_index = names_.fresh("element");
-    out_->line("#pragma unroll");
-    CodeWriter::Block elements =
-        out_->block("for (" + type + " " + element_index + " = 0; " + element_index + " < " +
-                    std::to_string(vector_width) + "; ++" + element_index + ") {");
-    declare_axis(axis, vector_index + " * " + std::to_string(vector_width) + " + " + element_index);
-    emit_points(m, extents, names);
+    CodeWriter loop_code(out_->indent());
+    CodeWriter* saved = out_;
+    out_ = &loop_code;
+    {
+      out_->line("#pragma unroll");
+      CodeWriter::Block elements =
+          out_->block("for (" + type + " " + element_index + " = 0; " + element_index + " < " +
+                      std::to_string(vector_width) + "; ++" + element_index + ") {");
+      declare_axis(axis,
+                   vector_index + " * " + std::to_string(vector_width) + " + " + element_index);
+      emit_declared_points();
+    }
+    out_ = saved;
+    for (const auto& [outer_axis, value] : outer) {
+      if (mentions(loop_code.text(), names[outer_axis])) {
+        out_->line("const " + type + " " + names[outer_axis] + " = " + value + ";");
+      }
+    }
+    out_->append(loop_code.text());
   } else {
-    emit_points(m, extents, names);
+    emit_declared_points();
   }
 }
 

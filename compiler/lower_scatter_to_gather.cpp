@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compiler/preimage_window.h"
+#include "compiler/program_utils.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/interpreter.h"
@@ -53,7 +54,7 @@ int domain_position(const ir::Stage& stage, const ir::VarNode* var) {
 const ir::VarNode* single_variable(const Expr& index) {
   const ir::VarNode* var = nullptr;
   bool ok = true;
-  ir::visit_post_order(index, [&](const Expr& e) {
+  for_each_node(index, [&](const Expr& e) {
     if (e.kind() == ir::ExprKind::kLoad || e.kind() == ir::ExprKind::kReduce) ok = false;
     if (auto* v = e.as<ir::VarNode>()) {
       if (var && var != v) ok = false;

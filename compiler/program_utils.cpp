@@ -2,6 +2,7 @@
 #include "compiler/program_utils.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "ir/error.h"
 #include "ir/visitor.h"
@@ -19,6 +20,16 @@ ir::Stage map_stage(const ir::Stage& stage,
   out.value = rewrite(out.value);
   if (out.condition.defined()) out.condition = rewrite(out.condition);
   return out;
+}
+
+void for_each_node(const ir::Expr& e, const std::function<void(const ir::Expr&)>& fn) {
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& node) {
+    if (!seen.insert(node.get()).second) return;
+    ir::for_each_child(node, walk);
+    fn(node);
+  };
+  walk(e);
 }
 
 std::vector<ir::Expr> stage_expressions(const ir::Stage& stage) {
@@ -79,7 +90,7 @@ std::vector<ir::Tensor> tensors_read(const ir::Kernel& kernel) {
   std::vector<ir::Tensor> read;
   for (const ir::Stage& stage : kernel.stages) {
     for (const ir::Expr& e : stage_expressions(stage)) {
-      ir::visit_post_order(e, [&](const ir::Expr& node) {
+      for_each_node(e, [&](const ir::Expr& node) {
         if (auto* load = node.as<ir::LoadNode>()) add_unique(read, load->tensor);
       });
     }

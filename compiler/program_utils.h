@@ -20,6 +20,10 @@ ir::Stage map_stage(const ir::Stage& stage,
 /// pointer-equal expressions: what a pass returns when it changed nothing.
 bool same_program(const ir::Program& a, const ir::Program& b);
 
+/// Calls fn once on every distinct node of `e` (children before parents). Unlike
+/// ir::visit_post_order it does not revisit shared subtrees, so it stays linear on DAGs.
+void for_each_node(const ir::Expr& e, const std::function<void(const ir::Expr&)>& fn);
+
 /// Every expression of a stage, in the order map_stage visits them.
 std::vector<ir::Expr> stage_expressions(const ir::Stage& stage);
 
