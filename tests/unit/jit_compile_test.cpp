@@ -2,7 +2,8 @@
 // its f16/bf16/f32/f64 variants where the op allows them) is lowered and every kernel compiled
 // by NVRTC for sm_80 and sm_90, plus programs that use every expression node, dtype, grid
 // binding and scatter strategy. Identical sources are compiled once per architecture, on as
-// many threads as the machine has; the total time is printed. Skipped when NVRTC is missing.
+// many threads as the machine has; the total time is printed. NVRTC must accept every unit
+// without a warning. Skipped when NVRTC is missing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,6 +105,9 @@ std::vector<std::string> compile_all(const std::vector<Unit>& units, double* sec
       try {
         runtime::CompileResult result = runtime::Nvrtc::instance().compile(request);
         if (result.cubin.empty()) throw Error("no cubin for sm_" + std::to_string(request.arch));
+        if (result.log.find("warning") != std::string::npos) {
+          throw Error("generated code should compile without warnings:\n" + result.log);
+        }
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mutex);
         failures.push_back(jobs[i].unit->origin + " (" + jobs[i].unit->entry + ", sm_" +
