@@ -14,6 +14,7 @@
 #include "reference/reference.h"
 #include "runtime/driver.h"
 #include "runtime/engine.h"
+#include "runtime/host_transfer.h"
 #include "support/gradcheck.h"
 
 namespace adjoint {
@@ -31,59 +32,6 @@ bool gpu_present() {
   if (!gpu_present()) GTEST_SKIP() << "no GPU or CUDA driver on this machine: GPU " \
                                       "tests are skipped"
 
-std::vector<char> to_bytes(DType t, const std::vector<double>& v) {
-  std::vector<char> out(v.size() * ir::dtype_bytes(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    char* p = out.data() + i * ir::dtype_bytes(t);
-    switch (t) {
-      case DType::kF16: { uint16_t h = ir::float_to_half_bits(float(v[i])); std::memcpy(p, &h, 2); break; }
-      case DType::kBF16: { uint16_t h = ir::float_to_bfloat16_bits(float(v[i])); std::memcpy(p, &h, 2); break; }
-      case DType::kF32: { float f = float(v[i]); std::memcpy(p, &f, 4); break; }
-      case DType::kF64: std::memcpy(p, &v[i], 8); break;
-      case DType::kI32: { int32_t x = int32_t(v[i]); std::memcpy(p, &x, 4); break; }
-      case DType::kI64: { int64_t x = int64_t(v[i]); std::memcpy(p, &x, 8); break; }
-      case DType::kBool: *p = v[i] != 0; break;
-    }
-  }
-  return out;
-}
-
-std::vector<double> from_bytes(DType t, const std::vector<char>& b) {
-  size_t n = b.size() / ir::dtype_bytes(t);
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const char* p = b.data() + i * ir::dtype_bytes(t);
-    uint16_t h; float f; double d; int32_t x; int64_t y;
-    switch (t) {
-      case DType::kF16: std::memcpy(&h, p, 2); out[i] = ir::half_bits_to_float(h); break;
-      case DType::kBF16: std::memcpy(&h, p, 2); out[i] = ir::bfloat16_bits_to_float(h); break;
-      case DType::kF32: std::memcpy(&f, p, 4); out[i] = f; break;
-      case DType::kF64: std::memcpy(&d, p, 8); out[i] = d; break;
-      case DType::kI32: std::memcpy(&x, p, 4); out[i] = x; break;
-      case DType::kI64: std::memcpy(&y, p, 8); out[i] = double(y); break;
-      case DType::kBool: out[i] = *p != 0; break;
-    }
-  }
-  return out;
-}
-
-/// Device buffers of one program run, freed at scope exit.
-struct DeviceRun {
-  std::vector<std::pair<std::string, CUdeviceptr>> allocations;
-  ~DeviceRun() {
-    for (auto& [name, p] : allocations) {
-      if (p) runtime::driver().MemFree(p);
-    }
-  }
-  CUdeviceptr alloc(const std::string& name, size_t bytes) {
-    runtime::current_context();  // the test allocates before adjoint has made a context current
-    CUdeviceptr p = 0;
-    if (bytes) runtime::check(runtime::driver().MemAlloc(&p, bytes), "cuMemAlloc");
-    allocations.emplace_back(name, p);
-    return p;
-  }
-};
-
 double tolerance(DType t) {
   switch (t) {
     case DType::kF16: return 2e-3;
@@ -93,34 +41,25 @@ double tolerance(DType t) {
   }
 }
 
-/// Runs `spec_text` on the GPU through adjoint::run and returns the outputs (and the program).
+Bindings bindings_for(const ir::Program& program, const runtime::DeviceBuffers& buffers) {
+  Bindings bindings;
+  for (const auto* list : {&program.inputs, &program.outputs}) {
+    for (const ir::Tensor& t : *list) {
+      bindings.push_back({t->name, TensorRef{buffers.pointer(t->name),
+                                             static_cast<adjoint::DType>(t->dtype), t->shape,
+                                             t->strides}});
+    }
+  }
+  return bindings;
+}
+
+/// Runs `spec` on the GPU through adjoint::run and returns the outputs.
 ir::HostBuffers run_on_gpu(const ops::Specialization& spec, const ir::Program& program,
                            const ir::HostBuffers& inputs, Determinism determinism) {
-  DeviceRun run;
-  Bindings bindings;
-  for (const ir::Tensor& t : program.inputs) {
-    std::vector<char> bytes = to_bytes(t->dtype, inputs.at(t->name));
-    CUdeviceptr p = run.alloc(t->name, bytes.size());
-    if (!bytes.empty()) runtime::check(runtime::driver().MemcpyHtoD(p, bytes.data(), bytes.size()), "HtoD");
-    bindings.push_back({t->name, TensorRef{p, static_cast<adjoint::DType>(t->dtype), t->shape, t->strides}});
-  }
-  for (const ir::Tensor& t : program.outputs) {
-    size_t bytes = t->storage_elements() * ir::dtype_bytes(t->dtype);
-    CUdeviceptr p = run.alloc(t->name, bytes);
-    // Poison outputs so that an element a kernel forgets to write is caught.
-    if (bytes) runtime::check(runtime::driver().MemsetD8Async(p, 0x7f, bytes, nullptr), "memset");
-    bindings.push_back({t->name, TensorRef{p, static_cast<adjoint::DType>(t->dtype), t->shape, t->strides}});
-  }
-  adjoint::run(spec.to_string(), bindings, nullptr, determinism);
-  ir::HostBuffers out;
-  for (const ir::Tensor& t : program.outputs) {
-    std::vector<char> bytes(t->storage_elements() * ir::dtype_bytes(t->dtype));
-    CUdeviceptr p = 0;
-    for (auto& [name, q] : run.allocations) if (name == t->name) p = q;
-    if (!bytes.empty()) runtime::check(runtime::driver().MemcpyDtoH(bytes.data(), p, bytes.size()), "DtoH");
-    out[t->name] = from_bytes(t->dtype, bytes);
-  }
-  return out;
+  runtime::current_context();
+  runtime::DeviceBuffers buffers(program, inputs);
+  adjoint::run(spec.to_string(), bindings_for(program, buffers), nullptr, determinism);
+  return buffers.download_outputs();
 }
 
 void expect_matches_interpreter(const std::string& text) {
@@ -185,27 +124,26 @@ TEST(GpuApi, TypedUpsampleEntryPointMatchesSpecPath) {
   ir::Program program = spec.build_program();
   ir::HostBuffers inputs = reference::make_inputs(spec, program, 3);
   ir::HostBuffers want = ir::interpret(program, inputs);
-  DeviceRun run;
+  runtime::current_context();
+  runtime::DeviceBuffers buffers(program, inputs);
   const ir::Tensor& go = program.inputs[0];
   const ir::Tensor& gi = program.outputs[0];
-  std::vector<char> bytes = to_bytes(go->dtype, inputs.at(go->name));
-  CUdeviceptr pgo = run.alloc("grad_output", bytes.size());
-  runtime::check(runtime::driver().MemcpyHtoD(pgo, bytes.data(), bytes.size()), "HtoD");
-  size_t out_bytes = gi->storage_elements() * 2;
-  CUdeviceptr pgi = run.alloc("grad_input", out_bytes);
-  upsample_nearest2d_backward(TensorRef{pgo, adjoint::DType::kBF16, go->shape, {}},
-                              TensorRef{pgi, adjoint::DType::kBF16, gi->shape, {}}, {20, 15},
-                              {2, 3, 9, 10}, 2.25, std::nullopt, nullptr);
-  std::vector<char> out(out_bytes);
-  runtime::check(runtime::driver().MemcpyDtoH(out.data(), pgi, out_bytes), "DtoH");
-  EXPECT_LE(testing::tolerance_ratio(from_bytes(DType::kBF16, out), want.at("grad_input"), 1.6e-2, 1.6e-2), 1.0);
+  upsample_nearest2d_backward(
+      TensorRef{buffers.pointer("grad_output"), adjoint::DType::kBF16, go->shape, {}},
+      TensorRef{buffers.pointer("grad_input"), adjoint::DType::kBF16, gi->shape, {}}, {20, 15},
+      {2, 3, 9, 10}, 2.25, std::nullopt, nullptr);
+  ir::HostBuffers got = buffers.download_outputs();
+  EXPECT_LE(testing::tolerance_ratio(got.at("grad_input"), want.at("grad_input"), 1.6e-2, 1.6e-2), 1.0);
 }
 
 TEST(GpuApi, BadBindingsAreClearErrors) {
   REQUIRE_GPU();
   std::string text = "upsample_nearest2d_backward dtype=f32 input_size=1,1,4,4 output_size=8,8";
-  DeviceRun run;
-  CUdeviceptr a = run.alloc("a", 64 * 4), b = run.alloc("b", 16 * 4);
+  ops::Specialization spec = ops::parse_specialization(text);
+  ir::Program program = spec.build_program();
+  runtime::current_context();
+  runtime::DeviceBuffers buffers(program, reference::make_inputs(spec, program));
+  CUdeviceptr a = buffers.pointer("grad_output"), b = buffers.pointer("grad_input");
   try {
     adjoint::run(text, {{"grad_output", TensorRef{a, adjoint::DType::kF16, {1, 1, 8, 8}, {}}},
                         {"grad_input", TensorRef{b, adjoint::DType::kF32, {1, 1, 4, 4}, {}}}},
