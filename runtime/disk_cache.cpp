@@ -228,16 +228,16 @@ const char* non_empty_env(const char* name) {
 
 }  // namespace
 
-std::string disk_cache_key(std::string_view source, const std::vector<std::string>& options,
-                           std::string_view nvrtc_version, int arch) {
+std::string disk_cache_key(std::string_view source, const std::vector<std::string>& compile_inputs,
+                           std::string_view nvrtc_identity, int arch) {
   std::string buffer;
   buffer.reserve(source.size() + 4096);
-  append_field(buffer, "adjoint disk cache key v1");
+  append_field(buffer, "adjoint disk cache key v2");
   append_field(buffer, ADJOINT_VERSION_STRING);
-  append_field(buffer, nvrtc_version);
+  append_field(buffer, nvrtc_identity);
   append_field(buffer, std::to_string(arch));
-  append_field(buffer, std::to_string(options.size()));
-  for (const std::string& option : options) append_field(buffer, option);
+  append_field(buffer, std::to_string(compile_inputs.size()));
+  for (const std::string& input : compile_inputs) append_field(buffer, input);
   append_field(buffer, source);
   const auto& templates = compiler::embedded_templates();
   append_field(buffer, std::to_string(templates.size()));

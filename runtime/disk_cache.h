@@ -20,11 +20,13 @@
 
 namespace adjoint::runtime {
 
-/// The cache key of one compile: XXH3-128 over the CUDA source, the NVRTC options, the NVRTC
-/// version, the architecture, the adjoint version and the embedded device templates (which the
-/// source includes by name), as 32 lowercase hex digits.
-std::string disk_cache_key(std::string_view source, const std::vector<std::string>& options,
-                           std::string_view nvrtc_version, int arch);
+/// The cache key of one compile: XXH3-128 over the CUDA source, what decides the NVRTC options
+/// (`compile_inputs`, from compile_cache_inputs), the identity of the NVRTC library file
+/// (NvrtcLocation::identity), the architecture, the adjoint version and the embedded device
+/// templates (which the source includes by name), as 32 lowercase hex digits. Computing it
+/// needs no NVRTC: a hit never loads the library.
+std::string disk_cache_key(std::string_view source, const std::vector<std::string>& compile_inputs,
+                           std::string_view nvrtc_identity, int arch);
 
 /// A cache directory and its size cap. Safe to use from many threads and processes at once.
 class DiskCache {

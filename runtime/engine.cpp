@@ -1,10 +1,9 @@
-// Engine: the in-memory cache, binary acquisition (package, disk cache, NVRTC) and launches.
+// Engine: the in-memory cache, program builds (IR, lowering, binaries from kernel_binary.h,
+// module loads) and launches.
 #include "runtime/engine.h"
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <unordered_map>
 
@@ -15,13 +14,19 @@
 #include "runtime/disk_cache.h"
 #include "runtime/driver.h"
 #include "runtime/dump.h"
+#include "runtime/kernel_binary.h"
 #include "runtime/logging.h"
 #include "runtime/memory_cache.h"
-#include "runtime/nvrtc.h"
-#include "runtime/package.h"
+#include "runtime/prepare_profile.h"
 
 namespace adjoint::runtime {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double milliseconds_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
 
 std::string shape_text(const std::vector<int64_t>& v) {
   std::string s = "[";
@@ -40,67 +45,25 @@ const char* determinism_name(compiler::Determinism d) {
   return d == compiler::Determinism::kDefault ? "default" : "allow_atomics";
 }
 
-struct Binary {
-  std::vector<char> bytes;  // cubin, or NUL-terminated PTX
-  BinarySource source;
-  double compile_ms = 0;
-};
-
-/// Writes the source of a failed compile where the user can find it; returns the path.
-std::string write_failed_source(const std::string& entry, const std::string& source) {
-  std::filesystem::path dir = DiskCache::directory_from_environment();
-  if (dir.empty()) dir = std::filesystem::temp_directory_path() / "adjoint";
-  dir /= "failed";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::filesystem::path path = dir / (entry + "-" + short_hash(source) + ".cu");
-  std::ofstream(path) << source;
-  return path.string();
+const char* binary_source_name(BinarySource source) {
+  switch (source) {
+    case BinarySource::kPackage:
+      return "package";
+    case BinarySource::kDiskCache:
+      return "disk cache";
+    case BinarySource::kCompiled:
+      return "NVRTC";
+  }
+  return "?";
 }
 
-Binary acquire_binary(const compiler::CompiledKernel& kernel, int arch, bool jit_enabled,
-                      const std::string& spec, const std::string& dump_key) {
-  if (auto packaged = PackageRegistry::instance().find(package_kernel_key(kernel.source), arch)) {
-    Binary b{std::move(packaged->bytes), BinarySource::kPackage};
-    if (packaged->is_ptx) b.bytes.push_back('\0');
-    return b;
-  }
-  if (!jit_enabled) {
-    throw Error("no kernel package covers '" + spec + "' (kernel " + kernel.entry + ", sm_" +
-                    std::to_string(arch) + ") and JIT compilation is disabled",
-                ErrorCode::kNotAvailable);
-  }
-  Nvrtc& nvrtc = Nvrtc::instance();
-  CompileRequest request{kernel.source, kernel.entry + ".cu", arch};
-  std::string key = disk_cache_key(kernel.source, nvrtc.options_for(request), nvrtc.version(), arch);
-  static DiskCache disk = DiskCache::from_environment();
-  if (auto hit = disk.load(key)) return Binary{std::move(*hit), BinarySource::kDiskCache};
-  CompileResult result;
-  try {
-    result = nvrtc.compile(request);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kCompileFailed) throw;
-    std::string path = write_failed_source(kernel.entry, kernel.source);
-    throw Error(std::string(e.what()) + "\nthe CUDA source was written to " + path + " (op '" +
-                    spec + "')",
-                ErrorCode::kCompileFailed);
-  }
-  const DumpSettings& dump = dump_settings();
-  if (dump.log) write_dump(dump, dump_key + "." + kernel.entry + ".log", result.log);
-  if (dump.ptx && !result.ptx.empty()) write_dump(dump, dump_key + "." + kernel.entry + ".ptx", result.ptx);
-  if (dump.sass) write_sass_dump(dump, dump_key + "." + kernel.entry + ".sass", result.cubin);
-  Binary b;
-  b.source = BinarySource::kCompiled;
-  b.compile_ms = result.milliseconds;
-  if (!result.cubin.empty()) {
-    b.bytes = std::move(result.cubin);
-  } else {
-    b.bytes.assign(result.ptx.begin(), result.ptx.end());
-    b.bytes.push_back('\0');
-  }
-  disk.store(key, b.bytes);
-  return b;
+/// The process's disk cache, configured from the environment on first use.
+const DiskCache& disk_cache() {
+  static const DiskCache cache = DiskCache::from_environment();
+  return cache;
 }
+
+thread_local PrepareProfile last_profile;
 
 }  // namespace
 
@@ -226,59 +189,100 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& 
   char ctx_text[32];
   std::snprintf(ctx_text, sizeof ctx_text, "%p", static_cast<void*>(context));
   std::string key = text + " |" + determinism_name(determinism) + "|" + ctx_text;
-  return caches_->programs.get_or_create(
-      key, [&] { return build(spec, determinism, context, arch); });
+  return caches_->programs.get_or_create(key,
+                                         [&] { return build(spec, determinism, context, arch); });
 }
 
 std::shared_ptr<const LoadedProgram> Engine::build(const ops::Specialization& spec,
                                                    compiler::Determinism determinism,
                                                    CUcontext context, int arch) {
-  auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
+  PrepareProfile profile;
   auto program = std::make_shared<LoadedProgram>();
   program->spec = spec.to_string();
   program->determinism = determinism;
   program->context = context;
+
+  auto step = Clock::now();
   ir::Program ir_program = spec.build_program();
+  profile.build_ir_ms = milliseconds_since(step);
   const DumpSettings& dump = dump_settings();
-  std::string dump_key = spec.op_name() + "-" +
-                         short_hash(program->spec + determinism_name(determinism) + std::to_string(arch));
-  if (dump.ir) write_dump(dump, dump_key + ".ir.txt", program->spec + "\n" + ir::to_string(ir_program));
+  std::string dump_key =
+      spec.op_name() + "-" +
+      short_hash(program->spec + determinism_name(determinism) + std::to_string(arch));
+  if (dump.ir)
+    write_dump(dump, dump_key + ".ir.txt", program->spec + "\n" + ir::to_string(ir_program));
+
+  step = Clock::now();
   compiler::LowerOptions options;
   options.determinism = determinism;
   options.arch = arch;
   options.record_passes = dump.passes;
   compiler::CompiledProgram compiled = compiler::lower(ir_program, options);
+  profile.lower_ms = milliseconds_since(step);
   if (dump.passes) write_dump(dump, dump_key + ".passes.txt", compiled.pass_dump);
   program->buffers = compiled.buffers;
   program->deterministic = compiled.deterministic;
-  program->source = BinarySource::kDiskCache;
-  bool any_compiled = false, all_packaged = !compiled.kernels.empty();
+
+  step = Clock::now();
+  BinaryRequest request;
+  request.program = spec.op_name();
+  request.arch = arch;
+  request.jit_enabled = jit_enabled_;
+  request.spec = program->spec;
+  request.dump_key = dump_key;
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
-    Binary binary = acquire_binary(k, arch, jit_enabled_, program->spec, dump_key);
-    any_compiled |= binary.source == BinarySource::kCompiled;
-    all_packaged &= binary.source == BinarySource::kPackage;
-    program->compile_milliseconds += binary.compile_ms;
-    CUmodule module = nullptr;
-    check(driver().ModuleLoadData(&module, binary.bytes.data()), "cuModuleLoadData");
-    program->modules.push_back(module);
-    LoadedKernel loaded;
-    loaded.entry = k.entry;
-    check(driver().ModuleGetFunction(&loaded.function, module, k.entry.c_str()),
-          "cuModuleGetFunction");
-    loaded.launch = k.launch;
-    for (const std::string& name : k.params) loaded.params.push_back(program->buffer_index(name));
-    for (const std::string& name : k.zero_before) {
-      loaded.zero_before.push_back(program->buffer_index(name));
-    }
-    program->kernels.push_back(std::move(loaded));
+    request.kernels.push_back({k.entry, k.source});
   }
-  if (any_compiled) program->source = BinarySource::kCompiled;
-  if (all_packaged) program->source = BinarySource::kPackage;
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  logger().debug("prepared '{}' for sm_{} in {:.2f} ms ({} kernels)", program->spec, arch, ms,
-                 program->kernels.size());
+  std::vector<KernelImage> images = acquire_kernel_images(request, disk_cache());
+  profile.binaries_ms = milliseconds_since(step);
+
+  step = Clock::now();
+  program->kernels.resize(compiled.kernels.size());
+  bool any_compiled = false, all_packaged = !images.empty();
+  for (const KernelImage& image : images) {
+    any_compiled |= image.source == BinarySource::kCompiled;
+    all_packaged &= image.source == BinarySource::kPackage;
+    profile.compile_ms += image.compile_milliseconds;
+    CUmodule module = nullptr;
+    check(driver().ModuleLoadData(&module, image.bytes.data()), "cuModuleLoadData");
+    program->modules.push_back(module);
+    for (size_t index : image.kernels) {
+      const compiler::CompiledKernel& k = compiled.kernels[index];
+      LoadedKernel& loaded = program->kernels[index];
+      loaded.entry = k.entry;
+      check(driver().ModuleGetFunction(&loaded.function, module, k.entry.c_str()),
+            "cuModuleGetFunction");
+      loaded.launch = k.launch;
+      for (const std::string& name : k.params) loaded.params.push_back(program->buffer_index(name));
+      for (const std::string& name : k.zero_before) {
+        loaded.zero_before.push_back(program->buffer_index(name));
+      }
+    }
+  }
+  profile.load_modules_ms = milliseconds_since(step);
+  program->compile_milliseconds = profile.compile_ms;
+  program->source = any_compiled   ? BinarySource::kCompiled
+                    : all_packaged ? BinarySource::kPackage
+                                   : BinarySource::kDiskCache;
+
+  profile.total_ms = milliseconds_since(start);
+  profile.source = program->source;
+  profile.kernels = program->kernels.size();
+  profile.images = images.size();
+  last_profile = profile;
+  logger().debug(
+      "prepared '{}' for sm_{} in {:.2f} ms from {} ({} kernels, {} modules): IR {:.3f}, "
+      "lower {:.3f}, binaries {:.3f} (NVRTC {:.1f}), modules {:.3f} ms",
+      program->spec, arch, profile.total_ms, binary_source_name(program->source), profile.kernels,
+      profile.images, profile.build_ir_ms, profile.lower_ms, profile.binaries_ms,
+      profile.compile_ms, profile.load_modules_ms);
   return program;
+}
+
+const PrepareProfile& last_prepare_profile() {
+  return last_profile;
 }
 
 }  // namespace adjoint::runtime

@@ -1,19 +1,25 @@
-// Loads NVRTC (libnvrtc.so.13, .12, unversioned, then $CUDA_HOME/lib64 and
-// /usr/local/cuda/lib64), resolves its entry points with dlsym into one table, and compiles
-// requests with the embedded templates as named headers.
+// Finds NVRTC without loading it (the dynamic loader's search order, /etc/ld.so.cache, ELF
+// build-ids), loads exactly the file found, resolves its entry points with dlsym into one table,
+// and compiles requests with the embedded templates as named headers and adjoint's options.
 #include "runtime/nvrtc.h"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include <fmt/format.h>
 
 #include "compiler/embedded_templates.h"
 #include "ir/error.h"
+#include "runtime/library_search.h"
 #include "runtime/logging.h"
 
 namespace adjoint::runtime {
@@ -38,10 +44,11 @@ struct NvrtcLibrary {
 #define ADJOINT_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   ADJOINT_NVRTC_ENTRY_POINTS(ADJOINT_NVRTC_MEMBER)
 #undef ADJOINT_NVRTC_MEMBER
-  std::string path;
+  NvrtcLocation location;
+  int major = 0;
+  int minor = 0;
   std::string version;
   std::vector<int> archs;
-  std::string include_dir;
 };
 
 namespace {
@@ -50,34 +57,36 @@ namespace fs = std::filesystem;
 
 std::atomic<bool> loaded_flag{false};
 
-/// Library names and paths to try, most specific first.
-std::vector<std::string> candidate_libraries() {
-  const std::vector<std::string> names = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
-  std::vector<std::string> candidates = names;
-  std::vector<std::string> directories;
-  if (const char* cuda_home = std::getenv("CUDA_HOME"); cuda_home && *cuda_home) {
-    directories.push_back(std::string(cuda_home) + "/lib64");
-  }
-  directories.push_back("/usr/local/cuda/lib64");
-  for (const std::string& directory : directories) {
-    for (const std::string& name : names) candidates.push_back(directory + "/" + name);
-  }
-  return candidates;
-}
+/// Library names to look for, most specific first.
+constexpr std::array<const char*, 3> kLibraryNames = {"libnvrtc.so.13", "libnvrtc.so.12",
+                                                      "libnvrtc.so"};
 
-/// The file a loaded symbol lives in, as the dynamic loader opened it.
-std::string file_of(void* symbol) {
-  Dl_info info{};
-  if (symbol != nullptr && dladdr(symbol, &info) != 0 && info.dli_fname != nullptr) {
-    return info.dli_fname;
-  }
-  return "";
+/// Options every compile receives right after -arch, in this order. They are part of every
+/// disk cache key (compile_cache_inputs), so changing them retires old entries.
+constexpr std::array<const char*, 4> kFixedOptions = {"-std=c++17", "--fmad=false",
+                                                      "-default-device", "-lineinfo"};
+
+/// An option passed only to NVRTC versions that know it.
+struct VersionedOption {
+  const char* option;
+  int major;
+  int minor;
+};
+
+/// -minimal (NVRTC 12.4+) leaves texture/surface functions, device-side runtime API calls and
+/// device launches out of the builtin header, which the generated kernels never use: it makes
+/// every compile about 10% faster (the front end and NVVM have less to digest) and gives the
+/// same SASS, instruction for instruction (docs/runtime.md has the measurements).
+constexpr std::array<VersionedOption, 1> kVersionedOptions = {{{"-minimal", 12, 4}}};
+
+bool at_least(int major, int minor, const VersionedOption& option) {
+  return major > option.major || (major == option.major && minor >= option.minor);
 }
 
 /// The toolkit include directory that belongs to the NVRTC library at `library_path`: the
 /// first of <libdir>/../include (toolkit and cu13 wheel layouts) and
 /// <libdir>/../../cuda_runtime/include (cu12 wheels) holding cuda_fp16.h, looked up both
-/// through the path as opened and through its symlink-resolved form.
+/// through the path as found and through its symlink-resolved form.
 std::string find_toolkit_include_dir(const std::string& library_path) {
   if (library_path.empty()) return "";
   std::vector<fs::path> library_dirs = {fs::path(library_path).parent_path()};
@@ -94,52 +103,96 @@ std::string find_toolkit_include_dir(const std::string& library_path) {
   return "";
 }
 
-std::unique_ptr<NvrtcLibrary> load_library(std::string& error) {
-  std::string tried;
-  void* handle = nullptr;
-  for (const std::string& candidate : candidate_libraries()) {
-    handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) break;
-    const char* reason = dlerror();
-    tried += "\n  " + candidate + ": " + (reason ? reason : "not loadable");
+NvrtcLocation location_of(const std::string& path, const std::string& found_by) {
+  NvrtcLocation location;
+  location.path = path;
+  location.identity = file_identity(path);
+  location.include_dir = find_toolkit_include_dir(path);
+  location.found_by = found_by;
+  return location;
+}
+
+std::string read_whole_file(const char* path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  if (!file) return "";
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(file.tellg(), 0)), '\0');
+  file.seekg(0);
+  file.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  bytes.resize(static_cast<size_t>(std::max<std::streamsize>(file.gcount(), 0)));
+  return bytes;
+}
+
+/// Looks for NVRTC in the loader's order (each name through the whole search, as dlopen of that
+/// name would), then in the toolkit fallbacks; the location, or the list of places tried.
+std::variant<NvrtcLocation, std::string> find_nvrtc() {
+  for (const char* name : kLibraryNames) {
+    if (std::optional<std::string> path = already_loaded_path(name)) {
+      return location_of(*path, "already loaded");
+    }
   }
+  std::string tried;
+  const LoaderDirectories directories = loader_directories();
+  const std::string ld_cache = read_whole_file("/etc/ld.so.cache");
+  for (const char* name : kLibraryNames) {
+    if (std::optional<FoundLibrary> found = find_like_loader(name, directories, ld_cache, tried)) {
+      return location_of(found->path, found->found_by);
+    }
+  }
+  std::vector<std::string> fallback_directories;
+  if (const char* cuda_home = std::getenv("CUDA_HOME"); cuda_home && *cuda_home) {
+    fallback_directories.push_back(std::string(cuda_home) + "/lib64");
+  }
+  fallback_directories.push_back("/usr/local/cuda/lib64");
+  for (const std::string& directory : fallback_directories) {
+    for (const char* name : kLibraryNames) {
+      const std::string path = directory + "/" + name;
+      if (inspect_elf(path).loadable) return location_of(path, directory);
+      tried += "\n  " + path + ": not found or not loadable";
+    }
+  }
+  return "NVRTC could not be found; tried:" + tried +
+         "\nInstall the CUDA toolkit's NVRTC or set CUDA_HOME.";
+}
+
+// --- loading --------------------------------------------------------------------------------
+
+std::unique_ptr<NvrtcLibrary> load_library(const NvrtcLocation& location, std::string& error) {
+  void* handle = dlopen(location.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    error = "NVRTC could not be loaded; tried:" + tried +
-            "\nInstall the CUDA toolkit's NVRTC or set CUDA_HOME.";
+    const char* reason = dlerror();
+    error = "NVRTC (" + location.path + ", found by " + location.found_by +
+            ") could not be loaded: " + (reason ? reason : "dlopen failed without a reason");
     return nullptr;
   }
   // The library stays open for the life of the process: the table points into it.
   auto library = std::make_unique<NvrtcLibrary>();
+  library->location = location;
   std::string missing;
 #define ADJOINT_NVRTC_RESOLVE(name)                                          \
   library->name = reinterpret_cast<decltype(&::name)>(dlsym(handle, #name)); \
   if (library->name == nullptr) missing += std::string(missing.empty() ? "" : ", ") + #name;
   ADJOINT_NVRTC_ENTRY_POINTS(ADJOINT_NVRTC_RESOLVE)
 #undef ADJOINT_NVRTC_RESOLVE
-  library->path = file_of(reinterpret_cast<void*>(library->nvrtcVersion));
   if (!missing.empty()) {
-    error = "NVRTC (" + library->path + ") lacks required entry points: " + missing;
+    error = "NVRTC (" + location.path + ") lacks required entry points: " + missing;
     return nullptr;
   }
 
-  int major = 0;
-  int minor = 0;
-  library->nvrtcVersion(&major, &minor);
-  library->version = std::to_string(major) + "." + std::to_string(minor);
+  library->nvrtcVersion(&library->major, &library->minor);
+  library->version = std::to_string(library->major) + "." + std::to_string(library->minor);
   int count = 0;
   library->nvrtcGetNumSupportedArchs(&count);
   library->archs.resize(std::max(count, 0));
   if (count > 0) library->nvrtcGetSupportedArchs(library->archs.data());
   std::sort(library->archs.begin(), library->archs.end());
-  library->include_dir = find_toolkit_include_dir(library->path);
-  if (library->include_dir.empty()) {
+  if (location.include_dir.empty()) {
     logger().warn(
         "no CUDA include directory with cuda_fp16.h next to {}; kernels using "
         "<cuda_fp16.h> or <cuda_bf16.h> will not compile",
-        library->path);
+        location.path);
   }
-  logger().debug("loaded NVRTC {} from {} (include dir '{}')", library->version, library->path,
-                 library->include_dir);
+  logger().debug("loaded NVRTC {} from {} (found by {}; {}; include dir '{}')", library->version,
+                 location.path, location.found_by, location.identity, location.include_dir);
   return library;
 }
 
@@ -210,13 +263,41 @@ Nvrtc::~Nvrtc() = default;
 Nvrtc& Nvrtc::instance() {
   static std::string load_error;
   static std::unique_ptr<Nvrtc> nvrtc = [] {
-    std::unique_ptr<NvrtcLibrary> library = load_library(load_error);
+    std::unique_ptr<NvrtcLibrary> library;
+    try {
+      library = load_library(locate_nvrtc(), load_error);
+    } catch (const Error& error) {
+      load_error = error.what();
+    }
     if (!library) return std::unique_ptr<Nvrtc>();
     loaded_flag = true;
     return std::unique_ptr<Nvrtc>(new Nvrtc(std::move(library)));
   }();
   if (!nvrtc) throw Error(load_error, ErrorCode::kNotAvailable);
   return *nvrtc;
+}
+
+const NvrtcLocation& locate_nvrtc() {
+  static const std::variant<NvrtcLocation, std::string> found = find_nvrtc();
+  if (const std::string* error = std::get_if<std::string>(&found)) {
+    throw Error(*error, ErrorCode::kNotAvailable);
+  }
+  return std::get<NvrtcLocation>(found);
+}
+
+std::vector<std::string> compile_cache_inputs(const CompileRequest& request,
+                                              const NvrtcLocation& location) {
+  std::vector<std::string> inputs = {"arch " + std::to_string(request.arch),
+                                     request.want_cubin ? "output cubin" : "output ptx",
+                                     "name " + request.name};
+  for (const char* option : kFixedOptions) inputs.push_back(std::string("option ") + option);
+  for (const VersionedOption& option : kVersionedOptions) {
+    inputs.push_back(
+        fmt::format("option {} from NVRTC {}.{}", option.option, option.major, option.minor));
+  }
+  inputs.push_back("include " + location.include_dir);
+  for (const std::string& option : request.extra_options) inputs.push_back("extra " + option);
+  return inputs;
 }
 
 bool nvrtc_loaded() {
@@ -232,11 +313,11 @@ std::vector<int> Nvrtc::supported_archs() const {
 }
 
 const std::string& Nvrtc::library_path() const {
-  return library_->path;
+  return library_->location.path;
 }
 
 const std::string& Nvrtc::toolkit_include_dir() const {
-  return library_->include_dir;
+  return library_->location.include_dir;
 }
 
 std::vector<std::string> Nvrtc::options_for(const CompileRequest& request) const {
@@ -257,9 +338,13 @@ std::vector<std::string> Nvrtc::options_for(const CompileRequest& request) const
     arch_option =
         (request.want_cubin ? "-arch=sm_" : "-arch=compute_") + std::to_string(request.arch);
   }
-  std::vector<std::string> options = {arch_option, "-std=c++17", "--fmad=false", "-default-device",
-                                      "-lineinfo"};
-  if (!library_->include_dir.empty()) options.push_back("-I" + library_->include_dir);
+  std::vector<std::string> options = {arch_option};
+  options.insert(options.end(), kFixedOptions.begin(), kFixedOptions.end());
+  for (const VersionedOption& option : kVersionedOptions) {
+    if (at_least(library_->major, library_->minor, option)) options.push_back(option.option);
+  }
+  const std::string& include_dir = library_->location.include_dir;
+  if (!include_dir.empty()) options.push_back("-I" + include_dir);
   options.insert(options.end(), request.extra_options.begin(), request.extra_options.end());
   return options;
 }

@@ -2,10 +2,18 @@
 // to a cubin or PTX. Every compile receives the embedded device templates (templates/*.cuh) as
 // named headers and the same fixed options, so equal requests give equal binaries.
 //
+// Finding NVRTC and loading it are separate steps. `locate_nvrtc()` finds the library file the
+// way the dynamic loader would (already loaded, LD_LIBRARY_PATH/RUNPATH, /etc/ld.so.cache,
+// system directories, then $CUDA_HOME/lib64 and /usr/local/cuda/lib64) and identifies its
+// contents by the ELF build-id, all with a few stat/read calls; `Nvrtc::instance()` then dlopens
+// exactly that file. The disk cache keys on the location (`compile_cache_inputs`), so a cache hit
+// never pays for loading the ~100 MB library, and a hit can only ever be a binary this very
+// NVRTC file produced with these very options.
+//
 // NVRTC 13 has no builtin <cuda_fp16.h>/<cuda_bf16.h>: a kernel including them needs the
-// toolkit's include directory. It is found at run time next to the NVRTC library that was
-// actually loaded (dladdr: <libdir>/../include holding cuda_fp16.h), never copied into adjoint,
-// and passed as -I; it is then part of the options and so of the disk cache key.
+// toolkit's include directory. It is found next to the located library (<libdir>/../include
+// holding cuda_fp16.h), never copied into adjoint, and passed as -I; it is then part of the
+// options and so of the disk cache key.
 #pragma once
 
 #include <memory>
@@ -32,6 +40,22 @@ struct CompileResult {
   double milliseconds = 0;           ///< wall time of nvrtcCompileProgram
 };
 
+/// Where the NVRTC library is and what identifies its contents, found without loading it.
+struct NvrtcLocation {
+  std::string path;         ///< the library file as found (absolute); what instance() dlopens
+  std::string identity;     ///< file_identity(path): the ELF build-id, else path, size and mtime
+  std::string include_dir;  ///< toolkit include directory passed as -I, or empty when none
+  std::string found_by;     ///< how it was found, for logs: "already loaded", "ld.so.cache", ...
+};
+
+/// Finds the NVRTC library that Nvrtc::instance() loads, or has loaded, without loading it: a
+/// libnvrtc.so.13, .12 or .so already mapped into the process; else the first of those names in
+/// the dynamic loader's search order (LD_LIBRARY_PATH and RUNPATH, /etc/ld.so.cache, the system
+/// directories); else in $CUDA_HOME/lib64 and /usr/local/cuda/lib64. Computed once per process
+/// (microseconds). Throws adjoint::Error (kNotAvailable) listing every place tried when none
+/// holds a usable library; later calls throw it again.
+const NvrtcLocation& locate_nvrtc();
+
 /// The entry point table and facts of the loaded library (defined in nvrtc.cpp).
 struct NvrtcLibrary;
 
@@ -46,7 +70,7 @@ class Nvrtc {
   Nvrtc(const Nvrtc&) = delete;
   Nvrtc& operator=(const Nvrtc&) = delete;
 
-  /// "major.minor" of the loaded NVRTC, e.g. "13.0" (part of every disk cache key).
+  /// "major.minor" of the loaded NVRTC, e.g. "13.0".
   std::string version() const;
 
   /// The real architectures NVRTC can emit cubins for, ascending (e.g. 75, 80, ..., 120).
@@ -59,11 +83,10 @@ class Nvrtc {
   /// for an empty source or an architecture older than NVRTC supports.
   CompileResult compile(const CompileRequest& request) const;
 
-  /// The options compile() passes for `request`, in order; lets a caller key a cache on them
-  /// before compiling.
+  /// The options compile() passes for `request`, in order.
   std::vector<std::string> options_for(const CompileRequest& request) const;
 
-  /// Path of the NVRTC library that was loaded.
+  /// Path of the NVRTC library that was loaded (locate_nvrtc().path).
   const std::string& library_path() const;
 
   /// The toolkit include directory passed as -I, or empty when none was found.
@@ -74,8 +97,17 @@ class Nvrtc {
   std::unique_ptr<NvrtcLibrary> library_;
 };
 
-/// True once Nvrtc::instance() has succeeded in this process; proves that a run using only
-/// ahead-of-time cubins never loaded NVRTC.
+/// Everything besides the source and the embedded templates that decides what
+/// Nvrtc::compile(request) produces, computable without loading NVRTC: the requested
+/// architecture and output kind, adjoint's option policy (the fixed options and the
+/// version-gated ones), the include directory and the request's extra options. Together with
+/// `location.identity`, which fixes the NVRTC version and its supported architectures, these
+/// determine options_for(request) exactly; the disk cache key is a hash of them.
+std::vector<std::string> compile_cache_inputs(const CompileRequest& request,
+                                              const NvrtcLocation& location);
+
+/// True once Nvrtc::instance() has loaded NVRTC in this process; proves that a run using only
+/// ahead-of-time cubins or disk-cache hits never loaded it.
 bool nvrtc_loaded();
 
 }  // namespace adjoint::runtime

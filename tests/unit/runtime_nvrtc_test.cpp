@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <regex>
 
 #include "compiler/embedded_templates.h"
 #include "ir/error.h"
+#include "runtime/library_search.h"
 
 namespace adjoint::runtime {
 namespace {
@@ -43,6 +46,51 @@ TEST(RuntimeNvrtc, LoadsAndReportsVersionAndArchs) {
   EXPECT_NE(std::find(archs.begin(), archs.end(), 80), archs.end());
   EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
   EXPECT_FALSE(nvrtc.library_path().empty());
+}
+
+TEST(RuntimeNvrtc, LoadsTheLocatedLibrary) {
+  const NvrtcLocation& location = locate_nvrtc();
+  EXPECT_TRUE(std::filesystem::path(location.path).is_absolute()) << location.path;
+  EXPECT_FALSE(location.found_by.empty());
+  EXPECT_EQ(location.identity, file_identity(location.path));
+  EXPECT_FALSE(location.identity.empty());
+  Nvrtc& nvrtc = Nvrtc::instance();
+  EXPECT_EQ(nvrtc.library_path(), location.path);
+  EXPECT_EQ(nvrtc.toolkit_include_dir(), location.include_dir);
+  // Once loaded, the search finds the loaded library itself.
+  EXPECT_EQ(&locate_nvrtc(), &location);
+}
+
+TEST(RuntimeNvrtc, MinimalBuiltinHeaderWhenNvrtcKnowsIt) {
+  Nvrtc& nvrtc = Nvrtc::instance();
+  const std::vector<std::string> options = nvrtc.options_for(request_for(kTinyKernel, 90, "t.cu"));
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(nvrtc.version().c_str(), "%d.%d", &major, &minor), 2);
+  const bool knows_minimal = major > 12 || (major == 12 && minor >= 4);
+  EXPECT_EQ(std::find(options.begin(), options.end(), "-minimal") != options.end(), knows_minimal);
+}
+
+TEST(RuntimeNvrtc, CacheInputsNameEveryOptionSource) {
+  const NvrtcLocation& location = locate_nvrtc();
+  CompileRequest request = request_for(kTinyKernel, 90, "tiny.cu");
+  request.extra_options = {"-DADJOINT_TEST_DEFINE=1"};
+  const std::vector<std::string> inputs = compile_cache_inputs(request, location);
+  for (const std::string expected :
+       {"arch 90", "output cubin", "name tiny.cu", "option -std=c++17", "option --fmad=false",
+        "option -default-device", "option -lineinfo", "option -minimal from NVRTC 12.4",
+        "extra -DADJOINT_TEST_DEFINE=1"}) {
+    EXPECT_NE(std::find(inputs.begin(), inputs.end(), expected), inputs.end()) << expected;
+  }
+  EXPECT_NE(std::find(inputs.begin(), inputs.end(), "include " + location.include_dir),
+            inputs.end());
+  // Every option NVRTC receives, other than -arch and -I, is named by an input.
+  for (const std::string& option : Nvrtc::instance().options_for(request)) {
+    if (option.starts_with("-arch=") || option.starts_with("-I")) continue;
+    const bool named = std::any_of(inputs.begin(), inputs.end(), [&](const std::string& input) {
+      return input.find(" " + option) != std::string::npos;
+    });
+    EXPECT_TRUE(named) << option;
+  }
 }
 
 TEST(RuntimeNvrtc, CompilesTinyKernelToCubinForSm80AndSm90) {

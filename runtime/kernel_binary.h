@@ -1,0 +1,75 @@
+// Where the engine's kernel binaries come from, in order: a loaded kernel package (per kernel, by
+// the content key of its source), the disk cache, or NVRTC (whose result is then stored on disk).
+// Needs no GPU and no driver: the engine loads the images this returns.
+//
+// The kernels of one program that no package covers are compiled as ONE translation unit.
+// NVRTC's fixed cost per compile (front-end start-up and builtin header, libdevice link, ptxas
+// set-up: about 20 of the 35 ms a typical generated kernel takes) is then paid once per program,
+// the disk cache holds one entry per program and the engine loads one module. Each kernel's
+// source keeps its own namespace and, through `#line`, its own file name and line numbers, so
+// helpers cannot collide and diagnostics point into the kernel's source; the SASS of every
+// kernel is the same as when it is compiled alone (docs/runtime.md). With ADJOINT_DUMP asking
+// for log, ptx or sass, kernels are compiled one by one so that each gets its own files.
+//
+// A disk-cache hit never loads NVRTC: the key comes from locate_nvrtc() (a file lookup and the
+// library's ELF build-id) and compile_cache_inputs(), not from the loaded library.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "runtime/disk_cache.h"
+#include "runtime/engine.h"
+#include "runtime/nvrtc.h"
+
+namespace adjoint::runtime {
+
+/// One kernel of a program: its entry point and complete CUDA source.
+struct KernelSource {
+  std::string entry;
+  std::string source;
+};
+
+/// The binaries the engine needs for one program.
+struct BinaryRequest {
+  std::string program;  ///< the program's name (the op), names a combined translation unit
+  std::vector<KernelSource> kernels;
+  int arch = 90;            ///< the device's compute capability, major * 10 + minor
+  bool jit_enabled = true;  ///< false: only kernel packages may provide binaries
+  std::string spec;         ///< canonical specialization text, for messages
+  std::string dump_key;     ///< file name prefix of ADJOINT_DUMP output
+};
+
+/// A loadable image, a cubin or NUL-terminated PTX, holding some of a program's kernels.
+struct KernelImage {
+  std::vector<char> bytes;
+  BinarySource source = BinarySource::kCompiled;
+  std::vector<size_t> kernels;      ///< indices into BinaryRequest::kernels
+  double compile_milliseconds = 0;  ///< NVRTC time spent now (0 for packages and cache hits)
+  std::string disk_cache_key;  ///< the entry it was loaded from or stored as; empty for packages
+};
+
+/// Images that together hold every kernel of `request` exactly once: one per packaged kernel,
+/// then one for all the others (one per kernel when ADJOINT_DUMP asks for log, ptx or sass),
+/// from `cache` or compiled by NVRTC and stored in `cache`. Throws adjoint::Error:
+/// kNotAvailable naming the kernel when JIT is disabled and no package covers it, or when
+/// NVRTC cannot be found; kCompileFailed with NVRTC's log and the path of the rejected source.
+std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
+                                               const DiskCache& cache);
+
+/// The translation unit compiled for `kernels`: the source itself for one kernel; for several,
+/// their #include lines once at the top, then each source in `namespace adjoint_kernel_<i>`
+/// after `#line 1 "<entry>.cu"` (its #include lines left blank, so line numbers hold).
+/// Assumes, as the emitter guarantees, that kernels include headers only at file scope and
+/// that those headers are include-guarded.
+std::string combined_translation_unit(const std::vector<KernelSource>& kernels);
+
+/// The NVRTC request for compiling `kernels` (indices into `request.kernels`) as one unit.
+CompileRequest unit_compile_request(const BinaryRequest& request,
+                                    const std::vector<size_t>& kernels);
+
+/// The disk cache key of `compile` with the NVRTC at `location`. Loads nothing.
+std::string unit_cache_key(const CompileRequest& compile, const NvrtcLocation& location);
+
+}  // namespace adjoint::runtime

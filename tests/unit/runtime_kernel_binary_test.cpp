@@ -1,0 +1,258 @@
+// Binary acquisition for the engine: a disk-cache hit in a fresh process returns the stored bytes
+// without loading NVRTC; a program's kernels compile as one translation unit in which same-named
+// helpers cannot collide and diagnostics name each kernel's own file and line; the cache key
+// needs no NVRTC and changes with every input; JIT disabled without a package is an error.
+//
+// Everything that loads NVRTC runs in a forked child, so the parent stays NVRTC-free and every
+// child starts like a fresh process that has not loaded it.
+#include "runtime/kernel_binary.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "ir/error.h"
+
+namespace adjoint::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kKernelA = R"(// kernel a
+#include "adjoint_types.cuh"
+
+__device__ float scaled(float x) { return 2.0f * x; }
+extern "C" __global__ void unit_test_a(float* out) { out[threadIdx.x] = scaled(out[threadIdx.x]); }
+)";
+
+const char* kKernelB = R"(// kernel b
+#include "adjoint_types.cuh"
+#include "adjoint_math.cuh"
+
+__device__ float scaled(float x) { return adjoint::sigmoid(x) * 3.0f; }
+extern "C" __global__ void unit_test_b(float* out) { out[threadIdx.x] = scaled(out[threadIdx.x]); }
+)";
+
+/// Line 6 of this source (after its own two lines of includes) is the broken statement.
+const char* kBrokenKernel = R"(// broken
+#include "adjoint_types.cuh"
+#include "adjoint_math.cuh"
+
+extern "C" __global__ void unit_test_broken(float* out) {
+  out[0] = undeclared_identifier_xyz;
+}
+)";
+
+bool is_elf(const std::vector<char>& image) {
+  return image.size() > 4 && image[0] == '\x7f' && image[1] == 'E' && image[2] == 'L' &&
+         image[3] == 'F';
+}
+
+bool contains(const std::vector<char>& bytes, const std::string& text) {
+  return std::search(bytes.begin(), bytes.end(), text.begin(), text.end()) != bytes.end();
+}
+
+BinaryRequest request_of(std::vector<KernelSource> kernels) {
+  BinaryRequest request;
+  request.program = "unit_test_program";
+  request.kernels = std::move(kernels);
+  request.arch = 90;
+  request.spec = "unit_test_program (test)";
+  request.dump_key = "unit_test";
+  return request;
+}
+
+/// Runs `body` in a forked child and returns its exit code (or 100 + signal). The child leaves
+/// with _exit, skipping gtest's and the parent's exit handlers.
+int run_in_child(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 99;
+    try {
+      code = body();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "child threw: %s\n", error.what());
+      code = 98;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+/// A fresh cache directory per test, removed afterwards.
+class RuntimeKernelBinary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "adjoint-kernel-binary-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    root_ = pattern;
+    ASSERT_FALSE(nvrtc_loaded()) << "a test loaded NVRTC in the parent process";
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+};
+
+TEST(RuntimeKernelBinaryUnit, OneKernelIsItsOwnSource) {
+  EXPECT_EQ(combined_translation_unit({{"unit_test_a", kKernelA}}), kKernelA);
+}
+
+TEST(RuntimeKernelBinaryUnit, SeveralKernelsGetNamespacesLineDirectivesAndIncludesOnce) {
+  const std::string unit =
+      combined_translation_unit({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  // Each distinct include once, before any kernel.
+  const size_t types = unit.find("#include \"adjoint_types.cuh\"");
+  const size_t math = unit.find("#include \"adjoint_math.cuh\"");
+  ASSERT_NE(types, std::string::npos);
+  ASSERT_NE(math, std::string::npos);
+  EXPECT_EQ(unit.find("#include \"adjoint_types.cuh\"", types + 1), std::string::npos);
+  EXPECT_EQ(unit.find("#include", math + 1), std::string::npos);
+  const size_t first = unit.find("namespace adjoint_kernel_0 {\n#line 1 \"unit_test_a.cu\"\n");
+  const size_t second = unit.find("namespace adjoint_kernel_1 {\n#line 1 \"unit_test_b.cu\"\n");
+  ASSERT_NE(first, std::string::npos) << unit;
+  ASSERT_NE(second, std::string::npos) << unit;
+  EXPECT_LT(math, first);
+  EXPECT_LT(first, second);
+  // Line numbers hold: the helper of kernel b is still on line 5 after its #line directive.
+  const size_t body_b = unit.find('\n', unit.find("#line 1 \"unit_test_b.cu\"")) + 1;
+  const size_t helper_b = unit.find("__device__ float scaled", body_b);
+  EXPECT_EQ(std::count(unit.begin() + body_b, unit.begin() + helper_b, '\n'), 4);
+}
+
+TEST_F(RuntimeKernelBinary, CacheKeyNeedsNoNvrtcAndCoversEveryInput) {
+  const NvrtcLocation& location = locate_nvrtc();
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  const CompileRequest both = unit_compile_request(request, {0, 1});
+  const std::string key = unit_cache_key(both, location);
+  EXPECT_EQ(key.size(), 32u);
+  EXPECT_EQ(key, unit_cache_key(unit_compile_request(request, {0, 1}), location));
+  EXPECT_NE(key, unit_cache_key(unit_compile_request(request, {0}), location));
+  CompileRequest other = both;
+  other.arch = 80;
+  EXPECT_NE(key, unit_cache_key(other, location));
+  other = both;
+  other.want_cubin = false;
+  EXPECT_NE(key, unit_cache_key(other, location));
+  other = both;
+  other.extra_options = {"-DX=1"};
+  EXPECT_NE(key, unit_cache_key(other, location));
+  other = both;
+  other.name = "renamed.cu";  // -lineinfo records the file name in the cubin
+  EXPECT_NE(key, unit_cache_key(other, location));
+  NvrtcLocation other_library = location;
+  other_library.identity = "build-id:0123";
+  EXPECT_NE(key, unit_cache_key(both, other_library));
+  other_library = location;
+  other_library.include_dir = "/elsewhere/include";
+  EXPECT_NE(key, unit_cache_key(both, other_library));
+  EXPECT_FALSE(nvrtc_loaded());
+}
+
+/// The acceptance test of the disk cache's design: one child compiles and stores a program, a
+/// second (fresh) child gets the same bytes from the cache without loading NVRTC.
+TEST_F(RuntimeKernelBinary, DiskHitInFreshProcessDoesNotLoadNvrtc) {
+  const DiskCache cache(root_ / "cache");
+  for (const BinaryRequest& request :
+       {request_of({{"unit_test_a", kKernelA}}),
+        request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}})}) {
+    const size_t kernels = request.kernels.size();
+    const int compiled = run_in_child([&] {
+      std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+      if (images.size() != 1) return 2;
+      if (images[0].source != BinarySource::kCompiled || !nvrtc_loaded()) return 3;
+      if (!is_elf(images[0].bytes) || images[0].kernels.size() != kernels) return 4;
+      for (const KernelSource& kernel : request.kernels) {
+        if (!contains(images[0].bytes, kernel.entry)) return 5;
+      }
+      return 0;
+    });
+    ASSERT_EQ(compiled, 0) << kernels << " kernel(s)";
+
+    const int hit = run_in_child([&] {
+      std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+      if (images.size() != 1 || images[0].source != BinarySource::kDiskCache) return 2;
+      if (nvrtc_loaded()) return 3;  // the point of the test
+      std::optional<std::vector<char>> stored = cache.load(images[0].disk_cache_key);
+      if (!stored || *stored != images[0].bytes || !is_elf(images[0].bytes)) return 4;
+      if (images[0].kernels.size() != kernels || images[0].compile_milliseconds != 0) return 5;
+      return 0;
+    });
+    EXPECT_EQ(hit, 0) << kernels << " kernel(s)";
+  }
+  EXPECT_FALSE(nvrtc_loaded());
+}
+
+TEST_F(RuntimeKernelBinary, CombinedUnitWithSameNamedHelpersCompiles) {
+  const DiskCache cache(root_ / "cache");
+  const BinaryRequest request = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  EXPECT_EQ(run_in_child([&] {
+              std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+              if (images.size() != 1 || images[0].kernels != std::vector<size_t>{0, 1}) return 2;
+              return contains(images[0].bytes, "unit_test_a") &&
+                             contains(images[0].bytes, "unit_test_b")
+                         ? 0
+                         : 3;
+            }),
+            0);
+}
+
+TEST_F(RuntimeKernelBinary, CompileErrorNamesTheKernelFileAndLineAndWritesTheUnit) {
+  const DiskCache cache(root_ / "cache");
+  const BinaryRequest request =
+      request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
+  const fs::path message_file = root_ / "message.txt";
+  const int code = run_in_child([&] {
+    try {
+      acquire_kernel_images(request, cache);
+    } catch (const Error& error) {
+      std::ofstream(message_file) << error.what();
+      return error.code() == ErrorCode::kCompileFailed ? 0 : 2;
+    }
+    return 3;
+  });
+  ASSERT_EQ(code, 0);
+  std::ifstream in(message_file);
+  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
+  EXPECT_NE(message.find("undeclared_identifier_xyz"), std::string::npos) << message;
+  EXPECT_NE(message.find("unit_test_program (test)"), std::string::npos) << message;
+  const size_t at = message.find("written to ");
+  ASSERT_NE(at, std::string::npos) << message;
+  const std::string path = message.substr(at + 11, message.find(' ', at + 11) - at - 11);
+  std::ifstream written(path);
+  const std::string unit((std::istreambuf_iterator<char>(written)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_EQ(unit, combined_translation_unit(request.kernels)) << path;
+  fs::remove(path);
+}
+
+TEST_F(RuntimeKernelBinary, JitDisabledWithoutPackageIsNotAvailable) {
+  const DiskCache cache(root_ / "cache");
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}});
+  request.jit_enabled = false;
+  try {
+    acquire_kernel_images(request, cache);
+    FAIL() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kNotAvailable);
+    EXPECT_NE(std::string(error.what()).find("unit_test_a"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("JIT compilation is disabled"), std::string::npos);
+  }
+  EXPECT_FALSE(nvrtc_loaded());
+}
+
+TEST_F(RuntimeKernelBinary, ProgramWithoutKernelsNeedsNothing) {
+  const DiskCache cache(root_ / "cache");
+  EXPECT_TRUE(acquire_kernel_images(request_of({}), cache).empty());
+  EXPECT_FALSE(nvrtc_loaded());
+}
+
+}  // namespace
+}  // namespace adjoint::runtime
