@@ -1,7 +1,11 @@
 // adjoint_jit_bench: measures the JIT path on a GPU machine and prints one JSON object.
-//  - cold compile: NVRTC time per kernel (-no-cache), median over the registered examples;
+//  - cold compile: NVRTC time per kernel (-no-cache), median over the first example of every
+//    registered op, each kernel compiled alone; and per program as the engine compiles it (all
+//    its kernels in one translation unit), with the time per kernel that amortizes to;
 //  - disk-cache hit: a fresh process (this binary re-executed) loading a cached program and
-//    running it to completion;
+//    running it to completion; and, in other fresh processes, the same split into steps (parse,
+//    locate NVRTC, build IR, lower, binaries, module load, launch and synchronize), with proof
+//    that the hit left NVRTC unloaded;
 //  - in-memory hit: the typed API call up to launch submission, against a raw cuLaunchKernel of
 //    the same cubin with the same arguments, per call, in batches that never fill the queue.
 #include <algorithm>
@@ -18,7 +22,9 @@
 #include "ops/registry.h"
 #include "runtime/driver.h"
 #include "runtime/engine.h"
+#include "runtime/kernel_binary.h"
 #include "runtime/nvrtc.h"
+#include "runtime/prepare_profile.h"
 
 using Clock = std::chrono::steady_clock;
 using namespace adjoint;
@@ -35,7 +41,8 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-const char* kSmallSpec = "upsample_nearest2d_backward dtype=f32 input_size=2,3,32,32 output_size=64,64";
+const char* kSmallSpec =
+    "upsample_nearest2d_backward dtype=f32 input_size=2,3,32,32 output_size=64,64";
 
 /// Child mode: prepare (disk hit expected) + launch + synchronize, timed from the first call.
 int disk_hit_child() {
@@ -54,13 +61,127 @@ int disk_hit_child() {
   return 0;
 }
 
+/// Child mode: the disk hit of disk_hit_child split into steps, as one JSON line. The steps
+/// inside the engine's build come from its PrepareProfile.
+int disk_hit_breakdown_child() {
+  auto& d = runtime::driver();
+  CUdeviceptr a = 0, b = 0;
+  runtime::current_context();
+  runtime::check(d.MemAlloc(&a, 2 * 3 * 64 * 64 * 4), "alloc");
+  runtime::check(d.MemAlloc(&b, 2 * 3 * 32 * 32 * 4), "alloc");
+  nlohmann::json out;
+  const auto start = Clock::now();
+  auto step = start;
+  ops::Specialization spec = ops::parse_specialization(kSmallSpec);
+  out["parse_ms"] = ms_since(step);
+  step = Clock::now();
+  runtime::locate_nvrtc();
+  out["locate_nvrtc_ms"] = ms_since(step);
+  step = Clock::now();
+  auto program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
+  const double prepare_ms = ms_since(step);
+  const runtime::PrepareProfile& profile = runtime::last_prepare_profile();
+  out["build_ir_ms"] = profile.build_ir_ms;
+  out["lower_ms"] = profile.lower_ms;
+  out["binaries_ms"] = profile.binaries_ms;
+  out["load_modules_ms"] = profile.load_modules_ms;
+  out["prepare_other_ms"] = prepare_ms - profile.total_ms;
+  step = Clock::now();
+  program->launch({{"grad_output", a, ir::DType::kF32, {2, 3, 64, 64}, {}},
+                   {"grad_input", b, ir::DType::kF32, {2, 3, 32, 32}, {}}},
+                  nullptr);
+  runtime::check(d.StreamSynchronize(nullptr), "sync");
+  out["launch_sync_ms"] = ms_since(step);
+  out["total_ms"] = ms_since(start);
+  out["from_disk_cache"] = profile.source == runtime::BinarySource::kDiskCache;
+  out["nvrtc_loaded"] = runtime::nvrtc_loaded();
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+runtime::CompileRequest compile_request(const std::string& source, const std::string& name,
+                                        int arch) {
+  runtime::CompileRequest request;
+  request.source = source;
+  request.name = name;
+  request.arch = arch;
+  return request;
+}
+
+/// Cold compile, NVRTC's own cache off: each kernel alone, then each program as the engine
+/// compiles it (one translation unit for all its kernels). Needs NVRTC, not a GPU.
+void add_cold_compile_figures(nlohmann::json& out, int arch) {
+  runtime::Nvrtc& nvrtc = runtime::Nvrtc::instance();
+  auto median_compile_ms = [&](runtime::CompileRequest request) {
+    request.extra_options = {"-no-cache"};
+    std::vector<double> runs;
+    for (int r = 0; r < 3; ++r) runs.push_back(nvrtc.compile(request).milliseconds);
+    return median(runs);
+  };
+  std::vector<double> compile_ms, amortized_ms;
+  nlohmann::json per_kernel = nlohmann::json::array(), per_program = nlohmann::json::array();
+  for (const ops::OpDefinition& op : ops::all_ops()) {
+    ops::Specialization spec = ops::parse_specialization(op.examples.front());
+    compiler::CompiledProgram cp =
+        compiler::lower(spec.build_program(), {compiler::Determinism::kDefault, arch, false});
+    runtime::BinaryRequest request;
+    request.program = spec.op_name();
+    request.arch = arch;
+    std::vector<size_t> all;
+    double alone_sum = 0;
+    for (const compiler::CompiledKernel& k : cp.kernels) {
+      const double ms = median_compile_ms(compile_request(k.source, k.entry + ".cu", arch));
+      compile_ms.push_back(ms);
+      alone_sum += ms;
+      per_kernel.push_back({{"op", op.name}, {"kernel", k.entry}, {"ms", ms}});
+      all.push_back(request.kernels.size());
+      request.kernels.push_back({k.entry, k.source});
+    }
+    if (cp.kernels.empty()) continue;
+    const double unit_ms = cp.kernels.size() == 1
+                               ? alone_sum
+                               : median_compile_ms(runtime::unit_compile_request(request, all));
+    for (size_t i = 0; i < cp.kernels.size(); ++i)
+      amortized_ms.push_back(unit_ms / cp.kernels.size());
+    per_program.push_back({{"op", op.name},
+                           {"kernels", cp.kernels.size()},
+                           {"one_unit_ms", unit_ms},
+                           {"kernels_alone_ms", alone_sum}});
+  }
+  out["nvrtc"] = nvrtc.version() + " (" + runtime::locate_nvrtc().path + ")";
+  out["nvrtc_options"] = nvrtc.options_for(compile_request("x", "x.cu", arch));
+  out["cold_compile_ms_median"] = median(compile_ms);
+  out["cold_compile_ms_max"] =
+      compile_ms.empty() ? 0 : *std::max_element(compile_ms.begin(), compile_ms.end());
+  out["cold_compile_kernels"] = per_kernel;
+  out["cold_compile_amortized_ms_median"] = median(amortized_ms);
+  out["cold_compile_programs"] = per_program;
+}
+
+/// Runs this binary with `mode` in a fresh process and returns what it printed.
+std::string run_child(const char* self, const char* mode) {
+  std::string command = std::string("'") + self + "' " + mode;
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[4096];
+    while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+    pclose(pipe);
+  }
+  return output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--disk-hit-child") return disk_hit_child();
+  if (argc > 1 && std::string(argv[1]) == "--disk-hit-breakdown-child") {
+    return disk_hit_breakdown_child();
+  }
   nlohmann::json out;
   if (!runtime::driver_available()) {
-    out["error"] = "no GPU: JIT figures need a device";
+    out["error"] = "no GPU: only the cold compile figures (sm_90), which need NVRTC alone";
+    out["arch"] = 90;
+    add_cold_compile_figures(out, 90);
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -74,25 +195,7 @@ int main(int argc, char** argv) {
   out["device"] = name;
   out["arch"] = arch;
 
-  // Cold compile per kernel, NVRTC's own cache off.
-  std::vector<double> compile_ms;
-  nlohmann::json per_kernel = nlohmann::json::array();
-  for (const ops::OpDefinition& op : ops::all_ops()) {
-    ops::Specialization spec = ops::parse_specialization(op.examples.front());
-    compiler::CompiledProgram cp = compiler::lower(spec.build_program(), {compiler::Determinism::kDefault, arch, false});
-    for (const compiler::CompiledKernel& k : cp.kernels) {
-      std::vector<double> runs;
-      for (int r = 0; r < 3; ++r) {
-        runtime::CompileRequest req{k.source, k.entry + ".cu", arch, true, {"-no-cache"}};
-        runs.push_back(runtime::Nvrtc::instance().compile(req).milliseconds);
-      }
-      compile_ms.push_back(median(runs));
-      per_kernel.push_back({{"op", op.name}, {"kernel", k.entry}, {"ms", median(runs)}});
-    }
-  }
-  out["cold_compile_ms_median"] = median(compile_ms);
-  out["cold_compile_ms_max"] = compile_ms.empty() ? 0 : *std::max_element(compile_ms.begin(), compile_ms.end());
-  out["cold_compile_kernels"] = per_kernel;
+  add_cold_compile_figures(out, arch);
 
   // Warm the disk cache, then time fresh processes.
   Program warm = Program::prepare(kSmallSpec);
@@ -106,6 +209,28 @@ int main(int argc, char** argv) {
   }
   out["disk_hit_first_call_ms_median"] = median(disk);
   out["disk_hit_first_call_ms_all"] = disk;
+  // The same hit split into steps; per step, the median over the fresh processes.
+  std::vector<nlohmann::json> breakdowns;
+  for (int r = 0; r < 5; ++r) {
+    try {
+      breakdowns.push_back(nlohmann::json::parse(run_child(argv[0], "--disk-hit-breakdown-child")));
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  if (!breakdowns.empty()) {
+    nlohmann::json steps;
+    for (auto& [key, value] : breakdowns.front().items()) {
+      if (!value.is_number()) {  // flags: every process's value
+        for (const nlohmann::json& b : breakdowns)
+          steps[key].push_back(b.value(key, nlohmann::json()));
+        continue;
+      }
+      std::vector<double> values;
+      for (const nlohmann::json& b : breakdowns) values.push_back(b.value(key, 0.0));
+      steps[key] = median(values);
+    }
+    out["disk_hit_breakdown_median"] = steps;
+  }
 
   // In-memory hit vs raw cuLaunchKernel.
   CUdeviceptr a = 0, b = 0;
@@ -115,7 +240,8 @@ int main(int argc, char** argv) {
   runtime::check(d.StreamCreate(&stream, CU_STREAM_NON_BLOCKING), "stream");
   TensorRef go{a, DType::kF32, {2, 3, 64, 64}, {}}, gi{b, DType::kF32, {2, 3, 32, 32}, {}};
   auto typed_call = [&] {
-    upsample_nearest2d_backward(go, gi, {64, 64}, {2, 3, 32, 32}, std::nullopt, std::nullopt, stream);
+    upsample_nearest2d_backward(go, gi, {64, 64}, {2, 3, 32, 32}, std::nullopt, std::nullopt,
+                                stream);
   };
   auto loaded = runtime::Engine::instance().prepare(kSmallSpec, compiler::Determinism::kDefault);
   const runtime::LoadedKernel& k = loaded->kernels.front();
