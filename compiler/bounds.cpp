@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ir/equality.h"
 #include "ir/visitor.h"
 
 namespace adjoint::compiler {
@@ -324,9 +325,19 @@ void Bounds::bind_domain(const std::vector<ir::Axis>& domain) {
   for (const ir::Axis& axis : domain) {
     Interval extent = of(axis.extent);
     Interval start = of(axis.start);
-    bind(axis.var.get(), {start.min, extent.has_max() && start.has_max()
-                                         ? start.max + std::max<int64_t>(extent.max - 1, 0)
-                                         : Interval::kUnboundedAbove});
+    int64_t last = extent.has_max() && start.has_max()
+                       ? start.max + std::max<int64_t>(extent.max - 1, 0)
+                       : Interval::kUnboundedAbove;
+    // An extent written `end - start` (a gather's window) ends before `end`, which interval
+    // arithmetic on the difference alone cannot see.
+    auto* difference = axis.extent.as<ir::BinaryNode>();
+    if (difference && difference->op == BinaryOp::kSub &&
+        ir::structurally_equal(difference->b, axis.start)) {
+      Interval end = of(difference->a);
+      if (end.has_max()) last = std::min(last, end.max - 1);
+    }
+    if (start.has_min()) last = std::max(last, start.min);  // never empty, even when unused
+    bind(axis.var.get(), {start.min, last});
   }
 }
 

@@ -7,14 +7,17 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compiler/bounds.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/index_width.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
+#include "compiler/vector_groups.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "ir/visitor.h"
@@ -168,10 +171,15 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     }
     return it->second;
   }
-  std::string visit_Load(const ir::LoadNode& n, const Expr&) override {
-    std::vector<std::string> indices;
-    for (const Expr& i : n.indices) indices.push_back(as_index(i));
-    std::string access = element(n.tensor, indices);
+  std::string visit_Load(const ir::LoadNode& n, const Expr& self) override {
+    std::string access;
+    if (auto span = spans_.find(ids_.id(self)); span != spans_.end()) {
+      access = span->second.name + "[" + span->second.index + "]";  // read by a group load
+    } else {
+      std::vector<std::string> indices;
+      for (const Expr& i : n.indices) indices.push_back(as_index(i));
+      access = element(n.tensor, indices);
+    }
     return is_half_precision(n.dtype) ? "adjoint::to_float(" + access + ")" : access;
   }
   std::string visit_Unary(const ir::UnaryNode& n, const Expr&) override;
@@ -234,10 +242,68 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string element(const ir::Tensor& t, const std::vector<std::string>& indices);
   std::string integer_division(const ir::BinaryNode& n, const std::string& type);
 
+  /// A reduce loop's bounds: `start` and `end` as emitted before the loops; `unrolled` when
+  /// the trip count is a constant that keeps the product of the reduction's unrolled trip
+  /// counts so far (`unrolled_trips`, updated) within kMaxUnrolledTrips.
+  struct LoopBounds {
+    std::string start, end;
+    bool unrolled = false;
+  };
+  LoopBounds loop_bounds(const ir::Axis& axis, int64_t& unrolled_trips);
+  std::string reduce_init(const ir::ReduceNode& n);
+  std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
+
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
   void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
                    std::vector<std::string> names);
+  void begin_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
   void emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  void emit_stage_point(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  std::string stored_value(const ir::Stage& stage);
+
+  // Vector groups (kernels with vector width V > 1, see vector_groups.h): each thread computes
+  // the points x_base + e, e < V, of the innermost linear axis x.
+  struct VectorGroup {
+    int axis = -1;        ///< the domain axis of x
+    int64_t width = 1;    ///< V
+    int64_t extent = 1;   ///< x's extent
+    std::string base;     ///< the name of x_base
+    ir::Var base_var;     ///< x_base as an IR variable, for expressions evaluated at x_base
+    std::string element;  ///< the name of the element loop's variable e
+    std::string offset;   ///< the name of a window loop's variable (an offset into a span)
+  };
+  /// A load every element of a group reads from one span of consecutive elements, loaded
+  /// once before the group's element loop: the load reads `name[index]`.
+  struct Span {
+    std::string name, index;
+  };
+  /// A lane variable of a span: x (spans of V points from x_base) or a window axis over x
+  /// (spans of a group's windows from that axis' base).
+  struct Lane {
+    std::string base;                  ///< the lane index of the span's first element
+    std::string index;                 ///< the loop variable indexing the span
+    int64_t count = 0;                 ///< elements in the span
+    int64_t alignment = 0;             ///< the base is always a multiple of this (0: always 0)
+    int64_t lowest = 0, highest = -1;  ///< the lane values any span covers
+  };
+  /// x as a lane: spans of V points from x_base, over the whole axis.
+  Lane x_lane() const {
+    return Lane{vector_->base,      vector_->element, vector_->width, vector_->width, 0,
+                vector_->extent - 1};
+  }
+  void emit_vector_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
+                        const std::string& value, const std::function<void()>& body);
+  void for_each_element(const ir::VarNode* x, const std::string& x_name,
+                        const std::function<void()>& body);
+  bool plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                            std::optional<GroupWindows>& windows);
+  std::string emit_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                   const std::string& x_name,
+                                   const std::optional<GroupWindows>& windows);
+  void emit_spans(const Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes);
+  int64_t offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices, size_t lane_dim,
+                           int64_t lane_alignment);
 
   const ir::Program& program_;
   const ir::Kernel& kernel_;
@@ -254,6 +320,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<int, int> uses_;
   Bounds bounds_;
   bool uses_atomics_ = false;
+  bool uses_memory_helpers_ = false;
+  LaunchDims launch_;
+  std::optional<VectorGroup> vector_;
+  /// Reductions of the current stage computed for a whole group: node -> accumulator array.
+  std::unordered_map<const ir::ExprNode*, std::string> group_reductions_;
+  std::unordered_map<int, Span> spans_;  ///< by structural id of the load
 };
 
 std::string KernelEmitter::emit_expr(const Expr& e, std::string_view hint) {
@@ -467,60 +539,85 @@ std::string KernelEmitter::visit_Cast(const ir::CastNode& n, const Expr&) {
   return "(" + type + ")" + v;
 }
 
-std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
-  const std::string acc_type(cuda_value_type(n.dtype));
+std::string KernelEmitter::reduce_init(const ir::ReduceNode& n) {
+  const bool is_float = ir::is_float(n.dtype);
+  if (n.op == ir::ReduceOp::kSum) return is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
+  const bool max = n.op == ir::ReduceOp::kMax;
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  if (is_float) return cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
+  return cuda_int_literal(n.dtype, max ? (n.dtype == DType::kI32 ? INT32_MIN : INT64_MIN)
+                                       : (n.dtype == DType::kI32 ? INT32_MAX : INT64_MAX));
+}
+
+std::string KernelEmitter::accumulate(const ir::ReduceNode& n, const std::string& acc,
+                                      const std::string& body) {
+  if (n.op == ir::ReduceOp::kSum) return acc + " += " + strip_parens(body) + ";";
   const bool is_float = ir::is_float(n.dtype), f64 = n.dtype == DType::kF64;
-  std::string init = "0";
-  if (n.op != ir::ReduceOp::kSum) {
-    const bool max = n.op == ir::ReduceOp::kMax;
-    constexpr double kInfinity = std::numeric_limits<double>::infinity();
-    if (is_float)
-      init = cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
-    else
-      init = cuda_int_literal(n.dtype, max ? (n.dtype == DType::kI32 ? INT32_MIN : INT64_MIN)
-                                           : (n.dtype == DType::kI32 ? INT32_MAX : INT64_MAX));
+  std::string fn = n.op == ir::ReduceOp::kMax ? (is_float ? (f64 ? "fmax" : "fmaxf") : "max")
+                                              : (is_float ? (f64 ? "fmin" : "fminf") : "min");
+  return acc + " = " + fn + "(" + acc + ", " + strip_parens(body) + ");";
+}
+
+/// The loops of one reduction whose trip counts are constants multiplying to at most this many
+/// iterations are written for full unrolling (straight-line code once compiled): the windows
+/// of a fixed-ratio gather, say.
+constexpr int64_t kMaxUnrolledTrips = 8;
+
+KernelEmitter::LoopBounds KernelEmitter::loop_bounds(const ir::Axis& axis,
+                                                     int64_t& unrolled_trips) {
+  LoopBounds b;
+  b.start = converted_named(axis.start, index_type_, axis.var.name_hint() + "_begin");
+  auto* constant = axis.extent.as<ir::IntConstNode>();
+  auto* sub = axis.extent.as<ir::BinaryNode>();
+  auto* zero_start = axis.start.as<ir::IntConstNode>();
+  const bool starts_at_zero = zero_start && zero_start->value == 0;
+  if (constant && constant->value >= 1 && unrolled_trips * constant->value <= kMaxUnrolledTrips) {
+    unrolled_trips *= constant->value;
+    b.unrolled = true;
+    if (!starts_at_zero && !is_identifier(b.start) && !is_literal(b.start))
+      b.start = declare(axis.var.name_hint() + "_begin", index_type_, b.start);
+    b.end = starts_at_zero ? as_index(axis.extent) : b.start + " + " + as_index(axis.extent);
+    return b;
+  }
+  if (sub && sub->op == BinaryOp::kSub && ids_.id(sub->b) == ids_.id(axis.start)) {
+    b.end = as_index(sub->a);  // extent = end - start: loop to `end` directly
+  } else if (starts_at_zero) {
+    b.end = as_index(axis.extent);
   } else {
-    init = is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
+    b.end = "(" + b.start + " + " + as_index(axis.extent) + ")";
+  }
+  if (!is_identifier(b.end) && !is_literal(b.end)) {
+    b.end = declare(axis.var.name_hint() + "_end", index_type_, b.end);
+  }
+  return b;
+}
+
+std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
+  if (auto group = group_reductions_.find(&n); group != group_reductions_.end()) {
+    std::string acc = group->second + "[" + vector_->element + "]";
+    return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
   }
   // Loop bounds depend only on outer variables: evaluate them all before the loops.
-  std::vector<std::string> starts, ends;
+  std::vector<LoopBounds> bounds;
+  int64_t unrolled_trips = 1;
   for (const ir::Axis& axis : n.axes) {
-    std::string start = converted_named(axis.start, index_type_, axis.var.name_hint() + "_begin");
-    auto* sub = axis.extent.as<ir::BinaryNode>();
-    std::string end;
-    if (sub && sub->op == BinaryOp::kSub && ids_.id(sub->b) == ids_.id(axis.start)) {
-      end = as_index(sub->a);  // extent = end - start: loop to `end` directly
-    } else if (auto* c = axis.start.as<ir::IntConstNode>(); c && c->value == 0) {
-      end = as_index(axis.extent);
-    } else {
-      end = "(" + start + " + " + as_index(axis.extent) + ")";
-    }
-    if (!is_identifier(end) && !is_literal(end)) {
-      end = declare(axis.var.name_hint() + "_end", index_type_, end);
-    }
-    starts.push_back(start);
-    ends.push_back(end);
+    bounds.push_back(loop_bounds(axis, unrolled_trips));
     bounds_.bind_reduce_axis(axis);
   }
   std::string acc = names_.fresh("acc");
-  out_->line(acc_type + " " + acc + " = " + init + ";");
+  out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + " = " + reduce_init(n) + ";");
   scopes_.push_back(Scope{{}, out_, false});
   std::vector<CodeWriter::Block> loops;
   for (size_t i = 0; i < n.axes.size(); ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
-    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + strip_parens(starts[i]) +
-                                "; " + v + " < " + ends[i] + "; ++" + v + ") {"));
+    if (bounds[i].unrolled) out_->line("#pragma unroll");
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
+                                strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
+                                "; ++" + v + ") {"));
   }
-  std::string body = emit_expr(n.body);
-  if (n.op == ir::ReduceOp::kSum) {
-    out_->line(acc + " += " + strip_parens(body) + ";");
-  } else {
-    std::string fn = n.op == ir::ReduceOp::kMax ? (is_float ? (f64 ? "fmax" : "fmaxf") : "max")
-                                                : (is_float ? (f64 ? "fmin" : "fminf") : "min");
-    out_->line(acc + " = " + fn + "(" + acc + ", " + strip_parens(body) + ");");
-  }
+  out_->line(accumulate(n, acc, emit_expr(n.body)));
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();  // innermost closes first
   return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
@@ -548,6 +645,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   std::vector<int64_t> extents = domain_extents(kernel_);
   GridMapping mapping = grid_mapping(kernel_);
   result.launch = launch_dims(kernel_);
+  launch_ = result.launch;
   if (!kernel_.stages.empty()) emit_body(mapping, extents);
 
   std::vector<std::string> axes, bindings;
@@ -564,10 +662,16 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
             "); launch grid (" + std::to_string(d.grid[0]) + ", " + std::to_string(d.grid[1]) +
             ", " + std::to_string(d.grid[2]) + ") x " + std::to_string(d.block[0]) + " threads; " +
             (index_type_ == "int" ? "32" : "64") + "-bit index math.");
+  if (vector_) {
+    head.line("// Each thread computes " + std::to_string(vector_->width) +
+              " consecutive points of " +
+              kernel_.stages.front().domain[vector_->axis].var.name_hint() + ".");
+  }
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");
   head.line("#include \"adjoint_math.cuh\"");
   if (uses_atomics_) head.line("#include \"adjoint_atomics.cuh\"");
+  if (uses_memory_helpers_) head.line("#include \"adjoint_memory.cuh\"");
   head.line("");
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(kernel_.grid.block_size) + ")");
@@ -606,11 +710,11 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   for (const ir::Axis& axis : first.domain) names.push_back(names_.fresh(axis.var.name_hint()));
   const std::string& type = index_type_;
   const std::string points = std::to_string(m.thread_points);
-  // Axis declarations wait until the code using them is written: an axis the code never names
-  // (e.g. a size-1 dimension, which drops out of offsets) is not declared.
-  std::vector<std::pair<int, std::string>> pending;
+  // Declarations wait until the code using them is written: an axis the code never names (e.g.
+  // a size-1 dimension, which drops out of offsets) is not declared.
+  std::vector<std::pair<std::string, std::string>> pending;  // (name, value)
   auto declare_axis = [&](int axis, const std::string& value) {
-    pending.emplace_back(axis, value);
+    pending.emplace_back(names[axis], value);
   };
   auto emit_declared_points = [&]() {
     CodeWriter code(out_->indent());
@@ -618,9 +722,9 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     out_ = &code;
     emit_points(m, extents, names);
     out_ = saved;
-    for (const auto& [axis, value] : pending) {
-      if (mentions(code.text(), names[axis]))
-        out_->line("const " + type + " " + names[axis] + " = " + value + ";");
+    for (const auto& [name, value] : pending) {
+      if (mentions(code.text(), name))
+        out_->line("const " + type + " " + name + " = " + value + ";");
     }
     pending.clear();
     out_->append(code.text());
@@ -651,13 +755,22 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   }
   const int64_t vector_width = kernel_.grid.vector_width;
   const std::string lanes = std::to_string(m.lanes);
+  const std::string count = std::to_string(m.linear_points);
   std::string lane = m.thread_points == 1 ? "threadIdx.x" : "threadIdx.x / " + points;
   std::string linear = names_.fresh("linear");
-  CodeWriter::Block loop =
-      out_->block("for (" + type + " " + linear + " = (" + type + ")blockIdx.x * " + lanes + " + " +
-                  lane + "; " + linear + " < " + std::to_string(m.linear_points) + "; " + linear +
-                  " += (" + type + ")gridDim.x * " + lanes + ") {");
-  // Linear axes: innermost fastest; the innermost counts vectors of `vector_width` points.
+  std::string first_index = "(" + type + ")blockIdx.x * " + lanes + " + " + lane;
+  // One linear index per thread when the grid covers them all (the usual case: at most
+  // kMaxLinearBlocks blocks); a grid-stride loop otherwise.
+  std::optional<CodeWriter::Block> loop;
+  if (int64_t{launch_.grid[0]} * m.lanes >= m.linear_points) {
+    out_->line("const " + type + " " + linear + " = " + first_index + ";");
+    out_->line("if (" + linear + " >= " + count + ") return;");
+  } else {
+    loop.emplace(out_->block("for (" + type + " " + linear + " = " + first_index + "; " + linear +
+                             " < " + count + "; " + linear + " += (" + type + ")gridDim.x * " +
+                             lanes + ") {"));
+  }
+  // Linear axes: innermost fastest; the innermost counts groups of `vector_width` points.
   std::vector<std::string> decoded(m.linear_axes.size());
   int64_t divisor = 1;
   for (size_t i = m.linear_axes.size(); i-- > 0;) {
@@ -669,44 +782,27 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   }
   if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
   decode_blocks();
-  std::string vector_index;
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
     int axis = m.linear_axes[i];
     if (i + 1 == m.linear_axes.size() && vector_width > 1) {
-      vector_index = names_.fresh(names[axis] + "_vector");
-      out_->line("const " + type + " " + vector_index + " = " + decoded[i] + ";");
+      VectorGroup group;
+      group.axis = axis;
+      group.width = vector_width;
+      group.extent = extents[axis];
+      group.base = names_.fresh(names[axis] + "_base");
+      group.base_var = ir::Var(group.base);
+      group.element = names_.fresh("e");
+      group.offset = names_.fresh("j");
+      var_names_[group.base_var.get()] = group.base;
+      var_levels_[group.base_var.get()] = 0;
+      bounds_.bind(group.base_var.get(), Interval{0, extents[axis] - vector_width});
+      pending.emplace_back(group.base, decoded[i] + " * " + std::to_string(vector_width));
+      vector_ = std::move(group);
     } else {
       declare_axis(axis, decoded[i]);
     }
   }
-  if (vector_width > 1) {
-    // The other axes are declared before the element loop, the innermost inside it.
-    std::vector<std::pair<int, std::string>> outer = std::move(pending);
-    pending.clear();
-    int axis = m.linear_axes.back();
-    std::string element_index = names_.fresh("element");
-    CodeWriter loop_code(out_->indent());
-    CodeWriter* saved = out_;
-    out_ = &loop_code;
-    {
-      out_->line("#pragma unroll");
-      CodeWriter::Block elements =
-          out_->block("for (" + type + " " + element_index + " = 0; " + element_index + " < " +
-                      std::to_string(vector_width) + "; ++" + element_index + ") {");
-      declare_axis(axis,
-                   vector_index + " * " + std::to_string(vector_width) + " + " + element_index);
-      emit_declared_points();
-    }
-    out_ = saved;
-    for (const auto& [outer_axis, value] : outer) {
-      if (mentions(loop_code.text(), names[outer_axis])) {
-        out_->line("const " + type + " " + names[outer_axis] + " = " + value + ";");
-      }
-    }
-    out_->append(loop_code.text());
-  } else {
-    emit_declared_points();
-  }
+  emit_declared_points();
 }
 
 void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
@@ -717,11 +813,20 @@ void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>
                                 " < " + std::to_string(extents[axis]) + "; ++" + names[axis] +
                                 ") {"));
   }
-  for (const ir::Stage& stage : kernel_.stages) emit_stage(stage, names);
+  for (const ir::Stage& stage : kernel_.stages) {
+    if (vector_) {
+      emit_vector_stage(stage, names);
+    } else {
+      emit_stage(stage, names);
+    }
+  }
   while (!loops.empty()) loops.pop_back();
 }
 
-void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names) {
+/// Binds the stage's domain variables to their names and ranges, counts its subexpressions'
+/// uses (for the const temporaries) and opens the stage's outermost scope.
+void KernelEmitter::begin_stage(const ir::Stage& stage,
+                                const std::vector<std::string>& axis_names) {
   for (size_t j = 0; j < stage.domain.size(); ++j) {
     var_names_[stage.domain[j].var.get()] = axis_names[j];
     var_levels_[stage.domain[j].var.get()] = 0;
@@ -733,20 +838,33 @@ void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::st
   };
   for (const Expr& e : stage_expressions(stage)) count(e);
   scopes_.assign(1, Scope{{}, out_, false});
+}
+
+/// The value a compute stage stores, in the target's storage type.
+std::string KernelEmitter::stored_value(const ir::Stage& stage) {
+  const ir::Tensor& target = stage.target;
+  if (is_half_precision(target->dtype)) {
+    // Storing a cast from float rounds once: from_float(x) == from_float(round_to_half(x)).
+    auto* cast = stage.value.as<ir::CastNode>();
+    const Expr& stored = cast && cast->value.dtype() == DType::kF32 ? cast->value : stage.value;
+    return "adjoint::from_float<" + std::string(cuda_storage_type(target->dtype)) + ">(" +
+           strip_parens(emit_expr(stored)) + ")";
+  }
+  return converted(stage.value, std::string(cuda_value_type(target->dtype)));
+}
+
+void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names) {
+  begin_stage(stage, axis_names);
+  emit_stage_point(stage, axis_names);
+  scopes_.clear();
+}
+
+void KernelEmitter::emit_stage_point(const ir::Stage& stage,
+                                     const std::vector<std::string>& axis_names) {
   const ir::Tensor& target = stage.target;
   if (stage.kind == ir::StageKind::kCompute) {
     out_->line("// compute " + target->name + "[" + join(axis_names, ", ") + "]");
-    std::string value;
-    if (is_half_precision(target->dtype)) {
-      // Storing a cast from float rounds once: from_float(x) == from_float(round_to_half(x)).
-      auto* cast = stage.value.as<ir::CastNode>();
-      const Expr& stored = cast && cast->value.dtype() == DType::kF32 ? cast->value : stage.value;
-      value = "adjoint::from_float<" + std::string(cuda_storage_type(target->dtype)) + ">(" +
-              strip_parens(emit_expr(stored)) + ")";
-    } else {
-      value = converted(stage.value, std::string(cuda_value_type(target->dtype)));
-    }
-    out_->line(element(target, axis_names) + " = " + strip_parens(value) + ";");
+    out_->line(element(target, axis_names) + " = " + strip_parens(stored_value(stage)) + ";");
   } else {
     uses_atomics_ = true;
     out_->line("// scatter_add into " + target->name + ": atomic, accumulated in " +
@@ -762,6 +880,282 @@ void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::st
     out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) +
                ");");
   }
+}
+
+// --- vector groups -----------------------------------------------------------------------------
+
+/// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
+/// operand of && and ||, not inside another reduction), each once, outermost first.
+std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool conditional) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
+        found.push_back(reduce);
+      return;
+    }
+    if (auto* select = e.as<ir::SelectNode>()) {
+      walk(select->condition, conditional);
+      walk(select->true_value, true);
+      walk(select->false_value, true);
+      return;
+    }
+    auto* binary = e.as<ir::BinaryNode>();
+    if (binary && (binary->op == BinaryOp::kAnd || binary->op == BinaryOp::kOr)) {
+      walk(binary->a, conditional);
+      walk(binary->b, true);
+      return;
+    }
+    ir::for_each_child(e, [&](const Expr& child) { walk(child, conditional); });
+  };
+  walk(value, false);
+  return found;
+}
+
+/// `base + offset` as C++ text.
+std::string plus(const std::string& base, int64_t offset) {
+  if (offset == 0) return base;
+  return base + (offset > 0 ? " + " : " - ") + std::to_string(offset > 0 ? offset : -offset);
+}
+
+void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
+                                     const std::string& name, const std::string& value,
+                                     const std::function<void()>& body) {
+  out_->line("#pragma unroll");
+  CodeWriter::Block loop = out_->block(header);
+  CodeWriter inner(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &inner;
+  scopes_.push_back(Scope{{}, &inner, false});
+  var_names_[var] = name;
+  var_levels_[var] = scopes_.size() - 1;
+  body();
+  var_names_.erase(var);
+  scopes_.pop_back();
+  out_ = saved;
+  if (mentions(inner.text(), name))
+    out_->line("const " + index_type_ + " " + name + " = " + value + ";");
+  out_->append(inner.text());
+}
+
+void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_name,
+                                     const std::function<void()>& body) {
+  const std::string& e = vector_->element;
+  emit_scoped_loop(
+      "for (int " + e + " = 0; " + e + " < " + std::to_string(vector_->width) + "; ++" + e + ") {",
+      x, x_name, vector_->base + " + " + e, body);
+}
+
+/// A reduction runs once for the whole group, with one accumulator per element, when all its
+/// axes but the last are uniform over the group (independent of x) and the last is uniform too
+/// or has the same windows in every group (`windows`, see vector_groups.h).
+bool KernelEmitter::plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                         std::optional<GroupWindows>& windows) {
+  if (n.axes.empty()) return false;
+  auto uniform = [&](const ir::Axis& axis) {
+    return !depends_on(axis.start, x) && !depends_on(axis.extent, x);
+  };
+  for (size_t i = 0; i + 1 < n.axes.size(); ++i) {
+    if (!uniform(n.axes[i])) return false;
+  }
+  if (uniform(n.axes.back())) return true;
+  windows = group_windows(n.axes.back(), x, vector_->extent, vector_->width);
+  return windows.has_value();
+}
+
+std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                                const std::string& x_name,
+                                                const std::optional<GroupWindows>& windows) {
+  const size_t uniform_axes = windows ? n.axes.size() - 1 : n.axes.size();
+  const std::string width = std::to_string(vector_->width);
+  const std::string& e = vector_->element;
+  std::vector<LoopBounds> bounds;
+  int64_t unrolled_trips = 1;
+  for (size_t i = 0; i < uniform_axes; ++i)
+    bounds.push_back(loop_bounds(n.axes[i], unrolled_trips));
+  for (const ir::Axis& axis : n.axes) bounds_.bind_reduce_axis(axis);
+  std::unordered_map<const ir::VarNode*, Lane> lanes;
+  lanes[x] = x_lane();
+
+  // A windowed last axis: element e runs over window_base + [begin(e), end(e)).
+  const ir::Axis* windowed = windows ? &n.axes.back() : nullptr;
+  std::string window_base, window_begin, window_end, window_var;
+  if (windowed) {
+    const std::string hint = windowed->var.name_hint();
+    std::string start = as_index(substitute(windowed->start, x, vector_->base_var));
+    window_base = declare(hint + "_base", index_type_, plus(start, windows->shift));
+    out_->line("// the " + hint + " windows of " + x_name + " = " + vector_->base + " + " + e +
+               " lie in " + window_base + " + [0, " + std::to_string(windows->span) + ")");
+    if (windows->affine()) {
+      std::string scaled = windows->step() == 0   ? ""
+                           : windows->step() == 1 ? e
+                                                  : e + " * " + std::to_string(windows->step());
+      window_begin =
+          scaled.empty() ? std::to_string(windows->begin[0]) : plus(scaled, windows->begin[0]);
+      window_end =
+          scaled.empty() ? std::to_string(windows->end[0]) : plus(window_begin, windows->width());
+    } else {
+      auto table = [&](const std::string& suffix, const std::vector<int64_t>& values) {
+        std::string name = names_.fresh(hint + suffix);
+        std::vector<std::string> items;
+        for (int64_t v : values) items.push_back(std::to_string(v));
+        out_->line("constexpr int " + name + "[" + width + "] = {" + join(items, ", ") + "};");
+        return name + "[" + e + "]";
+      };
+      window_begin = table("_begin_offset", windows->begin);
+      window_end = table("_end_offset", windows->end);
+    }
+    window_var = names_.fresh(hint);
+    lanes[windowed->var.get()] =
+        Lane{window_base,     vector_->offset, windows->span, windows->base_alignment,
+             windows->lowest, windows->highest};
+  }
+
+  std::string acc = names_.fresh("acc");
+  std::vector<std::string> init(static_cast<size_t>(vector_->width), reduce_init(n));
+  out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + "[" + width + "] = {" +
+             join(init, ", ") + "};");
+  scopes_.push_back(Scope{{}, out_, false});
+  std::vector<CodeWriter::Block> loops;
+  for (size_t i = 0; i < uniform_axes; ++i) {
+    std::string v = names_.fresh(n.axes[i].var.name_hint());
+    var_names_[n.axes[i].var.get()] = v;
+    var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
+    if (bounds[i].unrolled) out_->line("#pragma unroll");
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
+                                strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
+                                "; ++" + v + ") {"));
+  }
+  std::unordered_map<int, Span> outer_spans = spans_;
+  emit_spans(n.body, lanes);
+  const std::string element_acc = acc + "[" + e + "]";
+  for_each_element(x, x_name, [&] {
+    if (!windowed) {
+      out_->line(accumulate(n, element_acc, emit_expr(n.body)));
+      return;
+    }
+    const std::string& j = vector_->offset;
+    emit_scoped_loop(
+        "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j + ") {",
+        windowed->var.get(), window_var, window_base + " + " + j,
+        [&] { out_->line(accumulate(n, element_acc, emit_expr(n.body))); });
+  });
+  spans_ = std::move(outer_spans);
+  scopes_.pop_back();
+  while (!loops.empty()) loops.pop_back();
+  return acc;
+}
+
+int64_t KernelEmitter::offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices,
+                                        size_t lane_dim, int64_t lane_alignment) {
+  int64_t alignment = lane_alignment;  // the lane dimension has stride 1
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (d == lane_dim || t->shape[d] == 1 || t->strides[d] == 0) continue;
+    auto* constant = indices[d].as<ir::IntConstNode>();
+    alignment = std::gcd(alignment, constant ? constant->value * t->strides[d] : t->strides[d]);
+  }
+  return alignment;
+}
+
+/// Loads of `e` (outside reductions) whose indices vary over the group only along one
+/// contiguous dimension, as a lane variable plus a constant, and that are in bounds for the
+/// whole lane: each becomes one span, loaded here with the widest aligned accesses.
+void KernelEmitter::emit_spans(const Expr& e,
+                               const std::unordered_map<const ir::VarNode*, Lane>& lanes) {
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const Expr&)> walk = [&](const Expr& node) {
+    if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
+    ir::for_each_child(node, walk);
+    auto* load = node.as<ir::LoadNode>();
+    if (!load || spans_.count(ids_.id(node))) return;
+    const ir::Tensor& t = load->tensor;
+    int lane_dim = -1;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      bool varies = false;
+      for (const auto& [var, lane] : lanes) varies = varies || depends_on(load->indices[d], var);
+      if (!varies) continue;
+      if (lane_dim >= 0) return;  // varies along two dimensions
+      lane_dim = static_cast<int>(d);
+    }
+    if (lane_dim < 0 || t->strides[lane_dim] != 1 || t->shape[lane_dim] == 1) return;
+    std::optional<LaneIndex> index = lane_index(load->indices[lane_dim]);
+    if (!index || !lanes.count(index->var)) return;
+    const Lane& lane = lanes.at(index->var);
+    // Every element of every span is in bounds (the span reads points no element may need).
+    if (lane.lowest + index->offset < 0 || lane.highest + index->offset >= t->shape[lane_dim])
+      return;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      if (static_cast<int>(d) == lane_dim) continue;
+      const Expr& i = load->indices[d];
+      if (!speculatable(i) || !bounds_.of(i).within(0, t->shape[d] - 1)) return;
+    }
+    std::vector<std::string> first;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      first.push_back(static_cast<int>(d) == lane_dim ? plus(lane.base, index->offset)
+                                                      : as_index(load->indices[d]));
+    }
+    const int64_t alignment = offset_alignment(t, load->indices, static_cast<size_t>(lane_dim),
+                                               std::gcd(lane.alignment, index->offset));
+    const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
+    std::string name = names_.fresh(t->name + "_span");
+    out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
+               std::to_string(lane.count) + "];");
+    out_->line("adjoint::load_elements<" + std::to_string(bytes) + ">(" + name + ", &" +
+               element(t, first) + ");");
+    uses_memory_helpers_ = true;
+    spans_[ids_.id(node)] = Span{name, lane.index};
+  };
+  walk(e);
+}
+
+void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
+                                      const std::vector<std::string>& axis_names) {
+  begin_stage(stage, axis_names);
+  const ir::VarNode* x = stage.domain[vector_->axis].var.get();
+  const std::string& x_name = axis_names[vector_->axis];
+  var_names_.erase(x);  // each element loop names it
+  const ir::Tensor& target = stage.target;
+  if (stage.kind != ir::StageKind::kCompute) {  // explicit grids only: one point at a time
+    for_each_element(x, x_name, [&] { emit_stage_point(stage, axis_names); });
+    scopes_.clear();
+    return;
+  }
+  const std::string width = std::to_string(vector_->width);
+  std::vector<std::string> group_point = axis_names;
+  group_point[vector_->axis] = vector_->base;
+  std::vector<std::string> comment_point = axis_names;
+  comment_point[vector_->axis] = vector_->base + " + " + vector_->element;
+  out_->line("// compute " + target->name + "[" + join(comment_point, ", ") + "], " +
+             vector_->element + " < " + width);
+  for (const ir::ReduceNode* reduce : unconditional_reductions(stage.value)) {
+    std::optional<GroupWindows> windows;
+    if (plan_group_reduction(*reduce, x, windows))
+      group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
+  }
+  emit_spans(stage.value, {{x, x_lane()}});
+  const bool contiguous = target->strides[vector_->axis] == 1;
+  std::string values;
+  if (contiguous) {
+    values = names_.fresh(target->name + "_values");
+    out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width + "];");
+  }
+  for_each_element(x, x_name, [&] {
+    std::string stored =
+        contiguous ? values + "[" + vector_->element + "]" : element(target, axis_names);
+    out_->line(stored + " = " + strip_parens(stored_value(stage)) + ";");
+  });
+  if (contiguous) {
+    std::vector<Expr> point;
+    for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
+    const int64_t alignment =
+        offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
+    const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
+    out_->line("adjoint::store_elements<" + std::to_string(bytes) + ">(&" +
+               element(target, group_point) + ", " + values + ");");
+    uses_memory_helpers_ = true;
+  }
+  group_reductions_.clear();
+  spans_.clear();
   scopes_.clear();
 }
 

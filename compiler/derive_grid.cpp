@@ -1,9 +1,10 @@
-// derive_grid: fills unset grid configurations with the default linear mapping and checks every
-// kernel's launch with the coverage proof.
+// derive_grid: fills unset grid configurations with the default linear mapping and its vector
+// width, and checks every kernel's launch with the coverage proof.
 #include "compiler/derive_grid.h"
 
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
+#include "compiler/vector_groups.h"
 
 namespace adjoint::compiler {
 namespace {
@@ -28,6 +29,7 @@ ir::Program derive_grid(const ir::Program& program) {
   for (ir::Kernel& kernel : out.kernels) {
     if (!kernel.grid.is_set) {
       kernel.grid = default_grid(domain_extents(kernel).size());
+      kernel.grid.vector_width = derived_vector_width(kernel);
       changed = true;
     }
     launch_dims(kernel);  // throws, naming the kernel, unless the launch covers the domain

@@ -85,12 +85,13 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
       dims.grid[m.first_block_dimension + i] = static_cast<uint32_t>(extents[m.block_axes[i]]);
     }
   }
-  check_grid_coverage(kernel.name, extents, kernel.grid, dims);
+  check_grid_coverage(kernel.name, extents, kernel.grid, dims, m.linear_axes);
   return dims;
 }
 
 void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,
-                         const ir::GridConfig& config, const LaunchDims& launch) {
+                         const ir::GridConfig& config, const LaunchDims& launch,
+                         const std::vector<int>& linear_order) {
   auto fail = [&](const std::string& reason) {
     throw Error("kernel '" + kernel_name +
                     "': the launch does not cover its domain exactly once: " + reason,
@@ -110,7 +111,14 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
   }
   if (config.vector_width < 1)
     fail("vector width " + str(config.vector_width) + " is not positive");
-  GridMapping m = mapping_for(extents, config, linear_axes_in_domain_order(config));
+  std::vector<int> order = linear_axes_in_domain_order(config);
+  if (!linear_order.empty()) {
+    std::vector<int> sorted_given = linear_order, sorted_domain = order;
+    std::sort(sorted_given.begin(), sorted_given.end());
+    if (sorted_given != sorted_domain) fail("the linear axes' order names other axes");
+    order = linear_order;
+  }
+  GridMapping m = mapping_for(extents, config, order);
 
   if (std::find(extents.begin(), extents.end(), 0) != extents.end()) {
     bool skipped = launch.grid[0] == 0 || launch.grid[1] == 0 || launch.grid[2] == 0;

@@ -55,8 +55,11 @@ LaunchDims launch_dims(const ir::Kernel& kernel);
 /// Proves that `launch` runs every point of a domain with these extents exactly once under
 /// `config` and the execution model above; throws adjoint::Error naming `kernel_name` and the
 /// first condition that fails (a thread axis longer than the block, a block axis whose grid
-/// dimension is not its extent, a grid-stride loop with no blocks, ...).
+/// dimension is not its extent, a grid-stride loop with no blocks, a vector width that does not
+/// divide the innermost linear axis, ...). `linear_order` is the order the linear axes are
+/// flattened in (GridMapping::linear_axes; empty: domain order), which names the innermost one.
 void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,
-                         const ir::GridConfig& config, const LaunchDims& launch);
+                         const ir::GridConfig& config, const LaunchDims& launch,
+                         const std::vector<int>& linear_order = {});
 
 }  // namespace adjoint::compiler

@@ -27,21 +27,6 @@ struct TargetIndex {
   PreimageWindow window;  ///< kMapped
 };
 
-/// Replaces one variable by a value.
-class Substitute : public ir::ExprMutator {
- public:
-  Substitute(const ir::VarNode* var, Expr value) : var_(var), value_(std::move(value)) {}
-
- protected:
-  Expr visit_Var(const ir::VarNode& node, const Expr& self) override {
-    return &node == var_ ? value_ : self;
-  }
-
- private:
-  const ir::VarNode* var_;
-  Expr value_;
-};
-
 int domain_position(const ir::Stage& stage, const ir::VarNode* var) {
   for (size_t j = 0; j < stage.domain.size(); ++j) {
     if (stage.domain[j].var.get() == var) return static_cast<int>(j);
@@ -71,10 +56,9 @@ std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarN
   std::vector<int64_t> image;
   image.reserve(static_cast<size_t>(extent));
   for (int64_t o = 0; o < extent; ++o) {
-    Substitute at(var, ir::IntConstNode::make(ir::DType::kI64, o));
     double value = 0;
     try {
-      value = ir::evaluate_constant(at.mutate(f));
+      value = ir::evaluate_constant(substitute(f, var, ir::IntConstNode::make(ir::DType::kI64, o)));
     } catch (const Error&) {
       return std::nullopt;  // e.g. a division by zero at some o: not a map we can invert
     }

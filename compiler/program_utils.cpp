@@ -32,6 +32,35 @@ void for_each_node(const ir::Expr& e, const std::function<void(const ir::Expr&)>
   walk(e);
 }
 
+namespace {
+
+class Substitute : public ir::ExprMutator {
+ public:
+  Substitute(const ir::VarNode* var, ir::Expr value) : var_(var), value_(std::move(value)) {}
+
+ protected:
+  ir::Expr visit_Var(const ir::VarNode& node, const ir::Expr& self) override {
+    return &node == var_ ? value_ : self;
+  }
+
+ private:
+  const ir::VarNode* var_;
+  ir::Expr value_;
+};
+
+}  // namespace
+
+ir::Expr substitute(const ir::Expr& e, const ir::VarNode* var, const ir::Expr& value) {
+  Substitute rewrite(var, value);
+  return rewrite.mutate(e);
+}
+
+bool depends_on(const ir::Expr& e, const ir::VarNode* var) {
+  bool found = false;
+  for_each_node(e, [&](const ir::Expr& node) { found = found || node.get() == var; });
+  return found;
+}
+
 std::vector<ir::Expr> stage_expressions(const ir::Stage& stage) {
   std::vector<ir::Expr> exprs;
   for (const ir::Axis& axis : stage.domain) {

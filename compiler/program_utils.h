@@ -24,6 +24,12 @@ bool same_program(const ir::Program& a, const ir::Program& b);
 /// ir::visit_post_order it does not revisit shared subtrees, so it stays linear on DAGs.
 void for_each_node(const ir::Expr& e, const std::function<void(const ir::Expr&)>& fn);
 
+/// `e` with every occurrence of `var` replaced by `value` (unchanged subtrees shared).
+ir::Expr substitute(const ir::Expr& e, const ir::VarNode* var, const ir::Expr& value);
+
+/// True when `var` occurs anywhere in `e` (reduce bodies and axis bounds included).
+bool depends_on(const ir::Expr& e, const ir::VarNode* var);
+
 /// Every expression of a stage, in the order map_stage visits them.
 std::vector<ir::Expr> stage_expressions(const ir::Stage& stage);
 

@@ -7,6 +7,7 @@
 
 #include "compiler/bounds.h"
 #include "compiler/program_utils.h"
+#include "ir/equality.h"
 #include "ir/error.h"
 #include "ir/interpreter.h"
 #include "ir/visitor.h"
@@ -239,6 +240,11 @@ class Simplifier : public ir::ExprMutator {
       case BinaryOp::kSub:
         if (is_int_constant(b.b, 0)) return b.a;
         if (b.a.same_as(b.b)) return zero;
+        if (auto* sum = b.a.as<ir::BinaryNode>(); sum && sum->op == BinaryOp::kAdd) {
+          // (p + q) - p -> q and (p + q) - q -> p: a window's extent end - start.
+          if (ir::structurally_equal(sum->a, b.b)) return sum->b;
+          if (ir::structurally_equal(sum->b, b.b)) return sum->a;
+        }
         return combine_constants(b, e);
       case BinaryOp::kMul:
         if (is_int_constant(b.b, 1)) return b.a;

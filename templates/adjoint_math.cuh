@@ -7,7 +7,7 @@
 
 namespace adjoint {
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if defined(ADJOINT_DEVICE_CODE)
 
 /// 1 / (1 + exp(-x)).
 ADJOINT_DEVICE float sigmoid(float x) {
@@ -33,6 +33,6 @@ ADJOINT_DEVICE double round_half_even(double x) {
   return rint(x);
 }
 
-#endif  // __CUDACC__ || __CUDACC_RTC__
+#endif  // ADJOINT_DEVICE_CODE
 
 }  // namespace adjoint

@@ -13,12 +13,21 @@
 // result for + - * / and sqrt, as the interpreter computes it.
 //
 // The arithmetic helpers are plain C++ (ADJOINT_HOST_DEVICE) so that host tests can check them
-// against the interpreter's definitions.
+// against the interpreter's definitions. The device helpers (ADJOINT_DEVICE_CODE) also compile
+// as host C++ when ADJOINT_HOST_EMULATION is defined: a host test then runs whole generated
+// kernels, one emulated thread at a time, against the interpreter. That mode supplies the few
+// CUDA built-ins the helpers use (__uint_as_float, uint4, ...); inline PTX is device-only, with
+// portable integer code beside it.
 #pragma once
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ADJOINT_HOST_DEVICE __host__ __device__ __forceinline__
 #define ADJOINT_DEVICE __device__ __forceinline__
+#define ADJOINT_DEVICE_CODE 1
+#elif defined(ADJOINT_HOST_EMULATION)
+#define ADJOINT_HOST_DEVICE inline
+#define ADJOINT_DEVICE inline
+#define ADJOINT_DEVICE_CODE 1
 #else
 #define ADJOINT_HOST_DEVICE inline
 #endif
@@ -59,14 +68,60 @@ ADJOINT_HOST_DEVICE unsigned short bfloat16_bits_from_float_bits(unsigned int u)
   return static_cast<unsigned short>(u >> 16);
 }
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// --- binary16 rounding: exact integer arithmetic (what cvt.rn.f16.f32 computes) -------------
+
+/// The bits of x rounded to the nearest binary16, ties to even; overflow gives infinity and NaN
+/// a quiet NaN.
+ADJOINT_HOST_DEVICE unsigned short half_bits_from_float_bits(unsigned int x) {
+  const unsigned int sign = (x >> 16) & 0x8000u;
+  const unsigned int magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<unsigned short>(sign | 0x7e00u);
+  if (magnitude >= 0x477ff000u) return static_cast<unsigned short>(sign | 0x7c00u);
+  unsigned int result, rest, halfway;
+  if (magnitude < 0x38800000u) {  // a subnormal binary16 (or zero): units of 2^-24
+    if (magnitude < 0x33000000u) return static_cast<unsigned short>(sign);  // below 2^-25
+    const unsigned int shift = 126u - (magnitude >> 23);                     // 14 .. 24
+    const unsigned int significand = (magnitude & 0x7fffffu) | 0x800000u;
+    result = significand >> shift;
+    rest = significand & ((1u << shift) - 1u);
+    halfway = 1u << (shift - 1u);
+  } else {
+    result = (((magnitude >> 23) - 112u) << 10) | ((magnitude & 0x7fffffu) >> 13);
+    rest = magnitude & 0x1fffu;
+    halfway = 0x1000u;
+  }
+  if (rest > halfway || (rest == halfway && (result & 1u))) ++result;
+  return static_cast<unsigned short>(sign | result);
+}
+
+/// The bits of the float equal to a binary16 value.
+ADJOINT_HOST_DEVICE unsigned int float_bits_from_half_bits(unsigned short h) {
+  const unsigned int sign = static_cast<unsigned int>(h & 0x8000u) << 16;
+  const unsigned int exponent = (h >> 10) & 0x1fu;
+  unsigned int mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return sign | 0x7f800000u | (mantissa << 13);
+  if (exponent != 0) return sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  if (mantissa == 0) return sign;
+  unsigned int shift = 0;  // normalize the subnormal: value = mantissa * 2^-24
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    ++shift;
+  }
+  return sign | ((113u - shift) << 23) | ((mantissa & 0x3ffu) << 13);
+}
+
+#if defined(ADJOINT_DEVICE_CODE)
 
 // --- conversions ----------------------------------------------------------------------------
 
 ADJOINT_DEVICE float to_float(half h) {
+#if defined(__CUDA_ARCH__)
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
   return f;
+#else
+  return __uint_as_float(float_bits_from_half_bits(h.bits));
+#endif
 }
 ADJOINT_DEVICE float to_float(bfloat16 b) {
   return __uint_as_float(static_cast<unsigned int>(b.bits) << 16);
@@ -77,9 +132,13 @@ ADJOINT_DEVICE T from_float(float f);
 
 template <>
 ADJOINT_DEVICE half from_float<half>(float f) {
+#if defined(__CUDA_ARCH__)
   half h;
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
   return h;
+#else
+  return half{half_bits_from_float_bits(__float_as_uint(f))};
+#endif
 }
 template <>
 ADJOINT_DEVICE bfloat16 from_float<bfloat16>(float f) {
@@ -87,9 +146,16 @@ ADJOINT_DEVICE bfloat16 from_float<bfloat16>(float f) {
 }
 
 ADJOINT_DEVICE half half_from_double(double d) {
+#if defined(__CUDA_ARCH__)
   half h;
   asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h.bits) : "d"(d));
   return h;
+#else  // one rounding through round-to-odd, as bfloat16_from_double below
+  float truncated = __double2float_rz(d);
+  unsigned int u = __float_as_uint(truncated);
+  if (static_cast<double>(truncated) != d && d == d) u |= 1u;
+  return half{half_bits_from_float_bits(u)};
+#endif
 }
 
 /// double -> bfloat16 with a single rounding: truncate to float, make the result "round to
@@ -133,6 +199,6 @@ ADJOINT_DEVICE double floor_mod_exact(float a, float b) {
   return x - floor(x / y) * y;
 }
 
-#endif  // __CUDACC__ || __CUDACC_RTC__
+#endif  // ADJOINT_DEVICE_CODE
 
 }  // namespace adjoint

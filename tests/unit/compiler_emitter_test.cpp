@@ -209,7 +209,7 @@ TEST(CudaEmitter, ReductionsAreSerialLoopsInTheirDtype) {
   ir::Program p = std::move(b).build();
   std::string sum = emit(p, 0);
   EXPECT_TRUE(contains(sum,
-                       "float acc = 0.0f;\n    for (int k = 0; k < 32; ++k) {\n      acc += "
+                       "float acc = 0.0f;\n  for (int k = 0; k < 32; ++k) {\n    acc += "
                        "adjoint::to_float(x[i * 32 + k]);"))
       << sum;
   EXPECT_TRUE(contains(
@@ -228,10 +228,13 @@ TEST(CudaEmitter, LargeTensorsUse64BitIndexMath) {
   Var i("i"), j("j");
   b.kernel("k", {ir::compute(out, ir::over(out, {i, j}), ir::load(x, {i, j}))});
   std::string s = emit(std::move(b).build());
+  // 8 points of j per thread: 402653184 groups, more than 2^20 blocks cover, so a grid-stride
+  // loop; one 16-byte load and store per group.
   EXPECT_TRUE(contains(
-      s, "for (long long linear = (long long)blockIdx.x * 256 + threadIdx.x; linear < 3221225472;"))
+      s, "for (long long linear = (long long)blockIdx.x * 256 + threadIdx.x; linear < 402653184;"))
       << s;
-  EXPECT_TRUE(contains(s, "out[i * 1073741824 + j] = ")) << s;
+  EXPECT_TRUE(contains(s, "const long long j_base = linear % 134217728 * 8;")) << s;
+  EXPECT_TRUE(contains(s, "adjoint::store_elements<16>(&out[i * 1073741824 + j_base], ")) << s;
   EXPECT_TRUE(contains(s, "64-bit index math")) << s;
 }
 

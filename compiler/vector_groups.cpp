@@ -1,0 +1,155 @@
+// Vector groups: the derived width, the group windows of reduce axes (evaluated at every point,
+// as the gather pass evaluates its index maps), lane indices and proven access widths.
+#include "compiler/vector_groups.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "compiler/launch_geometry.h"
+#include "compiler/program_utils.h"
+#include "ir/error.h"
+#include "ir/interpreter.h"
+
+namespace adjoint::compiler {
+
+int derived_vector_width(const ir::Kernel& kernel) {
+  if (kernel.stages.empty()) return 1;
+  GridMapping mapping = grid_mapping(kernel);
+  if (mapping.linear_axes.empty()) return 1;
+  const int axis = mapping.linear_axes.back();
+  int64_t widest = 1;
+  for (const ir::Stage& stage : kernel.stages) {
+    // A compute stage's domain is its target's shape, in order: axis `axis` is dimension `axis`.
+    if (stage.kind != ir::StageKind::kCompute || stage.target->strides[axis] != 1) return 1;
+    widest = std::max<int64_t>(widest, ir::dtype_bytes(stage.target->dtype));
+  }
+  std::vector<int64_t> extents = domain_extents(kernel);
+  int64_t points = 1;
+  for (int64_t e : extents) points *= e;
+  int64_t width = std::max<int64_t>(kMaxAccessBytes / widest, 1);
+  while (width > 1 && (extents[axis] % width != 0 || points / width < kMinVectorGroups)) width /= 2;
+  return static_cast<int>(width);
+}
+
+bool GroupWindows::affine() const {
+  for (size_t e = 0; e < begin.size(); ++e) {
+    const int64_t i = static_cast<int64_t>(e);
+    if (begin[e] != begin[0] + i * step() || end[e] - begin[e] != width()) return false;
+  }
+  return true;
+}
+
+namespace {
+
+/// True when every variable of `e` is `x`.
+bool only_variable(const ir::Expr& e, const ir::VarNode* x) {
+  bool only = true;
+  for_each_node(e, [&](const ir::Expr& node) {
+    if (node.kind() == ir::ExprKind::kVar && node.get() != x) only = false;
+    if (node.kind() == ir::ExprKind::kLoad || node.kind() == ir::ExprKind::kReduce) only = false;
+  });
+  return only;
+}
+
+/// f(x) at every x in [0, extent), as the interpreter evaluates it; nullopt if any evaluation
+/// fails (a division by zero, say).
+std::optional<std::vector<int64_t>> evaluate_at_every_point(const ir::Expr& f, const ir::VarNode* x,
+                                                            int64_t extent) {
+  std::vector<int64_t> values;
+  values.reserve(static_cast<size_t>(extent));
+  for (int64_t v = 0; v < extent; ++v) {
+    try {
+      values.push_back(static_cast<int64_t>(
+          ir::evaluate_constant(substitute(f, x, ir::IntConstNode::make(ir::DType::kI64, v)))));
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+std::optional<GroupWindows> group_windows(const ir::Axis& axis, const ir::VarNode* x,
+                                          int64_t extent, int64_t width) {
+  if (width < 1 || extent % width != 0 || extent > kMaxEvaluatedPoints) return std::nullopt;
+  if (!only_variable(axis.start, x) || !only_variable(axis.extent, x)) return std::nullopt;
+  auto starts = evaluate_at_every_point(axis.start, x, extent);
+  auto counts = evaluate_at_every_point(axis.extent, x, extent);
+  if (!starts || !counts) return std::nullopt;
+  const size_t v = static_cast<size_t>(width);
+  // Offsets relative to the group's first point, checked equal in every group (an empty window
+  // may start anywhere).
+  std::vector<int64_t> offset(v), count(v);
+  for (size_t e = 0; e < v; ++e) {
+    offset[e] = (*starts)[e] - (*starts)[0];
+    count[e] = std::max<int64_t>((*counts)[e], 0);
+  }
+  for (size_t base = v; base < starts->size(); base += v) {
+    for (size_t e = 0; e < v; ++e) {
+      if (std::max<int64_t>((*counts)[base + e], 0) != count[e]) return std::nullopt;
+      if (count[e] > 0 && (*starts)[base + e] - (*starts)[base] != offset[e]) return std::nullopt;
+    }
+  }
+  GroupWindows w;
+  bool any = false;
+  for (size_t e = 0; e < v; ++e) {
+    if (count[e] == 0) continue;
+    w.shift = any ? std::min(w.shift, offset[e]) : offset[e];
+    any = true;
+  }
+  for (size_t e = 0; e < v; ++e) {
+    int64_t begin = count[e] > 0 ? offset[e] - w.shift : 0;
+    w.begin.push_back(begin);
+    w.end.push_back(begin + count[e]);
+    w.span = std::max(w.span, w.end.back());
+  }
+  // An empty window of an element between others reads nothing: place it where the previous
+  // one ends, so tables read in order.
+  for (size_t e = 0; e < v; ++e) {
+    if (count[e] == 0 && e > 0) w.begin[e] = w.end[e] = w.end[e - 1];
+  }
+  for (size_t base = 0; base < starts->size(); base += v) {
+    const int64_t first = (*starts)[base] + w.shift;
+    w.base_alignment = std::gcd(w.base_alignment, first);
+    w.lowest = base == 0 ? first : std::min(w.lowest, first);
+    w.highest = std::max(w.highest, first + w.span - 1);
+  }
+  return w;
+}
+
+std::optional<LaneIndex> lane_index(const ir::Expr& index) {
+  if (auto* var = index.as<ir::VarNode>()) return LaneIndex{var, 0};
+  if (auto* cast = index.as<ir::CastNode>()) {
+    if (ir::is_integer(cast->dtype) && cast->value.kind() == ir::ExprKind::kVar)
+      return lane_index(cast->value);
+    return std::nullopt;
+  }
+  auto* binary = index.as<ir::BinaryNode>();
+  if (!binary || (binary->op != ir::BinaryOp::kAdd && binary->op != ir::BinaryOp::kSub))
+    return std::nullopt;
+  auto* constant_b = binary->b.as<ir::IntConstNode>();
+  auto* constant_a = binary->a.as<ir::IntConstNode>();
+  if (constant_b) {
+    auto lane = lane_index(binary->a);
+    if (lane)
+      lane->offset += binary->op == ir::BinaryOp::kAdd ? constant_b->value : -constant_b->value;
+    return lane;
+  }
+  if (constant_a && binary->op == ir::BinaryOp::kAdd) {
+    auto lane = lane_index(binary->b);
+    if (lane) lane->offset += constant_a->value;
+    return lane;
+  }
+  return std::nullopt;
+}
+
+int access_bytes(int64_t offset_alignment, int64_t count, int64_t element_bytes) {
+  int64_t bytes = count * element_bytes;
+  if (offset_alignment != 0) bytes = std::gcd(bytes, offset_alignment * element_bytes);
+  int access = kMaxAccessBytes;
+  while (access > 1 && bytes % access != 0) access /= 2;
+  return access;
+}
+
+}  // namespace adjoint::compiler

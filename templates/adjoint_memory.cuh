@@ -1,0 +1,93 @@
+// Vector loads and stores of element groups: how a generated kernel moves the N consecutive
+// elements one thread reads or writes (a span of an input, the V outputs of a vectorized
+// stage) with as few memory instructions as the alignment allows.
+//
+// The compiler proves that an access's offset from its tensor's base is a multiple of
+// AccessBytes (constant strides and offsets) and passes that width; the base pointer is the
+// caller's, so its alignment is checked here, at run time. The check is the same for every
+// thread (the offsets are aligned), so the branch never diverges; a misaligned base (a view with
+// an odd storage offset) takes the element-by-element path and stays correct.
+//
+// Loads are plain loads: through a `const T* __restrict__` kernel parameter the compiler emits
+// the read-only path (ld.global.nc) itself, and a tensor the same kernel writes is read
+// coherently. memcpy between the words and the element array is a register move once compiled
+// (NVRTC declares memcpy itself; host emulation includes <cstring>).
+#pragma once
+
+#include "adjoint_types.cuh"
+
+namespace adjoint {
+
+#if defined(ADJOINT_DEVICE_CODE)
+
+/// The unsigned type of one memory access of `Bytes` bytes.
+template <int Bytes>
+struct AccessWord;
+template <>
+struct AccessWord<1> {
+  using type = unsigned char;
+};
+template <>
+struct AccessWord<2> {
+  using type = unsigned short;
+};
+template <>
+struct AccessWord<4> {
+  using type = unsigned int;
+};
+template <>
+struct AccessWord<8> {
+  using type = uint2;
+};
+template <>
+struct AccessWord<16> {
+  using type = uint4;
+};
+
+/// True when `address` is a multiple of `Bytes`.
+template <int Bytes, typename T>
+ADJOINT_DEVICE bool is_aligned(const T* address) {
+  return (reinterpret_cast<unsigned long long>(address) & (Bytes - 1)) == 0;
+}
+
+/// values[k] = address[k] for k < N, in accesses of AccessBytes bytes when `address` is
+/// aligned to them. AccessBytes must divide N * sizeof(T).
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
+  using Word = typename AccessWord<AccessBytes>::type;
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  if (is_aligned<AccessBytes>(address)) {
+    Word words[kWords];
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) words[k] = reinterpret_cast<const Word*>(address)[k];
+    memcpy(values, words, sizeof values);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) values[k] = address[k];
+  }
+}
+
+/// address[k] = values[k] for k < N, in accesses of AccessBytes bytes when `address` is
+/// aligned to them. AccessBytes must divide N * sizeof(T).
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {
+  using Word = typename AccessWord<AccessBytes>::type;
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  if (is_aligned<AccessBytes>(address)) {
+    Word words[kWords];
+    memcpy(words, values, sizeof values);
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) reinterpret_cast<Word*>(address)[k] = words[k];
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; ++k) address[k] = values[k];
+  }
+}
+
+#endif  // ADJOINT_DEVICE_CODE
+
+}  // namespace adjoint
