@@ -61,7 +61,7 @@ struct GroupWindows {
 /// so it gives up on axes longer than kMaxEvaluatedPoints.
 std::optional<GroupWindows> group_windows(const ir::Axis& axis, const ir::VarNode* x,
                                           int64_t extent, int64_t width);
-inline constexpr int64_t kMaxEvaluatedPoints = int64_t{1} << 16;
+inline constexpr int64_t kMaxEvaluatedPoints = int64_t{1} << 20;
 
 /// An index of the form `var + offset` (an i32 cast of the variable included).
 struct LaneIndex {

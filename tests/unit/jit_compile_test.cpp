@@ -1,9 +1,10 @@
 // Emission and compilation without a GPU: every registered op (each example specialization and
 // its f16/bf16/f32/f64 variants where the op allows them) is lowered and every kernel compiled
 // by NVRTC for sm_80 and sm_90, plus programs that use every expression node, dtype, grid
-// binding and scatter strategy. Identical sources are compiled once per architecture, on as
-// many threads as the machine has; the total time is printed. NVRTC must accept every unit
-// without a warning. Skipped when NVRTC is missing.
+// binding and scatter strategy, plus the benchmark's upsample shapes with vector groups (whose
+// PTX must hold vector stores and no local memory). Identical sources are compiled once per
+// architecture, on as many threads as the machine has; the total time is printed. NVRTC must
+// accept every unit without a warning. Skipped when NVRTC is missing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,6 +167,49 @@ TEST_F(JitCompile, EveryRegisteredOpExampleAndDtypeVariant) {
   }
   EXPECT_GT(specializations, 0) << "no op is registered";
   expect_all_compile(units, "registered ops");
+}
+
+/// The upsample shapes of the benchmark (issue 5) in every float dtype, channels-last, 1d, 3d
+/// and nearest-exact, at sizes that get vector groups: they compile like every other kernel, and
+/// their PTX holds the group's vector store and no local memory (every per-element array, span
+/// and table stays in registers or folds away once the element loops are unrolled).
+TEST_F(JitCompile, VectorGroupsOfTheBenchmarkShapes) {
+  std::vector<std::string> specs;
+  for (const char* shape : {"input_size=8,64,128,128 output_size=256,256",
+                            "input_size=16,256,64,64 output_size=128,128",
+                            "input_size=32,3,224,224 output_size=448,448",
+                            "input_size=4,32,256,256 output_size=384,192",
+                            "input_size=8,64,256,256 output_size=128,128"}) {
+    for (DType t : kFloatDtypes) {
+      specs.push_back(std::string("upsample_nearest2d_backward dtype=") +
+                      std::string(ir::dtype_name(t)) + " " + shape);
+    }
+  }
+  for (const char* spec :
+       {"upsample_nearest2d_backward dtype=bf16 input_size=8,64,128,128 output_size=256,256 "
+        "layout=channels_last",
+        "upsample_nearest2d_backward dtype=f32 input_size=4,32,256,256 output_size=384,192 "
+        "layout=channels_last",
+        "_upsample_nearest_exact2d_backward dtype=f16 input_size=4,32,256,256 output_size=384,192",
+        "_upsample_nearest_exact3d_backward dtype=bf16 input_size=2,16,32,64,64 "
+        "output_size=48,96,32",
+        "upsample_nearest1d_backward dtype=f32 input_size=64,64,1024 output_size=1536"}) {
+    specs.push_back(spec);
+  }
+  Units units;
+  for (const std::string& spec : specs)
+    units.add(spec, ops::parse_specialization(spec).build_program());
+  expect_all_compile(units, "vector groups");
+  for (const Unit& unit : units.units()) {
+    ASSERT_NE(unit.source.find("adjoint::store_elements<"), std::string::npos) << unit.origin;
+    runtime::CompileRequest request;
+    request.source = unit.source;
+    request.name = unit.entry + ".cu";
+    request.want_cubin = false;
+    std::string ptx = runtime::Nvrtc::instance().compile(request).ptx;
+    EXPECT_EQ(ptx.find(".local"), std::string::npos) << unit.origin << "\n" << ptx;
+    EXPECT_NE(ptx.find("st.global.v"), std::string::npos) << unit.origin << "\n" << ptx;
+  }
 }
 
 /// Every unary, binary, comparison, select, cast and reduction at every dtype, in one kernel per
