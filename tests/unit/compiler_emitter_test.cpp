@@ -111,6 +111,40 @@ TEST(Templates, BFloat16RoundingMatchesTheIr) {
   }
 }
 
+TEST(Templates, HalfRoundingMatchesTheIr) {
+  // float -> binary16 (the host side of from_float<half>; the device uses cvt.rn.f16.f32).
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits32;
+  std::vector<uint32_t> cases = {0x00000000u, 0x80000000u, 0x33000000u, 0x33000001u, 0x337fffffu,
+                                 0x387fc000u, 0x387fe000u, 0x38800000u, 0x477fefffu, 0x477ff000u,
+                                 0x3f801000u, 0x3f803000u, 0x7f800000u, 0xff800000u, 0x7fc00000u};
+  for (int i = 0; i < 100000; ++i) cases.push_back(bits32(rng));
+  for (uint32_t e = 100; e < 145; ++e) {  // every exponent around the binary16 range, with ties
+    for (uint32_t m : {0x0u, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x7fffffu}) {
+      cases.push_back((e << 23) | m);
+      cases.push_back(0x80000000u | (e << 23) | m);
+    }
+  }
+  for (uint32_t b : cases) {
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    ASSERT_EQ(adjoint::half_bits_from_float_bits(b), ir::float_to_half_bits(f)) << std::hex << b;
+  }
+  // binary16 -> float, every value.
+  for (uint32_t h = 0; h <= 0xffffu; ++h) {
+    uint32_t bits = adjoint::float_bits_from_half_bits(static_cast<uint16_t>(h));
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    float expected = ir::half_bits_to_float(static_cast<uint16_t>(h));
+    if (std::isnan(expected)) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+    } else {
+      ASSERT_EQ(f, expected) << std::hex << h;
+      ASSERT_EQ(std::signbit(f), std::signbit(expected)) << std::hex << h;
+    }
+  }
+}
+
 // --- the emitter ------------------------------------------------------------------------------
 
 /// The passes that shape what the emitter sees (no scatter strategy), then kernel `kernel`.
