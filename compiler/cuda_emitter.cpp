@@ -1135,15 +1135,22 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   emit_spans(stage.value, {{x, x_lane()}});
   const bool contiguous = target->strides[vector_->axis] == 1;
   std::string values;
-  if (contiguous) {
-    values = names_.fresh(target->name + "_values");
-    out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width + "];");
+  auto accumulated = group_reductions_.find(stage.value.get());
+  if (contiguous && accumulated != group_reductions_.end() &&
+      stage.value.dtype() == target->dtype && !is_half_precision(target->dtype)) {
+    values = accumulated->second;  // the accumulators are the stored values
+  } else {
+    if (contiguous) {
+      values = names_.fresh(target->name + "_values");
+      out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width +
+                 "];");
+    }
+    for_each_element(x, x_name, [&] {
+      std::string stored =
+          contiguous ? values + "[" + vector_->element + "]" : element(target, axis_names);
+      out_->line(stored + " = " + strip_parens(stored_value(stage)) + ";");
+    });
   }
-  for_each_element(x, x_name, [&] {
-    std::string stored =
-        contiguous ? values + "[" + vector_->element + "]" : element(target, axis_names);
-    out_->line(stored + " = " + strip_parens(stored_value(stage)) + ";");
-  });
   if (contiguous) {
     std::vector<Expr> point;
     for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
