@@ -1078,11 +1078,16 @@ void KernelEmitter::emit_spans(const Expr& e,
       lane_dim = static_cast<int>(d);
     }
     if (lane_dim < 0 || t->strides[lane_dim] != 1 || t->shape[lane_dim] == 1) return;
-    std::optional<LaneIndex> index = lane_index(load->indices[lane_dim]);
-    if (!index || !lanes.count(index->var)) return;
+    std::vector<const ir::VarNode*> lane_vars;
+    for (const auto& [var, lane] : lanes) lane_vars.push_back(var);
+    std::optional<LaneIndex> index = lane_index(load->indices[lane_dim], lane_vars);
+    if (!index) return;
     const Lane& lane = lanes.at(index->var);
     // Every element of every span is in bounds (the span reads points no element may need).
-    if (lane.lowest + index->offset < 0 || lane.highest + index->offset >= t->shape[lane_dim])
+    Interval rest = index->rest.defined() ? bounds_.of(index->rest) : Interval::point(0);
+    if (index->rest.defined() && !speculatable(index->rest)) return;
+    if (!rest.is_bounded() || lane.lowest + index->offset + rest.min < 0 ||
+        lane.highest + index->offset + rest.max >= t->shape[lane_dim])
       return;
     for (size_t d = 0; d < load->indices.size(); ++d) {
       if (static_cast<int>(d) == lane_dim) continue;
@@ -1091,11 +1096,17 @@ void KernelEmitter::emit_spans(const Expr& e,
     }
     std::vector<std::string> first;
     for (size_t d = 0; d < load->indices.size(); ++d) {
-      first.push_back(static_cast<int>(d) == lane_dim ? plus(lane.base, index->offset)
-                                                      : as_index(load->indices[d]));
+      if (static_cast<int>(d) != lane_dim) {
+        first.push_back(as_index(load->indices[d]));
+      } else {
+        std::string rest_text = index->rest.defined() ? as_index(index->rest) + " + " : "";
+        first.push_back(rest_text + plus(lane.base, index->offset));
+      }
     }
-    const int64_t alignment = offset_alignment(t, load->indices, static_cast<size_t>(lane_dim),
-                                               std::gcd(lane.alignment, index->offset));
+    const int64_t lane_alignment =
+        std::gcd(std::gcd(lane.alignment, index->offset), index->rest_multiple);
+    const int64_t alignment =
+        offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
     const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
     std::string name = names_.fresh(t->name + "_span");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
@@ -1142,8 +1153,7 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   } else {
     if (contiguous) {
       values = names_.fresh(target->name + "_values");
-      out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width +
-                 "];");
+      out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width + "];");
     }
     for_each_element(x, x_name, [&] {
       std::string stored =

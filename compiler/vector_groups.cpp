@@ -118,30 +118,70 @@ std::optional<GroupWindows> group_windows(const ir::Axis& axis, const ir::VarNod
   return w;
 }
 
-std::optional<LaneIndex> lane_index(const ir::Expr& index) {
-  if (auto* var = index.as<ir::VarNode>()) return LaneIndex{var, 0};
-  if (auto* cast = index.as<ir::CastNode>()) {
-    if (ir::is_integer(cast->dtype) && cast->value.kind() == ir::ExprKind::kVar)
-      return lane_index(cast->value);
-    return std::nullopt;
+namespace {
+
+/// The terms of a sum, with their signs: a + (b - c) -> {+a, +b, -c}.
+void flatten_sum(const ir::Expr& e, int sign, std::vector<std::pair<int, ir::Expr>>& terms) {
+  auto* binary = e.as<ir::BinaryNode>();
+  if (binary && (binary->op == ir::BinaryOp::kAdd || binary->op == ir::BinaryOp::kSub)) {
+    flatten_sum(binary->a, sign, terms);
+    flatten_sum(binary->b, binary->op == ir::BinaryOp::kAdd ? sign : -sign, terms);
+    return;
   }
-  auto* binary = index.as<ir::BinaryNode>();
-  if (!binary || (binary->op != ir::BinaryOp::kAdd && binary->op != ir::BinaryOp::kSub))
-    return std::nullopt;
-  auto* constant_b = binary->b.as<ir::IntConstNode>();
-  auto* constant_a = binary->a.as<ir::IntConstNode>();
-  if (constant_b) {
-    auto lane = lane_index(binary->a);
-    if (lane)
-      lane->offset += binary->op == ir::BinaryOp::kAdd ? constant_b->value : -constant_b->value;
-    return lane;
+  terms.emplace_back(sign, e);
+}
+
+/// The variable of `v` or of an integer cast of it, else nullptr.
+const ir::VarNode* bare_variable(const ir::Expr& e) {
+  if (auto* var = e.as<ir::VarNode>()) return var;
+  auto* cast = e.as<ir::CastNode>();
+  return cast && ir::is_integer(cast->dtype) ? cast->value.as<ir::VarNode>() : nullptr;
+}
+
+/// A positive number every value of the term is a multiple of.
+int64_t known_multiple(const ir::Expr& term) {
+  if (auto* product = term.as<ir::BinaryNode>(); product && product->op == ir::BinaryOp::kMul) {
+    if (auto* c = product->b.as<ir::IntConstNode>()) return c->value == 0 ? 0 : std::abs(c->value);
+    if (auto* c = product->a.as<ir::IntConstNode>()) return c->value == 0 ? 0 : std::abs(c->value);
   }
-  if (constant_a && binary->op == ir::BinaryOp::kAdd) {
-    auto lane = lane_index(binary->b);
-    if (lane) lane->offset += constant_a->value;
-    return lane;
+  return 1;
+}
+
+}  // namespace
+
+std::optional<LaneIndex> lane_index(const ir::Expr& index,
+                                    const std::vector<const ir::VarNode*>& lanes) {
+  std::vector<std::pair<int, ir::Expr>> terms;
+  flatten_sum(index, 1, terms);
+  auto is_lane = [&](const ir::VarNode* v) {
+    return std::find(lanes.begin(), lanes.end(), v) != lanes.end();
+  };
+  LaneIndex lane;
+  for (const auto& [sign, term] : terms) {
+    if (auto* c = term.as<ir::IntConstNode>()) {
+      lane.offset += sign * c->value;
+      continue;
+    }
+    const ir::VarNode* var = bare_variable(term);
+    if (var && is_lane(var) && sign > 0 && !lane.var) {
+      lane.var = var;
+      continue;
+    }
+    for (const ir::VarNode* v : lanes) {
+      if (depends_on(term, v)) return std::nullopt;  // the lane again, scaled or nested
+    }
+    if (!lane.rest.defined()) {
+      lane.rest = sign > 0 ? term
+                           : ir::BinaryNode::make(ir::BinaryOp::kSub,
+                                                  ir::IntConstNode::make(term.dtype(), 0), term);
+    } else {
+      lane.rest =
+          ir::BinaryNode::make(sign > 0 ? ir::BinaryOp::kAdd : ir::BinaryOp::kSub, lane.rest, term);
+    }
+    lane.rest_multiple = std::gcd(lane.rest_multiple, known_multiple(term));
   }
-  return std::nullopt;
+  if (!lane.var) return std::nullopt;
+  return lane;
 }
 
 int access_bytes(int64_t offset_alignment, int64_t count, int64_t element_bytes) {

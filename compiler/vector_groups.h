@@ -9,7 +9,8 @@
 //     line, every group sees the same windows relative to the window start of its first point,
 //     so the group reads one span of consecutive source points and each point sums its own
 //     constant sub-range of it;
-//   - which indices are "variable plus constant" (lane_index), and how wide the accesses to a
+//   - which indices are "uniform part plus variable plus constant" (lane_index), and how wide
+//     the accesses to a
 //     group of consecutive elements may be (access_bytes), proven from constant strides and
 //     offsets.
 // Everything is decided from constants at compile time; the only run-time assumption is the
@@ -63,12 +64,18 @@ std::optional<GroupWindows> group_windows(const ir::Axis& axis, const ir::VarNod
                                           int64_t extent, int64_t width);
 inline constexpr int64_t kMaxEvaluatedPoints = int64_t{1} << 20;
 
-/// An index of the form `var + offset` (an i32 cast of the variable included).
+/// An index of the form `rest + var + offset`, read as a sum of terms: `var` one of the lane
+/// variables (bare or cast to an integer type, coefficient 1), `offset` the sum of the constant
+/// terms, `rest` the sum of the other terms (undefined when there are none), none of which
+/// involves a lane variable: a flattened view such as phi[k, i * 4096 + d] is contiguous in d.
 struct LaneIndex {
   const ir::VarNode* var = nullptr;
   int64_t offset = 0;
+  ir::Expr rest;
+  int64_t rest_multiple = 0;  ///< rest is always a multiple of this (0: no rest)
 };
-std::optional<LaneIndex> lane_index(const ir::Expr& index);
+std::optional<LaneIndex> lane_index(const ir::Expr& index,
+                                    const std::vector<const ir::VarNode*>& lanes);
 
 /// The widest access, in bytes (a power of two up to kMaxAccessBytes), for `count` consecutive
 /// elements of `element_bytes` bytes each whose element offset is always a multiple of

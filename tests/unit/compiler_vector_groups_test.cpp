@@ -6,8 +6,10 @@
 
 #include "compiler/derive_grid.h"
 #include "compiler/launch_geometry.h"
+#include "compiler/program_utils.h"
 #include "compiler/vector_groups.h"
 #include "ir/builder.h"
+#include "ir/interpreter.h"
 #include "ops/registry.h"
 
 namespace adjoint::compiler {
@@ -126,16 +128,28 @@ TEST(GroupWindows, EveryUpsampleRatioOfTheBenchmarkTiles) {
   EXPECT_EQ(access_bytes(w->base_alignment, w->span, 2), 4);
 }
 
-TEST(LaneIndex, VariablePlusConstant) {
-  Var x("x"), y("y");
-  auto plain = lane_index(x);
-  ASSERT_TRUE(plain && plain->var == x.get() && plain->offset == 0);
-  auto shifted = lane_index(x - 3);
+TEST(LaneIndex, UniformPartPlusVariablePlusConstant) {
+  Var x("x"), y("y"), i("i");
+  std::vector<const ir::VarNode*> lanes = {x.get(), y.get()};
+  auto plain = lane_index(x, lanes);
+  ASSERT_TRUE(plain && plain->var == x.get() && plain->offset == 0 && !plain->rest.defined());
+  auto shifted = lane_index(x - 3, lanes);
   ASSERT_TRUE(shifted && shifted->offset == -3);
-  auto narrowed = lane_index(ir::cast(DType::kI32, x) + ir::IntConstNode::make(DType::kI32, 2));
-  ASSERT_TRUE(narrowed && narrowed->var == x.get() && narrowed->offset == 2);
-  EXPECT_FALSE(lane_index(x * 2));
-  EXPECT_FALSE(lane_index(x + y));
+  auto narrowed =
+      lane_index(ir::cast(DType::kI32, y) + ir::IntConstNode::make(DType::kI32, 2), lanes);
+  ASSERT_TRUE(narrowed && narrowed->var == y.get() && narrowed->offset == 2);
+  // A flattened view: i * 4096 + x + 1 is contiguous in x, its uniform part a multiple of 4096.
+  auto flattened = lane_index(i * 4096 + x + 1, lanes);
+  ASSERT_TRUE(flattened && flattened->var == x.get() && flattened->offset == 1);
+  ASSERT_TRUE(flattened->rest.defined());
+  EXPECT_EQ(flattened->rest_multiple, 4096);
+  EXPECT_EQ(ir::evaluate_constant(substitute(flattened->rest, i.get(), Expr(3))), 3 * 4096);
+  EXPECT_EQ(lane_index(i * 6 - i * 4 + x, lanes)->rest_multiple, 2);
+  EXPECT_FALSE(lane_index(x * 2, lanes));      // not contiguous
+  EXPECT_FALSE(lane_index(x + y, lanes));      // two lanes
+  EXPECT_FALSE(lane_index(i - x, lanes));      // backwards
+  EXPECT_FALSE(lane_index(i + 3, lanes));      // no lane
+  EXPECT_FALSE(lane_index(x + x / 2, lanes));  // the lane again, nested
 }
 
 TEST(AccessBytes, TheWidestAccessTheAlignmentProves) {
