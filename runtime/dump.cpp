@@ -77,6 +77,7 @@ void write_sass_dump(const DumpSettings& settings, const std::string& file_name,
     logger().warn("SASS dump skipped: cuobjdump is not available or failed for {}", bin.string());
     std::filesystem::remove(sass, ec);
   }
+  std::filesystem::remove(bin, ec);  // only the disassembly is a dump
 }
 
 }  // namespace adjoint::runtime

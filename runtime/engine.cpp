@@ -189,27 +189,50 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& 
   char ctx_text[32];
   std::snprintf(ctx_text, sizeof ctx_text, "%p", static_cast<void*>(context));
   std::string key = text + " |" + determinism_name(determinism) + "|" + ctx_text;
-  return caches_->programs.get_or_create(key,
-                                         [&] { return build(spec, determinism, context, arch); });
+  return caches_->programs.get_or_create(key, [&] {
+    auto step = Clock::now();
+    ir::Program ir_program = spec.build_program();
+    return build(ir_program, text, spec.op_name(), determinism, context, arch,
+                 milliseconds_since(step));
+  });
 }
 
-std::shared_ptr<const LoadedProgram> Engine::build(const ops::Specialization& spec,
+std::shared_ptr<const LoadedProgram> Engine::prepare(const ir::Program& ir_program,
+                                                     compiler::Determinism determinism) {
+  CUcontext context = current_context();
+  CUdevice device;
+  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
+  int arch = compute_capability(device);
+  std::string printed = ir::to_string(ir_program);
+  char ctx_text[32];
+  std::snprintf(ctx_text, sizeof ctx_text, "%p", static_cast<void*>(context));
+  std::string key = "ir " + printed + " |" + determinism_name(determinism) + "|" + ctx_text;
+  std::string name = ir_program.name.empty() ? "program" : ir_program.name;
+  return caches_->programs.get_or_create(key, [&] {
+    return build(ir_program, "IR program '" + name + "'", name, determinism, context, arch, 0);
+  });
+}
+
+std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program,
+                                                   const std::string& spec_text,
+                                                   const std::string& name,
                                                    compiler::Determinism determinism,
-                                                   CUcontext context, int arch) {
+                                                   CUcontext context, int arch,
+                                                   double build_ir_ms) {
   const auto start = Clock::now();
   PrepareProfile profile;
   auto program = std::make_shared<LoadedProgram>();
-  program->spec = spec.to_string();
+  program->spec = spec_text;
   program->determinism = determinism;
   program->context = context;
-
+  profile.build_ir_ms = build_ir_ms;
   auto step = Clock::now();
-  ir::Program ir_program = spec.build_program();
-  profile.build_ir_ms = milliseconds_since(step);
   const DumpSettings& dump = dump_settings();
+  // Dump files are named by everything that identifies the program (printed only when dumping).
   std::string dump_key =
-      spec.op_name() + "-" +
-      short_hash(program->spec + determinism_name(determinism) + std::to_string(arch));
+      dump.any() ? name + "-" + short_hash(program->spec + ir::to_string(ir_program) +
+                                           determinism_name(determinism) + std::to_string(arch))
+                 : name;
   if (dump.ir)
     write_dump(dump, dump_key + ".ir.txt", program->spec + "\n" + ir::to_string(ir_program));
 
@@ -226,7 +249,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ops::Specialization& sp
 
   step = Clock::now();
   BinaryRequest request;
-  request.program = spec.op_name();
+  request.program = name;
   request.arch = arch;
   request.jit_enabled = jit_enabled_;
   request.spec = program->spec;

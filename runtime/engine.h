@@ -74,15 +74,23 @@ class Engine {
   /// The same, from specialization text.
   std::shared_ptr<const LoadedProgram> prepare(const std::string& spec_text,
                                                compiler::Determinism determinism);
+  /// A program a user built in the IR (see examples/custom_op): verified, lowered and compiled
+  /// like a shipped op, cached under its printed form (the same program built twice is one
+  /// entry; packages and the disk cache apply by kernel source as usual).
+  std::shared_ptr<const LoadedProgram> prepare(const ir::Program& program,
+                                               compiler::Determinism determinism);
 
   void set_jit_enabled(bool enabled) { jit_enabled_ = enabled; }
   bool jit_enabled() const { return jit_enabled_; }
 
  private:
   Engine();
-  std::shared_ptr<const LoadedProgram> build(const ops::Specialization& spec,
+  /// Lowers, compiles or finds, and loads `ir_program`; `spec_text` names it in errors and
+  /// dumps, `name` prefixes its dump files.
+  std::shared_ptr<const LoadedProgram> build(const ir::Program& ir_program,
+                                             const std::string& spec_text, const std::string& name,
                                              compiler::Determinism determinism, CUcontext context,
-                                             int arch);
+                                             int arch, double build_ir_ms);
   struct Caches;
   std::unique_ptr<Caches> caches_;
   bool jit_enabled_ = true;

@@ -52,7 +52,8 @@ void dump_compile_output(const BinaryRequest& request, const std::string& unit,
 /// The image of `kernels` (indices into request.kernels) from the disk cache or NVRTC.
 KernelImage jit_image(const BinaryRequest& request, const std::vector<size_t>& kernels,
                       const DiskCache& cache) {
-  const CompileRequest compile = unit_compile_request(request, kernels);
+  CompileRequest compile = unit_compile_request(request, kernels);
+  compile.also_ptx = dump_settings().ptx;  // not an NVRTC option: the key does not change
   KernelImage image;
   image.kernels = kernels;
   image.disk_cache_key = unit_cache_key(compile, locate_nvrtc());
@@ -78,6 +79,7 @@ KernelImage jit_image(const BinaryRequest& request, const std::vector<size_t>& k
   image.compile_milliseconds = result.milliseconds;
   if (!result.cubin.empty()) {
     image.bytes = std::move(result.cubin);
+    result.ptx.clear();
   } else {
     image.bytes.assign(result.ptx.begin(), result.ptx.end());
     image.bytes.push_back('\0');

@@ -399,6 +399,7 @@ CompileResult Nvrtc::compile(const CompileRequest& request) const {
 
   if (emit_cubin) {
     result.cubin = cubin_of(*library_, program, name);
+    if (request.also_ptx) result.ptx = ptx_of(*library_, program, name);
   } else {
     result.ptx = ptx_of(*library_, program, name);
   }

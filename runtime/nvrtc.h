@@ -29,12 +29,14 @@ struct CompileRequest {
   int arch = 90;           ///< target compute capability, major * 10 + minor
   bool want_cubin = true;  ///< false: PTX for compute_<arch>
   std::vector<std::string> extra_options;  ///< appended after the fixed options
+  bool also_ptx = false;  ///< with a cubin, return the PTX too (for ADJOINT_DUMP=ptx)
 };
 
 /// The binary and everything said while producing it.
 struct CompileResult {
   std::vector<char> cubin;           ///< ELF image; empty when PTX was produced instead
-  std::string ptx;                   ///< PTX text when no cubin was requested or possible
+  std::string ptx;                   ///< PTX text when no cubin was requested or possible, or
+                                     ///< when also_ptx asked for it
   std::string log;                   ///< NVRTC's log (warnings), possibly empty
   std::vector<std::string> options;  ///< the exact options NVRTC received
   double milliseconds = 0;           ///< wall time of nvrtcCompileProgram
