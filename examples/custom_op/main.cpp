@@ -2,10 +2,10 @@
 // embedding_dense_backward (scale_grad_by_freq = false). The forward gathers rows,
 // out[i, :] = weight[indices[i], :], so the backward is the adjoint scatter,
 // grad_weight[indices[i], d] += grad_output[i, d], skipping rows whose index is padding_idx.
-// That is one scatter_add with the builder. The program is then lowered by
-// adjoint::compiler::lower, compiled by NVRTC and loaded by the driver exactly as the runtime
-// does for its own ops, launched through runtime::LoadedProgram, and checked against the
-// reference interpreter on the host. Exits 0 after saying so where there is no GPU.
+// That is one scatter_add with the builder. The program then goes through the same JIT as
+// adjoint's own ops (runtime::Engine::prepare: verify, lower, NVRTC or the disk cache, load),
+// is launched through runtime::LoadedProgram, and is checked against the reference
+// interpreter on the host. Exits 0 after saying so where there is no GPU.
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -43,48 +43,12 @@ ir::Program embedding_dense_backward(int64_t num_indices, int64_t num_weights, i
   return std::move(b).build();
 }
 
-/// What runtime::Engine::prepare does for a registered op (lower for this device, NVRTC, load
-/// each module), for a program the user built. runtime/engine.h has no entry point taking an
-/// ir::Program yet, so this example does those steps itself, with the same pieces.
+/// Verifies, lowers for this device, compiles (or finds in the disk cache) and loads the
+/// user's program through the same engine as adjoint's own ops.
 std::shared_ptr<const runtime::LoadedProgram> load_user_program(const ir::Program& program) {
-  auto loaded = std::make_shared<runtime::LoadedProgram>();
-  loaded->context = runtime::current_context();
-  CUdevice device;
-  example::check(example::driver().CtxGetDevice(&device), "cuCtxGetDevice");
-  const int arch = runtime::compute_capability(device);
-
-  compiler::LowerOptions options;
-  options.arch = arch;
-  compiler::CompiledProgram compiled = compiler::lower(program, options);
-  loaded->spec = program.name;
-  loaded->determinism = options.determinism;
-  loaded->buffers = compiled.buffers;
-  loaded->deterministic = compiled.deterministic;
-  for (const compiler::CompiledKernel& kernel : compiled.kernels) {
-    runtime::CompileResult binary = runtime::Nvrtc::instance().compile(
-        runtime::CompileRequest{kernel.source, kernel.entry + ".cu", arch, true, {}});
-    loaded->compile_milliseconds += binary.milliseconds;
-    std::vector<char> image = binary.cubin;
-    if (image.empty()) image.assign(binary.ptx.c_str(), binary.ptx.c_str() + binary.ptx.size() + 1);
-    CUmodule module;
-    example::check(example::driver().ModuleLoadData(&module, image.data()), "cuModuleLoadData");
-    loaded->modules.push_back(module);
-    runtime::LoadedKernel entry;
-    entry.entry = kernel.entry;
-    example::check(example::driver().ModuleGetFunction(&entry.function, module,
-                                                       kernel.entry.c_str()),
-                   "cuModuleGetFunction");
-    entry.launch = kernel.launch;
-    for (const std::string& name : kernel.params) {
-      entry.params.push_back(loaded->buffer_index(name));
-    }
-    for (const std::string& name : kernel.zero_before) {
-      entry.zero_before.push_back(loaded->buffer_index(name));
-    }
-    loaded->kernels.push_back(std::move(entry));
-  }
-  std::printf("lowered for sm_%d to %zu kernel(s), %s; NVRTC %.1f ms\n", arch,
-              loaded->kernels.size(),
+  std::shared_ptr<const runtime::LoadedProgram> loaded =
+      runtime::Engine::instance().prepare(program, compiler::Determinism::kDefault);
+  std::printf("compiled to %zu kernel(s), %s; NVRTC %.1f ms\n", loaded->kernels.size(),
               loaded->deterministic ? "deterministic" : "not deterministic (atomics)",
               loaded->compile_milliseconds);
   return loaded;
