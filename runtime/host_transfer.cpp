@@ -125,6 +125,17 @@ CUdeviceptr DeviceBuffers::pointer(const std::string& name) const {
   throw Error("DeviceBuffers: no tensor named '" + name + "'");
 }
 
+Bindings DeviceBuffers::bindings() const {
+  Bindings out;
+  for (const auto* list : {&program_.inputs, &program_.outputs}) {
+    for (const ir::Tensor& t : *list) {
+      out.push_back({t->name, TensorRef{pointer(t->name), static_cast<adjoint::DType>(t->dtype),
+                                        t->shape, t->strides}});
+    }
+  }
+  return out;
+}
+
 ir::HostBuffers DeviceBuffers::download_outputs() const {
   Driver& d = driver();
   check(d.StreamSynchronize(nullptr), "cuStreamSynchronize");

@@ -8,6 +8,7 @@
 
 #include <cuda.h>
 
+#include "adjoint/adjoint.h"
 #include "ir/interpreter.h"
 #include "ir/program.h"
 
@@ -29,6 +30,8 @@ class DeviceBuffers {
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
 
   CUdeviceptr pointer(const std::string& name) const;
+  /// Every input and output bound by name, as the public API takes them.
+  Bindings bindings() const;
   /// Copies every output back (synchronizing the context's work first).
   ir::HostBuffers download_outputs() const;
 

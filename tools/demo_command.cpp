@@ -80,15 +80,7 @@ bool run_on_gpu(const ops::Specialization& spec, const ir::Program& program,
                 const ir::HostBuffers& inputs, const ir::HostBuffers& interpreted) {
   runtime::current_context();
   runtime::DeviceBuffers buffers(program, inputs);
-  Bindings bindings;
-  for (const auto* list : {&program.inputs, &program.outputs}) {
-    for (const ir::Tensor& t : *list) {
-      bindings.push_back({t->name, TensorRef{buffers.pointer(t->name),
-                                             static_cast<adjoint::DType>(t->dtype), t->shape,
-                                             t->strides}});
-    }
-  }
-  adjoint::run(spec.to_string(), bindings, nullptr);
+  adjoint::run(spec.to_string(), buffers.bindings(), nullptr);
   ir::HostBuffers expected;  // the interpreter also returns temporaries: compare outputs only
   for (const ir::Tensor& t : program.outputs) expected[t->name] = interpreted.at(t->name);
   std::string where;

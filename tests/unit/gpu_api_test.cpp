@@ -41,24 +41,12 @@ double tolerance(DType t) {
   }
 }
 
-Bindings bindings_for(const ir::Program& program, const runtime::DeviceBuffers& buffers) {
-  Bindings bindings;
-  for (const auto* list : {&program.inputs, &program.outputs}) {
-    for (const ir::Tensor& t : *list) {
-      bindings.push_back({t->name, TensorRef{buffers.pointer(t->name),
-                                             static_cast<adjoint::DType>(t->dtype), t->shape,
-                                             t->strides}});
-    }
-  }
-  return bindings;
-}
-
 /// Runs `spec` on the GPU through adjoint::run and returns the outputs.
 ir::HostBuffers run_on_gpu(const ops::Specialization& spec, const ir::Program& program,
                            const ir::HostBuffers& inputs, Determinism determinism) {
   runtime::current_context();
   runtime::DeviceBuffers buffers(program, inputs);
-  adjoint::run(spec.to_string(), bindings_for(program, buffers), nullptr, determinism);
+  adjoint::run(spec.to_string(), buffers.bindings(), nullptr, determinism);
   return buffers.download_outputs();
 }
 
