@@ -143,9 +143,10 @@ bool exact_in_format(UnaryOp op) {
 
 class KernelEmitter : public ir::ExprFunctor<std::string> {
  public:
-  KernelEmitter(const ir::Program& program, const ir::Kernel& kernel)
+  KernelEmitter(const ir::Program& program, const ir::Kernel& kernel, const EmitOptions& options)
       : program_(program),
         kernel_(kernel),
+        options_(options),
         index_type_(kernel_index_width(kernel) == IndexWidth::k32 ? "int" : "long long") {}
 
   CompiledKernel emit(const std::string& entry);
@@ -304,9 +305,15 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_spans(const Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes);
   int64_t offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices, size_t lane_dim,
                            int64_t lane_alignment);
+  /// The adjoint_memory.cuh helper for `base` ("load_elements", "store_elements"): its
+  /// streaming variant under EmitOptions::streaming_hints.
+  std::string memory_helper(const std::string& base) const {
+    return options_.streaming_hints ? base + "_streaming" : base;
+  }
 
   const ir::Program& program_;
   const ir::Kernel& kernel_;
+  const EmitOptions options_;
   const std::string index_type_;
   NameSupply names_;
   CodeWriter body_{1};
@@ -666,6 +673,8 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     head.line("// Each thread computes " + std::to_string(vector_->width) +
               " consecutive points of " +
               kernel_.stages.front().domain[vector_->axis].var.name_hint() + ".");
+    if (options_.streaming_hints)
+      head.line("// Streaming cache hints: span loads and group stores evict first.");
   }
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");
@@ -1111,8 +1120,8 @@ void KernelEmitter::emit_spans(const Expr& e,
     std::string name = names_.fresh(t->name + "_span");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(lane.count) + "];");
-    out_->line("adjoint::load_elements<" + std::to_string(bytes) + ">(" + name + ", &" +
-               element(t, first) + ");");
+    out_->line("adjoint::" + memory_helper("load_elements") + "<" + std::to_string(bytes) + ">(" +
+               name + ", &" + element(t, first) + ");");
     uses_memory_helpers_ = true;
     spans_[ids_.id(node)] = Span{name, lane.index};
   };
@@ -1167,8 +1176,8 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     const int64_t alignment =
         offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
     const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
-    out_->line("adjoint::store_elements<" + std::to_string(bytes) + ">(&" +
-               element(target, group_point) + ", " + values + ");");
+    out_->line("adjoint::" + memory_helper("store_elements") + "<" + std::to_string(bytes) +
+               ">(&" + element(target, group_point) + ", " + values + ");");
     uses_memory_helpers_ = true;
   }
   group_reductions_.clear();
@@ -1179,13 +1188,13 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
 }  // namespace
 
 CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index,
-                                const std::string& entry) {
+                                const std::string& entry, const EmitOptions& options) {
   if (kernel_index >= program.kernels.size()) {
     throw Error(
         "emit_cuda: program '" + program.name + "' has no kernel " + std::to_string(kernel_index),
         ErrorCode::kInternal);
   }
-  KernelEmitter emitter(program, program.kernels[kernel_index]);
+  KernelEmitter emitter(program, program.kernels[kernel_index], options);
   return emitter.emit(entry);
 }
 

@@ -1,10 +1,14 @@
-// derive_grid: fills unset grid configurations with the default linear mapping and its vector
-// width, and checks every kernel's launch with the coverage proof.
+// derive_grid: fills unset grid configurations with the default linear mapping (block size and
+// vector bytes tunable) and its vector width, and checks every kernel's launch with the coverage
+// proof.
 #include "compiler/derive_grid.h"
+
+#include <string>
 
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
 #include "compiler/vector_groups.h"
+#include "ir/error.h"
 
 namespace adjoint::compiler {
 namespace {
@@ -12,24 +16,41 @@ namespace {
 /// A domain of rank 0 is one point: one warp is plenty.
 constexpr int kScalarBlockSize = 32;
 
-ir::GridConfig default_grid(size_t rank) {
+ir::GridConfig default_grid(size_t rank, int block_size) {
   ir::GridConfig grid;
   grid.is_set = true;
   grid.bindings.assign(rank, ir::AxisBinding::kLinear);
-  grid.block_size = rank == 0 ? kScalarBlockSize : kDefaultBlockSize;
+  grid.block_size = rank == 0 ? kScalarBlockSize : block_size;
   grid.vector_width = 1;
   return grid;
 }
 
 }  // namespace
 
-ir::Program derive_grid(const ir::Program& program) {
+void check_derive_grid_options(const DeriveGridOptions& options) {
+  const int block = options.block_size;
+  if (block != 0 && (block < 32 || block > 1024 || block % 32 != 0)) {
+    throw Error("block_size: expected 0 (derive) or a multiple of 32 in [32, 1024], got " +
+                    std::to_string(block),
+                ErrorCode::kInvalidArgument);
+  }
+  const int bytes = options.vector_bytes;
+  if (bytes != 0 && bytes != 8 && bytes != 16 && bytes != 32) {
+    throw Error("vector_bytes: expected 0 (derive), 8, 16 or 32, got " + std::to_string(bytes),
+                ErrorCode::kInvalidArgument);
+  }
+}
+
+ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& options) {
+  check_derive_grid_options(options);
+  const int block_size = options.block_size != 0 ? options.block_size : kDefaultBlockSize;
+  const int group_bytes = options.vector_bytes != 0 ? options.vector_bytes : kDefaultGroupBytes;
   ir::Program out = program;
   bool changed = false;
   for (ir::Kernel& kernel : out.kernels) {
     if (!kernel.grid.is_set) {
-      kernel.grid = default_grid(domain_extents(kernel).size());
-      kernel.grid.vector_width = derived_vector_width(kernel);
+      kernel.grid = default_grid(domain_extents(kernel).size(), block_size);
+      kernel.grid.vector_width = derived_vector_width(kernel, group_bytes);
       changed = true;
     }
     launch_dims(kernel);  // throws, naming the kernel, unless the launch covers the domain

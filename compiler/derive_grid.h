@@ -1,20 +1,34 @@
 // derive_grid: gives every kernel a grid configuration and proves it covers the domain.
 //
 // Guarantees: afterwards every kernel's GridConfig is set. A kernel without one gets every
-// domain axis bound kLinear (flattened, grid-stride loop) with kDefaultBlockSize threads per
-// block and the vector width of derived_vector_width (vector_groups.h: V consecutive points of
-// the innermost axis per thread, one store of up to 16 bytes, when the targets are contiguous
-// along it and the domain is large); an explicit one is kept. Either way launch_dims() of the
-// result passes check_grid_coverage (launch_geometry.h); an explicit configuration that does not
-// is an adjoint::Error naming the kernel. Grid and block extents are therefore never chosen by hand
-// from the wrong extent: they follow from the domain.
+// domain axis bound kLinear (flattened, grid-stride loop) with DeriveGridOptions::block_size
+// threads per block (kDefaultBlockSize unless tuned) and the vector width of
+// derived_vector_width (vector_groups.h: V consecutive points of the innermost axis per thread,
+// at most DeriveGridOptions::vector_bytes of the widest target, stored in accesses of up to 16
+// bytes, when the targets are contiguous along it and the domain is large); an explicit one is
+// kept. Either way launch_dims() of the result passes check_grid_coverage (launch_geometry.h);
+// an explicit configuration that does not is an adjoint::Error naming the kernel. Grid and block
+// extents are therefore never chosen by hand from the wrong extent: they follow from the domain.
 #pragma once
 
 #include "ir/program.h"
 
 namespace adjoint::compiler {
 
+/// Tuning of derived grids (LowerOptions carries the same fields; 0 means the default).
+struct DeriveGridOptions {
+  /// Threads per block: 0 (kDefaultBlockSize) or a multiple of 32 in [32, 1024]. Kernels of
+  /// rank 0 (one point) keep one warp.
+  int block_size = 0;
+  /// Most bytes of the widest target per vector group: 0 (kDefaultGroupBytes), 8, 16 or 32.
+  int vector_bytes = 0;
+};
+
+/// Throws adjoint::Error (kInvalidArgument) naming the field, the valid values and the value
+/// given when `options` holds a block size or vector byte count derive_grid does not accept.
+void check_derive_grid_options(const DeriveGridOptions& options);
+
 /// Returns `program` with every kernel's grid configuration set and checked.
-ir::Program derive_grid(const ir::Program& program);
+ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& options = {});
 
 }  // namespace adjoint::compiler

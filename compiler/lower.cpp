@@ -62,6 +62,8 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 }  // namespace
 
 CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
+  const DeriveGridOptions grid_options{options.block_size, options.vector_bytes};
+  check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", input);
@@ -70,7 +72,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  p = passes.run("derive_grid", p, derive_grid);
+  p = passes.run("derive_grid", p,
+                 [&](const ir::Program& x) { return derive_grid(x, grid_options); });
   p = passes.run("narrow_index_math", p, narrow_index_math);
 
   CompiledProgram out;
@@ -79,7 +82,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries));
+    CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries),
+                                               EmitOptions{options.streaming_hints});
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
       if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
         compiled.zero_before.push_back(stage.target->name);

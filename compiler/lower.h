@@ -22,10 +22,20 @@ struct LowerOptions {
   Determinism determinism = Determinism::kDefault;
   int arch = 90;  ///< target compute capability (major * 10 + minor)
   bool record_passes = false;
+  /// Threads per block of the grids derive_grid derives (0: kDefaultBlockSize). A multiple of
+  /// 32 in [32, 1024]; kernels of rank 0 keep one warp, explicit grids keep their own.
+  int block_size = 0;
+  /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
+  /// 8, 16 or 32; 32 gives each thread two 16-byte stores.
+  int vector_bytes = 0;
+  /// Span loads and group stores of vector-group kernels carry evict-first streaming hints
+  /// (ld.global.cs / st.global.cs through templates/adjoint_memory.cuh).
+  bool streaming_hints = false;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
-/// explicit grid configuration does not cover its kernel's domain.
+/// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
+/// `options.block_size` or `options.vector_bytes` is not one of the values documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
 }  // namespace adjoint::compiler

@@ -12,7 +12,7 @@
 
 namespace adjoint::compiler {
 
-int derived_vector_width(const ir::Kernel& kernel) {
+int derived_vector_width(const ir::Kernel& kernel, int group_bytes) {
   if (kernel.stages.empty()) return 1;
   GridMapping mapping = grid_mapping(kernel);
   if (mapping.linear_axes.empty()) return 1;
@@ -26,7 +26,7 @@ int derived_vector_width(const ir::Kernel& kernel) {
   std::vector<int64_t> extents = domain_extents(kernel);
   int64_t points = 1;
   for (int64_t e : extents) points *= e;
-  int64_t width = std::max<int64_t>(kMaxAccessBytes / widest, 1);
+  int64_t width = std::max<int64_t>(group_bytes / widest, 1);
   while (width > 1 && (extents[axis] % width != 0 || points / width < kMinVectorGroups)) width /= 2;
   return static_cast<int>(width);
 }

@@ -27,6 +27,8 @@ namespace adjoint::compiler {
 
 /// The widest memory access a group uses, in bytes.
 inline constexpr int kMaxAccessBytes = 16;
+/// The most bytes of its widest target a derived vector group stores: one 16-byte store.
+inline constexpr int kDefaultGroupBytes = 16;
 /// Vectorize only while a kernel keeps at least this many groups (threads): about one block of
 /// 256 threads for each SM of a large GPU. Smaller domains are latency-bound, and a kernel with
 /// few points and long per-point reductions should keep every thread it has.
@@ -35,9 +37,9 @@ inline constexpr int64_t kMinVectorGroups = int64_t{1} << 15;
 /// The vector width derive_grid gives `kernel`, whose bindings are all linear: 1 unless every
 /// stage is a compute whose target is contiguous (stride 1) along the innermost linear axis.
 /// Then the largest power of two V such that a group of V target elements is at most
-/// kMaxAccessBytes, V divides the axis' extent (no tail), and at least kMinVectorGroups groups
-/// remain.
-int derived_vector_width(const ir::Kernel& kernel);
+/// `group_bytes` (a power of two; above kMaxAccessBytes a group stores in several accesses),
+/// V divides the axis' extent (no tail), and at least kMinVectorGroups groups remain.
+int derived_vector_width(const ir::Kernel& kernel, int group_bytes = kDefaultGroupBytes);
 
 /// Where the windows of one reduce axis lie inside every group: for the point x_base + e, the
 /// axis runs over base(x_base) + [begin[e], end[e]), where base(x_base) = start(x_base) + shift.

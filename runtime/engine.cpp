@@ -3,7 +3,10 @@
 #include "runtime/engine.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -64,6 +67,53 @@ const DiskCache& disk_cache() {
 }
 
 thread_local PrepareProfile last_profile;
+
+/// Code-generation tuning knobs from the environment (docs/runtime.md): read once, they change
+/// the emitted source, so the disk cache and packages (keyed by source) keep variants apart.
+struct TuningKnobs {
+  int block_size = 0;
+  int vector_bytes = 0;
+  bool streaming_hints = false;
+};
+
+/// The integer value of environment variable `name` (`fallback` when unset or empty), which
+/// must be one of the values `accepts` allows; otherwise an adjoint::Error naming the variable
+/// and `valid`.
+template <typename Accepts>
+int integer_knob(const char* name, int fallback, Accepts accepts, const char* valid) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < INT32_MIN || value > INT32_MAX ||
+      !accepts(static_cast<int>(value))) {
+    throw Error(std::string(name) + ": expected " + valid + ", got '" + text + "'",
+                ErrorCode::kInvalidArgument);
+  }
+  return static_cast<int>(value);
+}
+
+TuningKnobs read_tuning_knobs() {
+  TuningKnobs knobs;
+  knobs.block_size = integer_knob(
+      "ADJOINT_TUNE_BLOCK_SIZE", 0,
+      [](int v) { return v == 0 || (v >= 32 && v <= 1024 && v % 32 == 0); },
+      "0 (derive) or a multiple of 32 in [32, 1024]");
+  knobs.vector_bytes = integer_knob(
+      "ADJOINT_TUNE_VECTOR_BYTES", 0,
+      [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
+  knobs.streaming_hints =
+      integer_knob("ADJOINT_TUNE_STREAMING", 0, [](int v) { return v == 0 || v == 1; },
+                   "0 or 1") == 1;
+  return knobs;
+}
+
+/// The process's tuning knobs, read on first use (an invalid value throws on every use).
+const TuningKnobs& tuning_knobs() {
+  static const TuningKnobs knobs = read_tuning_knobs();
+  return knobs;
+}
 
 }  // namespace
 
@@ -241,6 +291,9 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   options.determinism = determinism;
   options.arch = arch;
   options.record_passes = dump.passes;
+  options.block_size = tuning_knobs().block_size;
+  options.vector_bytes = tuning_knobs().vector_bytes;
+  options.streaming_hints = tuning_knobs().streaming_hints;
   compiler::CompiledProgram compiled = compiler::lower(ir_program, options);
   profile.lower_ms = milliseconds_since(step);
   if (dump.passes) write_dump(dump, dump_key + ".passes.txt", compiled.pass_dump);

@@ -10,8 +10,12 @@
 //
 // Loads are plain loads: through a `const T* __restrict__` kernel parameter the compiler emits
 // the read-only path (ld.global.nc) itself, and a tensor the same kernel writes is read
-// coherently. memcpy between the words and the element array is a register move once compiled
-// (NVRTC declares memcpy itself; host emulation includes <cstring>).
+// coherently. The *_streaming variants issue the aligned words with __ldcs / __stcs
+// (ld.global.cs / st.global.cs: cache streaming, evict first, for data touched once; NVRTC
+// declares them even with -minimal); their misaligned fallback moves plain elements. Host
+// emulation has no caches: there they are plain loads and stores. memcpy between the words and
+// the element array is a register move once compiled (NVRTC declares memcpy itself; host
+// emulation includes <cstring>).
 #pragma once
 
 #include "adjoint_types.cuh"
@@ -50,10 +54,41 @@ ADJOINT_DEVICE bool is_aligned(const T* address) {
   return (reinterpret_cast<unsigned long long>(address) & (Bytes - 1)) == 0;
 }
 
-/// values[k] = address[k] for k < N, in accesses of AccessBytes bytes when `address` is
-/// aligned to them. AccessBytes must divide N * sizeof(T).
-template <int AccessBytes, typename T, int N>
-ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
+/// How a word is moved: plainly, or with the evict-first streaming cache hint.
+enum class CacheHint { kNormal, kStreaming };
+
+/// One word from `address`, with the cache hint on the GPU.
+template <CacheHint Hint, typename Word>
+ADJOINT_DEVICE Word load_word(const Word* address) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  if constexpr (Hint == CacheHint::kStreaming) {
+    return __ldcs(address);
+  } else {
+    return *address;
+  }
+#else
+  return *address;
+#endif
+}
+
+/// One word to `address`, with the cache hint on the GPU.
+template <CacheHint Hint, typename Word>
+ADJOINT_DEVICE void store_word(Word* address, const Word& value) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  if constexpr (Hint == CacheHint::kStreaming) {
+    __stcs(address, value);
+  } else {
+    *address = value;
+  }
+#else
+  *address = value;
+#endif
+}
+
+/// values[k] = address[k] for k < N, in accesses of AccessBytes bytes (with cache hint Hint)
+/// when `address` is aligned to them. AccessBytes must divide N * sizeof(T).
+template <int AccessBytes, CacheHint Hint, typename T, int N>
+ADJOINT_DEVICE void load_elements_hinted(T (&values)[N], const T* address) {
   using Word = typename AccessWord<AccessBytes>::type;
   constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
   static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
@@ -61,7 +96,8 @@ ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
   if (is_aligned<AccessBytes>(address)) {
     Word words[kWords];
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) words[k] = reinterpret_cast<const Word*>(address)[k];
+    for (int k = 0; k < kWords; ++k)
+      words[k] = load_word<Hint>(reinterpret_cast<const Word*>(address) + k);
     memcpy(values, words, sizeof values);
   } else {
 #pragma unroll
@@ -69,10 +105,10 @@ ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
   }
 }
 
-/// address[k] = values[k] for k < N, in accesses of AccessBytes bytes when `address` is
-/// aligned to them. AccessBytes must divide N * sizeof(T).
-template <int AccessBytes, typename T, int N>
-ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {
+/// address[k] = values[k] for k < N, in accesses of AccessBytes bytes (with cache hint Hint)
+/// when `address` is aligned to them. AccessBytes must divide N * sizeof(T).
+template <int AccessBytes, CacheHint Hint, typename T, int N>
+ADJOINT_DEVICE void store_elements_hinted(T* address, const T (&values)[N]) {
   using Word = typename AccessWord<AccessBytes>::type;
   constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
   static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
@@ -81,11 +117,36 @@ ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {
     Word words[kWords];
     memcpy(words, values, sizeof values);
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) reinterpret_cast<Word*>(address)[k] = words[k];
+    for (int k = 0; k < kWords; ++k)
+      store_word<Hint>(reinterpret_cast<Word*>(address) + k, words[k]);
   } else {
 #pragma unroll
     for (int k = 0; k < N; ++k) address[k] = values[k];
   }
+}
+
+/// values[k] = address[k] for k < N, in plain accesses of AccessBytes bytes when aligned.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
+  load_elements_hinted<AccessBytes, CacheHint::kNormal>(values, address);
+}
+
+/// address[k] = values[k] for k < N, in plain accesses of AccessBytes bytes when aligned.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {
+  store_elements_hinted<AccessBytes, CacheHint::kNormal>(address, values);
+}
+
+/// load_elements with evict-first streaming loads (ld.global.cs) when aligned.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements_streaming(T (&values)[N], const T* address) {
+  load_elements_hinted<AccessBytes, CacheHint::kStreaming>(values, address);
+}
+
+/// store_elements with evict-first streaming stores (st.global.cs) when aligned.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void store_elements_streaming(T* address, const T (&values)[N]) {
+  store_elements_hinted<AccessBytes, CacheHint::kStreaming>(address, values);
 }
 
 #endif  // ADJOINT_DEVICE_CODE

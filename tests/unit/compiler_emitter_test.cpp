@@ -386,6 +386,69 @@ TEST(Lower, ExplicitGridsThatDoNotCoverTheirDomainAreErrors) {
   }
 }
 
+/// The 224x224 bf16 upsample backward of the benchmark, lowered with `options`.
+CompiledKernel bench_upsample_kernel(const LowerOptions& options) {
+  CompiledProgram p = lower(ops::parse_specialization("upsample_nearest2d_backward dtype=bf16 "
+                                                      "input_size=32,3,224,224 output_size=448,448")
+                                .build_program(),
+                            options);
+  EXPECT_EQ(p.kernels.size(), 1u);
+  return p.kernels.at(0);
+}
+
+TEST(Lower, TuningKnobsChangeTheEmittedKernel) {
+  const CompiledKernel plain = bench_upsample_kernel(LowerOptions{});
+  EXPECT_TRUE(contains(plain.source, "__launch_bounds__(256)")) << plain.source;
+  EXPECT_TRUE(contains(plain.source, "adjoint::bfloat16 grad_input_values[8];")) << plain.source;
+  EXPECT_TRUE(contains(plain.source, "adjoint::load_elements<16>(")) << plain.source;
+  EXPECT_TRUE(contains(plain.source, "adjoint::store_elements<16>(")) << plain.source;
+  EXPECT_FALSE(contains(plain.source, "_streaming")) << plain.source;
+  EXPECT_EQ(plain.launch.block[0], 256u);
+
+  LowerOptions block;
+  block.block_size = 512;
+  const CompiledKernel wide_blocks = bench_upsample_kernel(block);
+  EXPECT_TRUE(contains(wide_blocks.source, "__launch_bounds__(512)")) << wide_blocks.source;
+  EXPECT_EQ(wide_blocks.launch.block[0], 512u);
+  EXPECT_EQ(wide_blocks.launch.grid[0], (plain.launch.grid[0] + 1) / 2);
+
+  LowerOptions two_vectors;
+  two_vectors.vector_bytes = 32;  // 16 bf16 per thread: a span of 32 per row, two stores
+  const CompiledKernel doubled = bench_upsample_kernel(two_vectors);
+  EXPECT_TRUE(contains(doubled.source, "adjoint::bfloat16 grad_input_values[16];")) << doubled.source;
+  EXPECT_TRUE(contains(doubled.source, "_span[32];")) << doubled.source;
+  EXPECT_TRUE(contains(doubled.source, "adjoint::store_elements<16>(")) << doubled.source;
+
+  LowerOptions half_vector;
+  half_vector.vector_bytes = 8;
+  const CompiledKernel halved = bench_upsample_kernel(half_vector);
+  EXPECT_TRUE(contains(halved.source, "adjoint::bfloat16 grad_input_values[4];")) << halved.source;
+  EXPECT_TRUE(contains(halved.source, "adjoint::store_elements<8>(")) << halved.source;
+
+  LowerOptions streaming;
+  streaming.streaming_hints = true;
+  const CompiledKernel hinted = bench_upsample_kernel(streaming);
+  EXPECT_TRUE(contains(hinted.source, "adjoint::load_elements_streaming<16>(")) << hinted.source;
+  EXPECT_TRUE(contains(hinted.source, "adjoint::store_elements_streaming<16>(")) << hinted.source;
+  EXPECT_FALSE(contains(hinted.source, "adjoint::load_elements<")) << hinted.source;
+  EXPECT_FALSE(contains(hinted.source, "adjoint::store_elements<")) << hinted.source;
+}
+
+TEST(Lower, InvalidTuningOptionsAreErrors) {
+  LowerOptions options;
+  options.block_size = 48;
+  try {
+    lower(upsample_like(), options);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_TRUE(contains(e.what(), "block_size: expected")) << e.what();
+  }
+  options.block_size = 0;
+  options.vector_bytes = 12;
+  EXPECT_THROW(lower(upsample_like(), options), Error);
+}
+
 TEST(Lower, EveryRegisteredExampleLowers) {
   int lowered = 0;
   for (const ops::OpDefinition& op : ops::all_ops()) {

@@ -84,6 +84,46 @@ TEST(DeriveGrid, HugeDomainsLoopInsteadOfLaunchingMoreBlocks) {
   EXPECT_EQ(launch_dims(p.kernels[0]).grid[0], static_cast<uint32_t>(kMaxLinearBlocks));
 }
 
+TEST(DeriveGrid, TunedBlockSizesApplyToDerivedGridsOnly) {
+  DeriveGridOptions options;
+  options.block_size = 128;
+  ir::Program p = derive_grid(elementwise({3, 1000}), options);
+  EXPECT_EQ(p.kernels[0].grid.block_size, 128);
+  LaunchDims d = launch_dims(p.kernels[0]);
+  EXPECT_EQ(d.block[0], 128u);
+  EXPECT_EQ(d.grid[0], 24u);  // ceil(3000 / 128)
+  options.block_size = 1024;
+  EXPECT_EQ(launch_dims(derive_grid(elementwise({3, 1000}), options).kernels[0]).grid[0], 3u);
+  // An explicit configuration keeps its block; a one-point domain keeps one warp.
+  ir::Program explicit_grid = derive_grid(
+      elementwise({8, 512}, config({AxisBinding::kBlock, AxisBinding::kThread}, 512)), options);
+  EXPECT_EQ(explicit_grid.kernels[0].grid.block_size, 512);
+  EXPECT_EQ(derive_grid(elementwise({}), options).kernels[0].grid.block_size, 32);
+}
+
+TEST(DeriveGrid, TuningOptionsOutsideTheirRangesAreRejected) {
+  auto expect_rejected = [](DeriveGridOptions options, const std::string& field,
+                            const std::string& given) {
+    try {
+      derive_grid(elementwise({3, 1000}), options);
+      ADD_FAILURE() << field << " " << given << " should be rejected";
+    } catch (const Error& e) {
+      std::string what = e.what();
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << what;
+      EXPECT_NE(what.find(field + ": expected"), std::string::npos) << what;
+      EXPECT_NE(what.find("got " + given), std::string::npos) << what;
+    }
+  };
+  expect_rejected({100, 0}, "block_size", "100");   // not a multiple of 32
+  expect_rejected({16, 0}, "block_size", "16");     // below a warp
+  expect_rejected({2048, 0}, "block_size", "2048");  // above the hardware limit
+  expect_rejected({-32, 0}, "block_size", "-32");
+  expect_rejected({0, 4}, "vector_bytes", "4");
+  expect_rejected({0, 64}, "vector_bytes", "64");
+  EXPECT_NO_THROW(derive_grid(elementwise({3, 1000}), {32, 8}));
+  EXPECT_NO_THROW(derive_grid(elementwise({3, 1000}), {1024, 32}));
+}
+
 TEST(DeriveGrid, EmptyDomainsLaunchNothing) {
   ir::Program p = derive_grid(elementwise({4, 0}));
   EXPECT_EQ(launch_dims(p.kernels[0]).grid[0], 0u);

@@ -119,31 +119,52 @@ struct HostProgram {
   std::vector<CompiledKernel> kernels;
 };
 
-/// Everything lower() runs, with each derived grid's vector width forced to `width` where the
-/// innermost linear axis allows it (1 elsewhere; 0 keeps derive_grid's own choice).
-std::vector<CompiledKernel> compile_kernels(const ir::Program& input, int width,
+/// How to compile a program: a forced vector width (0: derive_grid's own choice) and the tuning
+/// knobs of LowerOptions (block size 0: the default, vector bytes for derived widths, streaming
+/// hints).
+struct Variant {
+  Variant(int width) : width(width) {}  // NOLINT: a bare width is the common case
+  Variant(int width, int block_size, int vector_bytes, bool streaming)
+      : width(width), block_size(block_size), vector_bytes(vector_bytes), streaming(streaming) {}
+  int width = 1;
+  int block_size = 0;
+  int vector_bytes = 0;
+  bool streaming = false;
+
+  std::string label() const {
+    return "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
+           std::to_string(vector_bytes) + (streaming ? "_s" : "");
+  }
+};
+
+/// Everything lower() runs, with each derived grid's vector width forced to `variant.width`
+/// where the innermost linear axis allows it (1 elsewhere; 0 keeps derive_grid's own choice)
+/// and the variant's block size and streaming hints.
+std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Variant& variant,
                                             const std::string& prefix) {
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   p = lower_scatter_to_atomics(p);
-  if (width > 0) {
+  const int block = variant.block_size > 0 ? variant.block_size : kDefaultBlockSize;
+  if (variant.width > 0) {
     for (ir::Kernel& kernel : p.kernels) {
       if (kernel.grid.is_set || kernel.stages.empty()) continue;
       std::vector<int64_t> extents = domain_extents(kernel);
       kernel.grid.is_set = true;
       kernel.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
-      kernel.grid.block_size = extents.empty() ? 32 : kDefaultBlockSize;
+      kernel.grid.block_size = extents.empty() ? 32 : block;
       kernel.grid.vector_width = 1;
       GridMapping m = grid_mapping(kernel);
-      if (!m.linear_axes.empty() && extents[m.linear_axes.back()] % width == 0)
-        kernel.grid.vector_width = width;
+      if (!m.linear_axes.empty() && extents[m.linear_axes.back()] % variant.width == 0)
+        kernel.grid.vector_width = variant.width;
     }
   }
-  p = narrow_index_math(derive_grid(p));
+  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     if (p.kernels[k].stages.empty()) continue;
-    kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k)));
+    kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k),
+                                       EmitOptions{variant.streaming}));
   }
   return kernels;
 }
@@ -330,17 +351,17 @@ void expect_outputs_equal(const ir::Program& p, const ir::HostBuffers& expected,
   }
 }
 
-/// Compiles each program scalar (vector width 1) and with every width in `widths`, runs all of
-/// them on aligned and misaligned buffers, and expects the scalar run to match the interpreter
-/// (within `tolerance`) and every other run to match the scalar run bit for bit.
-void expect_host_runs_match(const std::vector<ir::Program>& programs, std::vector<int> widths,
-                            double tolerance) {
+/// Compiles each program in every variant, runs all of them on aligned and misaligned buffers,
+/// and expects the first variant's run (usually scalar: vector width 1) to match the
+/// interpreter (within `tolerance`) and every other run to match it bit for bit.
+void expect_host_runs_match(const std::vector<ir::Program>& programs,
+                            const std::vector<Variant>& variants, double tolerance) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   std::vector<HostProgram> runs;
   for (size_t i = 0; i < programs.size(); ++i) {
-    for (int width : widths) {
-      std::string label = "p" + std::to_string(i) + "_v" + std::to_string(width);
-      runs.push_back(HostProgram{label, programs[i], compile_kernels(programs[i], width, label)});
+    for (const Variant& variant : variants) {
+      std::string label = "p" + std::to_string(i) + "_" + variant.label();
+      runs.push_back(HostProgram{label, programs[i], compile_kernels(programs[i], variant, label)});
     }
   }
   std::vector<const CompiledKernel*> kernels;
@@ -355,10 +376,10 @@ void expect_host_runs_match(const std::vector<ir::Program>& programs, std::vecto
     ir::HostBuffers inputs = exact_inputs(programs[i], static_cast<unsigned>(i + 1));
     ir::HostBuffers expected = ir::interpret(programs[i], inputs);
     std::optional<ir::HostBuffers> scalar;
-    for (int width : widths) {
+    for (const Variant& variant : variants) {
       const HostProgram& run = runs[r++];
       for (bool misalign : {false, true}) {
-        std::string what = ir::to_string(programs[i]) + "vector width " + std::to_string(width) +
+        std::string what = ir::to_string(programs[i]) + "variant " + variant.label() +
                            (misalign ? ", misaligned buffers" : "") + "\n" +
                            run.kernels.front().source;
         ir::HostBuffers actual = library.run(run, inputs, misalign);
@@ -442,6 +463,39 @@ TEST(HostRun, DerivedGridsOfAVectorizedSize) {
   ASSERT_EQ(kernels.size(), 1u);
   EXPECT_NE(kernels[0].source.find("store_elements<16>"), std::string::npos) << kernels[0].source;
   expect_host_runs_match({p}, {0}, 0);
+}
+
+TEST(HostRun, TuningVariantsMatchTheDefaultBitForBit) {
+  // Forced widths: blocks of 128 and 512 threads, 16 bf16 / 8 f32 per group (32 bytes), 4 bf16
+  // (8 bytes), streaming hints; 2x up, 2x down and 1.5 / 0.75.
+  std::vector<ir::Program> programs;
+  for (const char* dtype : {"f32", "bf16"}) {
+    std::string d = std::string("dtype=") + dtype + " ";
+    programs.push_back(upsample("upsample_nearest2d_backward " + d +
+                                "input_size=2,3,8,32 output_size=16,64"));
+    programs.push_back(upsample("upsample_nearest2d_backward " + d +
+                                "input_size=1,3,16,32 output_size=8,16"));
+    programs.push_back(upsample("upsample_nearest2d_backward " + d +
+                                "input_size=1,2,16,32 output_size=24,48"));
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant(8, 128, 0, false), Variant(16, 512, 0, true),
+                          Variant(4, 0, 0, true)},
+                         0);
+}
+
+TEST(HostRun, DerivedTuningVariantsMatchTheDefaultBitForBit) {
+  // Large enough (2^19 points) for derive_grid to give 16 bf16 per group at 32 vector bytes;
+  // 2x down, so that the interpreter's scatter walks only 2^17 points.
+  ir::Program p = upsample(
+      "upsample_nearest2d_backward dtype=bf16 input_size=1,16,128,256 output_size=64,128");
+  std::vector<CompiledKernel> wide = compile_kernels(p, Variant(0, 0, 32, false), "wide");
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_NE(wide[0].source.find("grad_input_values[16]"), std::string::npos) << wide[0].source;
+  expect_host_runs_match({p},
+                         {Variant(0), Variant(0, 0, 32, false), Variant(0, 128, 8, false),
+                          Variant(0, 512, 16, true), Variant(0, 1024, 32, true)},
+                         0);
 }
 
 /// Element-wise work, loads under branches (some out of bounds where not taken), shifted and

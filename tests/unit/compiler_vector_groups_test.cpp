@@ -19,8 +19,10 @@ using ir::DType;
 using ir::Expr;
 using ir::Var;
 
-/// A copy kernel over `shape` (strides optional) writing `out_dtype`.
-ir::Kernel copy_kernel(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
+/// A copy kernel over `shape` (strides optional) writing `out_dtype`, its grid derived with
+/// `options`.
+ir::Kernel copy_kernel(DType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides = {},
+                       const DeriveGridOptions& options = {}) {
   ir::ProgramBuilder b("copy");
   ir::Tensor x = b.input("x", dtype, shape, strides);
   ir::Tensor out = b.output("out", dtype, shape, strides);
@@ -31,7 +33,7 @@ ir::Kernel copy_kernel(DType dtype, std::vector<int64_t> shape, std::vector<int6
     point.push_back(vars.back());
   }
   b.kernel("k", {ir::compute(out, ir::over(out, vars), ir::load(x, point))});
-  ir::Program p = derive_grid(std::move(b).build());
+  ir::Program p = derive_grid(std::move(b).build(), options);
   return p.kernels[0];
 }
 
@@ -41,6 +43,21 @@ TEST(DerivedVectorWidth, SixteenBytesAlongAContiguousInnermostAxis) {
   EXPECT_EQ(copy_kernel(DType::kF32, {64, 64, 256}).grid.vector_width, 4);
   EXPECT_EQ(copy_kernel(DType::kF64, {64, 64, 256}).grid.vector_width, 2);
   EXPECT_EQ(copy_kernel(DType::kBool, {64, 64, 256}).grid.vector_width, 16);
+}
+
+TEST(DerivedVectorWidth, TunedGroupBytes) {
+  DeriveGridOptions eight{0, 8}, thirty_two{0, 32};
+  EXPECT_EQ(copy_kernel(DType::kBF16, {64, 64, 256}, {}, eight).grid.vector_width, 4);
+  EXPECT_EQ(copy_kernel(DType::kF32, {64, 64, 256}, {}, eight).grid.vector_width, 2);
+  EXPECT_EQ(copy_kernel(DType::kBF16, {64, 64, 256}, {}, thirty_two).grid.vector_width, 16);
+  EXPECT_EQ(copy_kernel(DType::kF32, {64, 64, 256}, {}, thirty_two).grid.vector_width, 8);
+  EXPECT_EQ(copy_kernel(DType::kF64, {64, 64, 256}, {}, thirty_two).grid.vector_width, 4);
+  // The same rules still cut it down: 224 = 14 * 16 takes 16 bf16, 200 only 8; 2^18 points
+  // would leave fewer than kMinVectorGroups groups of 16.
+  EXPECT_EQ(copy_kernel(DType::kBF16, {96, 224, 224}, {}, thirty_two).grid.vector_width, 16);
+  EXPECT_EQ(copy_kernel(DType::kBF16, {96, 224, 200}, {}, thirty_two).grid.vector_width, 8);
+  EXPECT_EQ(copy_kernel(DType::kBF16, {1024, 256}, {}, thirty_two).grid.vector_width, 8);
+  EXPECT_EQ(derived_vector_width(copy_kernel(DType::kBF16, {64, 64, 256}), 32), 16);
 }
 
 TEST(DerivedVectorWidth, TheWidthDividesTheInnermostExtent) {
