@@ -374,8 +374,10 @@ TEST(Passes, KeepEveryRegisteredExampleValid) {
     for (const std::string& example : op.examples) {
       ir::Program p = ops::parse_specialization(example).build_program();
       ir::Program q = simplify(p);
-      for (auto pass : {lower_scatter_to_gather, simplify, lower_scatter_to_atomics, derive_grid,
-                        narrow_index_math}) {
+      using Pass = ir::Program (*)(const ir::Program&);
+      const Pass derive_default_grid = [](const ir::Program& p) { return derive_grid(p); };
+      for (Pass pass : {lower_scatter_to_gather, simplify, lower_scatter_to_atomics,
+                        derive_default_grid, narrow_index_math}) {
         q = pass(q);
         EXPECT_NO_THROW(ir::verify(q)) << example << "\n" << ir::to_string(q);
       }
