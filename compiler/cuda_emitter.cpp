@@ -306,9 +306,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   int64_t offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices, size_t lane_dim,
                            int64_t lane_alignment);
   /// The adjoint_memory.cuh helper for `base` ("load_elements", "store_elements"): its
-  /// streaming variant under EmitOptions::streaming_hints.
+  /// streaming variant under EmitOptions::streaming_loads / streaming_stores.
   std::string memory_helper(const std::string& base) const {
-    return options_.streaming_hints ? base + "_streaming" : base;
+    const bool streaming =
+        base == "store_elements" ? options_.streaming_stores : options_.streaming_loads;
+    return streaming ? base + "_streaming" : base;
   }
 
   const ir::Program& program_;
@@ -673,8 +675,10 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     head.line("// Each thread computes " + std::to_string(vector_->width) +
               " consecutive points of " +
               kernel_.stages.front().domain[vector_->axis].var.name_hint() + ".");
-    if (options_.streaming_hints)
-      head.line("// Streaming cache hints: span loads and group stores evict first.");
+    if (options_.streaming_loads || options_.streaming_stores)
+      head.line(std::string("// Streaming cache hints (evict first) on ") +
+                (options_.streaming_loads && options_.streaming_stores ? "span loads and group stores."
+                 : options_.streaming_loads ? "span loads." : "group stores."));
   }
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");

@@ -14,8 +14,8 @@
 // and `%` are floor division unless both operands are provably non-negative; scatter_add is an
 // atomic add. Repeated subexpressions are emitted once per scope as `const` temporaries.
 // Float operations are written plainly: the runtime compiles with --fmad=false, as the IR's
-// no-contraction rule requires. With EmitOptions::streaming_hints the span loads and group
-// stores of vector-group kernels use the evict-first streaming helpers of adjoint_memory.cuh.
+// no-contraction rule requires. With EmitOptions::streaming_loads / streaming_stores the span
+// loads / group stores of vector-group kernels use the evict-first helpers of adjoint_memory.cuh.
 #pragma once
 
 #include <string>
@@ -27,10 +27,12 @@ namespace adjoint::compiler {
 
 /// Code generation choices that do not change what a kernel computes.
 struct EmitOptions {
-  /// Vector-group kernels read their spans with ld.global.cs and store their groups with
-  /// st.global.cs (evict first: the data is not expected to be touched again soon). Applied to
-  /// every span load, without proof that the input is read once; scalar loads are unchanged.
-  bool streaming_hints = false;
+  /// Vector-group kernels read their spans with ld.global.cs (evict first: the data is not
+  /// expected to be touched again soon). Applied to every span load, without proof that the
+  /// input is read once; scalar loads are unchanged.
+  bool streaming_loads = false;
+  /// Vector-group kernels store their groups with st.global.cs.
+  bool streaming_stores = false;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

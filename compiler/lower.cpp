@@ -83,7 +83,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
     CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries),
-                                               EmitOptions{options.streaming_hints});
+                                               EmitOptions{options.streaming_loads, options.streaming_stores});
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
       if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
         compiled.zero_before.push_back(stage.target->name);

@@ -73,7 +73,8 @@ thread_local PrepareProfile last_profile;
 struct TuningKnobs {
   int block_size = 0;
   int vector_bytes = 0;
-  bool streaming_hints = false;
+  bool streaming_loads = false;
+  bool streaming_stores = false;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -103,9 +104,11 @@ TuningKnobs read_tuning_knobs() {
   knobs.vector_bytes = integer_knob(
       "ADJOINT_TUNE_VECTOR_BYTES", 0,
       [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
-  knobs.streaming_hints =
-      integer_knob("ADJOINT_TUNE_STREAMING", 0, [](int v) { return v == 0 || v == 1; },
-                   "0 or 1") == 1;
+  const int streaming = integer_knob(
+      "ADJOINT_TUNE_STREAMING", 1, [](int v) { return v >= 0 && v <= 3; },
+      "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
+  knobs.streaming_loads = streaming == 1 || streaming == 3;
+  knobs.streaming_stores = streaming == 1 || streaming == 2;
   return knobs;
 }
 
@@ -293,7 +296,8 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   options.record_passes = dump.passes;
   options.block_size = tuning_knobs().block_size;
   options.vector_bytes = tuning_knobs().vector_bytes;
-  options.streaming_hints = tuning_knobs().streaming_hints;
+  options.streaming_loads = tuning_knobs().streaming_loads;
+  options.streaming_stores = tuning_knobs().streaming_stores;
   compiler::CompiledProgram compiled = compiler::lower(ir_program, options);
   profile.lower_ms = milliseconds_since(step);
   if (dump.passes) write_dump(dump, dump_key + ".passes.txt", compiled.pass_dump);

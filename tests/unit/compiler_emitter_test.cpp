@@ -397,7 +397,9 @@ CompiledKernel bench_upsample_kernel(const LowerOptions& options) {
 }
 
 TEST(Lower, TuningKnobsChangeTheEmittedKernel) {
-  const CompiledKernel plain = bench_upsample_kernel(LowerOptions{});
+  LowerOptions plain_options;  // streaming hints are on by default: switch them off here
+  plain_options.streaming_loads = plain_options.streaming_stores = false;
+  const CompiledKernel plain = bench_upsample_kernel(plain_options);
   EXPECT_TRUE(contains(plain.source, "__launch_bounds__(256)")) << plain.source;
   EXPECT_TRUE(contains(plain.source, "adjoint::bfloat16 grad_input_values[8];")) << plain.source;
   EXPECT_TRUE(contains(plain.source, "adjoint::load_elements<16>(")) << plain.source;
@@ -405,28 +407,27 @@ TEST(Lower, TuningKnobsChangeTheEmittedKernel) {
   EXPECT_FALSE(contains(plain.source, "_streaming")) << plain.source;
   EXPECT_EQ(plain.launch.block[0], 256u);
 
-  LowerOptions block;
+  LowerOptions block = plain_options;
   block.block_size = 512;
   const CompiledKernel wide_blocks = bench_upsample_kernel(block);
   EXPECT_TRUE(contains(wide_blocks.source, "__launch_bounds__(512)")) << wide_blocks.source;
   EXPECT_EQ(wide_blocks.launch.block[0], 512u);
   EXPECT_EQ(wide_blocks.launch.grid[0], (plain.launch.grid[0] + 1) / 2);
 
-  LowerOptions two_vectors;
+  LowerOptions two_vectors = plain_options;
   two_vectors.vector_bytes = 32;  // 16 bf16 per thread: a span of 32 per row, two stores
   const CompiledKernel doubled = bench_upsample_kernel(two_vectors);
   EXPECT_TRUE(contains(doubled.source, "adjoint::bfloat16 grad_input_values[16];")) << doubled.source;
   EXPECT_TRUE(contains(doubled.source, "_span[32];")) << doubled.source;
   EXPECT_TRUE(contains(doubled.source, "adjoint::store_elements<16>(")) << doubled.source;
 
-  LowerOptions half_vector;
+  LowerOptions half_vector = plain_options;
   half_vector.vector_bytes = 8;
   const CompiledKernel halved = bench_upsample_kernel(half_vector);
   EXPECT_TRUE(contains(halved.source, "adjoint::bfloat16 grad_input_values[4];")) << halved.source;
   EXPECT_TRUE(contains(halved.source, "adjoint::store_elements<8>(")) << halved.source;
 
-  LowerOptions streaming;
-  streaming.streaming_hints = true;
+  LowerOptions streaming;  // the default
   const CompiledKernel hinted = bench_upsample_kernel(streaming);
   EXPECT_TRUE(contains(hinted.source, "adjoint::load_elements_streaming<16>(")) << hinted.source;
   EXPECT_TRUE(contains(hinted.source, "adjoint::store_elements_streaming<16>(")) << hinted.source;

@@ -202,14 +202,14 @@ TEST_F(JitCompile, VectorGroupsOfTheBenchmarkShapes) {
     units.add(spec, ops::parse_specialization(spec).build_program());
   expect_all_compile(units, "vector groups");
   for (const Unit& unit : units.units()) {
-    ASSERT_NE(unit.source.find("adjoint::store_elements<"), std::string::npos) << unit.origin;
+    ASSERT_NE(unit.source.find("adjoint::store_elements"), std::string::npos) << unit.origin;
     runtime::CompileRequest request;
     request.source = unit.source;
     request.name = unit.entry + ".cu";
     request.want_cubin = false;
     std::string ptx = runtime::Nvrtc::instance().compile(request).ptx;
     EXPECT_EQ(ptx.find(".local"), std::string::npos) << unit.origin << "\n" << ptx;
-    EXPECT_NE(ptx.find("st.global.v"), std::string::npos) << unit.origin << "\n" << ptx;
+    EXPECT_NE(ptx.find("st.global.cs.v"), std::string::npos) << unit.origin << "\n" << ptx;
   }
 }
 
@@ -233,7 +233,7 @@ TEST_F(JitCompile, TuningVariantsOfTheBenchmarkShapes) {
       compiler::LowerOptions options;
       options.block_size = k.block_size;
       options.vector_bytes = k.vector_bytes;
-      options.streaming_hints = k.streaming;
+      options.streaming_loads = options.streaming_stores = k.streaming;
       units.add(std::string(spec) + " block_size=" + std::to_string(k.block_size) +
                     " vector_bytes=" + std::to_string(k.vector_bytes) +
                     " streaming=" + std::to_string(k.streaming),
