@@ -123,7 +123,8 @@ void add_cold_compile_figures(nlohmann::json& out, int arch) {
   for (const ops::OpDefinition& op : ops::all_ops()) {
     ops::Specialization spec = ops::parse_specialization(op.examples.front());
     compiler::CompiledProgram cp =
-        compiler::lower(spec.build_program(), {compiler::Determinism::kDefault, arch, false});
+        compiler::lower(spec.build_program(),
+                        runtime::lower_options(compiler::Determinism::kDefault, arch));
     runtime::BinaryRequest request;
     request.program = spec.op_name();
     request.arch = arch;

@@ -15,16 +15,6 @@ using ir::BinaryOp;
 using ir::DType;
 using ir::Expr;
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t floor_mod(int64_t a, int64_t b) {
-  return a - floor_div(a, b) * b;
-}
-
 bool Interval::fits_int32() const {
   return within(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
 }

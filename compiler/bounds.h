@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ir/expr.h"
+#include "ir/int_math.h"
 
 namespace adjoint::compiler {
 
@@ -96,7 +97,7 @@ class Bounds {
 };
 
 /// Floor division and modulo of int64 values (the IR's integer semantics), for analyses.
-int64_t floor_div(int64_t a, int64_t b);
-int64_t floor_mod(int64_t a, int64_t b);
+using ir::floor_div;
+using ir::floor_mod;
 
 }  // namespace adjoint::compiler

@@ -2,6 +2,8 @@
 // the ranges of affine index expressions exact.
 #include "ir/index_ranges.h"
 
+#include "ir/int_math.h"
+
 #include <algorithm>
 
 namespace adjoint::ir {
@@ -32,10 +34,10 @@ int64_t multiply(int64_t a, int64_t b) {
   return saturate(static_cast<__int128>(a) * b);
 }
 
-/// Floor division by a finite nonzero b.
-int64_t floor_div(int64_t a, int64_t b) {
+/// Floor division by a finite nonzero b; an infinite bound stays infinite.
+int64_t floor_div_bound(int64_t a, int64_t b) {
   if (is_infinite(a)) return (a < 0) != (b < 0) ? -kInf : kInf;
-  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+  return ir::floor_div(a, b);
 }
 
 IndexInterval add(IndexInterval a, IndexInterval b) {
@@ -58,7 +60,7 @@ bool is_nonzero_constant(IndexInterval a) {
 /// Floor division by a nonzero constant (monotone in the dividend); unknown otherwise.
 IndexInterval divide(IndexInterval a, IndexInterval b) {
   if (!is_nonzero_constant(b)) return {};
-  int64_t x = floor_div(a.lo, b.lo), y = floor_div(a.hi, b.lo);
+  int64_t x = floor_div_bound(a.lo, b.lo), y = floor_div_bound(a.hi, b.lo);
   return {std::min(x, y), std::max(x, y)};
 }
 
@@ -67,8 +69,8 @@ IndexInterval divide(IndexInterval a, IndexInterval b) {
 IndexInterval modulo(IndexInterval a, IndexInterval b) {
   if (!is_nonzero_constant(b)) return {};
   int64_t c = b.lo;
-  if (!is_infinite(a.lo) && !is_infinite(a.hi) && floor_div(a.lo, c) == floor_div(a.hi, c)) {
-    int64_t base = floor_div(a.lo, c) * c;  // a % c == a - base over the whole range
+  if (!is_infinite(a.lo) && !is_infinite(a.hi) && floor_div_bound(a.lo, c) == floor_div_bound(a.hi, c)) {
+    int64_t base = floor_div_bound(a.lo, c) * c;  // a % c == a - base over the whole range
     return {a.lo - base, a.hi - base};
   }
   return c > 0 ? IndexInterval{0, c - 1} : IndexInterval{c + 1, 0};

@@ -7,19 +7,13 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "ir/int_math.h"
 #include "ir/printer.h"
 #include "ir/visitor.h"
 
 namespace adjoint::ir {
 namespace {
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
 
 struct Storage {
   const TensorNode* tensor;

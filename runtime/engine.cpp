@@ -232,20 +232,33 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const std::string& spec_tex
   return prepare(ops::parse_specialization(spec_text), determinism);
 }
 
+namespace {
+
+/// The part of an in-memory cache key after the program: determinism and context.
+std::string key_suffix(compiler::Determinism determinism, CUcontext context) {
+  char text[48];
+  std::snprintf(text, sizeof text, " |%s|%p", determinism_name(determinism),
+                static_cast<void*>(context));
+  return text;
+}
+
+/// The compute capability of the current context's device (looked up on a cache miss only).
+int current_arch() {
+  CUdevice device;
+  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
+  return compute_capability(device);
+}
+
+}  // namespace
+
 std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& spec,
                                                      compiler::Determinism determinism) {
   CUcontext context = current_context();
-  CUdevice device;
-  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
-  int arch = compute_capability(device);
   std::string text = spec.to_string();
-  char ctx_text[32];
-  std::snprintf(ctx_text, sizeof ctx_text, "%p", static_cast<void*>(context));
-  std::string key = text + " |" + determinism_name(determinism) + "|" + ctx_text;
-  return caches_->programs.get_or_create(key, [&] {
+  return caches_->programs.get_or_create(text + key_suffix(determinism, context), [&] {
     auto step = Clock::now();
     ir::Program ir_program = spec.build_program();
-    return build(ir_program, text, spec.op_name(), determinism, context, arch,
+    return build(ir_program, text, spec.op_name(), determinism, context, current_arch(),
                  milliseconds_since(step));
   });
 }
@@ -253,17 +266,23 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& 
 std::shared_ptr<const LoadedProgram> Engine::prepare(const ir::Program& ir_program,
                                                      compiler::Determinism determinism) {
   CUcontext context = current_context();
-  CUdevice device;
-  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
-  int arch = compute_capability(device);
-  std::string printed = ir::to_string(ir_program);
-  char ctx_text[32];
-  std::snprintf(ctx_text, sizeof ctx_text, "%p", static_cast<void*>(context));
-  std::string key = "ir " + printed + " |" + determinism_name(determinism) + "|" + ctx_text;
+  std::string key = "ir " + ir::to_string(ir_program) + key_suffix(determinism, context);
   std::string name = ir_program.name.empty() ? "program" : ir_program.name;
   return caches_->programs.get_or_create(key, [&] {
-    return build(ir_program, "IR program '" + name + "'", name, determinism, context, arch, 0);
+    return build(ir_program, "IR program '" + name + "'", name, determinism, context,
+                 current_arch(), 0);
   });
+}
+
+compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch) {
+  compiler::LowerOptions options;
+  options.determinism = determinism;
+  options.arch = arch;
+  options.block_size = tuning_knobs().block_size;
+  options.vector_bytes = tuning_knobs().vector_bytes;
+  options.streaming_loads = tuning_knobs().streaming_loads;
+  options.streaming_stores = tuning_knobs().streaming_stores;
+  return options;
 }
 
 std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program,
@@ -290,14 +309,8 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
     write_dump(dump, dump_key + ".ir.txt", program->spec + "\n" + ir::to_string(ir_program));
 
   step = Clock::now();
-  compiler::LowerOptions options;
-  options.determinism = determinism;
-  options.arch = arch;
+  compiler::LowerOptions options = lower_options(determinism, arch);
   options.record_passes = dump.passes;
-  options.block_size = tuning_knobs().block_size;
-  options.vector_bytes = tuning_knobs().vector_bytes;
-  options.streaming_loads = tuning_knobs().streaming_loads;
-  options.streaming_stores = tuning_knobs().streaming_stores;
   compiler::CompiledProgram compiled = compiler::lower(ir_program, options);
   profile.lower_ms = milliseconds_since(step);
   if (dump.passes) write_dump(dump, dump_key + ".passes.txt", compiled.pass_dump);

@@ -96,6 +96,11 @@ class Engine {
   bool jit_enabled_ = true;
 };
 
+/// LowerOptions for `arch` with this process's ADJOINT_TUNE_* knobs applied: exactly what the
+/// engine lowers with, so that `adjoint aot`, `compile` and `cuda` produce the kernels (and the
+/// package keys) the runtime will look up. Throws adjoint::Error for an invalid knob value.
+compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch);
+
 /// The current context, made current from device 0's primary context if there is none.
 CUcontext current_context();
 

@@ -17,6 +17,7 @@
 #include <regex>
 #include <sstream>
 
+#include "runtime/engine.h"
 #include "compiler/lower.h"
 #include "ir/error.h"
 #include "runtime/nvrtc.h"
@@ -86,11 +87,8 @@ void run_compile(const CompileCommandOptions& options) {
   const runtime::Nvrtc& nvrtc = runtime::Nvrtc::instance();
 
   auto start = std::chrono::steady_clock::now();
-  compiler::LowerOptions lower_options;
-  lower_options.determinism = request.determinism;
-  lower_options.arch = arch;
-  compiler::CompiledProgram program =
-      compiler::lower(request.specialization.build_program(), lower_options);
+  compiler::CompiledProgram program = compiler::lower(
+      request.specialization.build_program(), runtime::lower_options(request.determinism, arch));
   double lower_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 

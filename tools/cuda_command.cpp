@@ -2,6 +2,7 @@
 // launch facts; `--after-all` first prints the IR after every pass (the pipeline's dump).
 #include <iostream>
 
+#include "runtime/engine.h"
 #include "compiler/lower.h"
 #include "ops/registry.h"
 #include "tools/commands.h"
@@ -37,10 +38,9 @@ void add_cuda_command(CLI::App& app) {
     std::string text;
     for (const std::string& w : *spec) text += w + " ";
     ops::Specialization s = ops::parse_specialization(text);
-    compiler::LowerOptions options;
-    options.determinism =
-        *allow_atomics ? compiler::Determinism::kAllowAtomics : compiler::Determinism::kDefault;
-    options.arch = *arch;
+    compiler::LowerOptions options = runtime::lower_options(
+        *allow_atomics ? compiler::Determinism::kAllowAtomics : compiler::Determinism::kDefault,
+        *arch);
     options.record_passes = *after_all;
     compiler::CompiledProgram program = compiler::lower(s.build_program(), options);
     if (*after_all) std::cout << program.pass_dump;

@@ -51,7 +51,8 @@ double worst_ratio(const ir::Program& program, const ir::HostBuffers& got,
 
 /// Lowers the program and compiles each kernel with NVRTC for sm_90; false if a compile failed.
 bool compile_with_nvrtc(const ir::Program& program) {
-  compiler::CompiledProgram compiled = compiler::lower(program, {});
+  compiler::CompiledProgram compiled =
+      compiler::lower(program, runtime::lower_options(compiler::Determinism::kDefault, 90));
   std::cout << "   lowered to " << compiled.kernels.size() << " CUDA kernel(s)"
             << (compiled.deterministic ? ", deterministic" : ", with atomics") << "\n";
   runtime::Nvrtc* nvrtc = nullptr;
@@ -61,12 +62,18 @@ bool compile_with_nvrtc(const ir::Program& program) {
     std::cout << "   NVRTC not available, compile skipped: " << e.what() << "\n";
     return true;
   }
+  bool ok = true;
   for (const compiler::CompiledKernel& k : compiled.kernels) {
-    runtime::CompileResult r = nvrtc->compile({k.source, k.entry + ".cu", 90});
-    std::cout << "   NVRTC " << nvrtc->version() << " sm_90: " << k.entry << " -> "
-              << r.cubin.size() << "-byte cubin in " << r.milliseconds << " ms\n";
+    try {
+      runtime::CompileResult r = nvrtc->compile({k.source, k.entry + ".cu", 90});
+      std::cout << "   NVRTC " << nvrtc->version() << " sm_90: " << k.entry << " -> "
+                << r.cubin.size() << "-byte cubin in " << r.milliseconds << " ms\n";
+    } catch (const Error& e) {
+      std::cout << "   NVRTC failed on " << k.entry << ": " << e.what() << "\n";
+      ok = false;
+    }
   }
-  return true;
+  return ok;
 }
 
 bool gpu_present() {
@@ -99,12 +106,9 @@ void add_demo_command(CLI::App& app) {
     int failures = 0;
     for (const char* name :
          {"upsample_nearest2d_backward", "grid_sampler_2d_backward", "mhc_pre_backward"}) {
-      const ops::OpDefinition* op = nullptr;
-      for (const auto& o : ops::all_ops()) {
-        if (o.name == name) op = &o;
-      }
-      if (!op || op->examples.empty()) {
-        std::cout << "== " << name << ": not registered\n";
+      const ops::OpDefinition* op = &ops::find_op(name);  // throws, listing the ops, if absent
+      if (op->examples.empty()) {
+        std::cout << "== " << name << ": has no example specialization\n";
         ++failures;
         continue;
       }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ir/error.h"
+#include "runtime/engine.h"
 #include "runtime/nvrtc.h"
 
 namespace adjoint::tools {
@@ -73,10 +74,8 @@ void add_request_binaries(const runtime::Nvrtc& nvrtc, const SpecRequest& reques
                           const std::function<void(const PackageBuildStep&)>& on_step) {
   const ir::Program program = request.specialization.build_program();
   for (int arch : archs) {
-    compiler::LowerOptions options;
-    options.determinism = request.determinism;
-    options.arch = arch;
-    compiler::CompiledProgram compiled = compiler::lower(program, options);
+    compiler::CompiledProgram compiled =
+        compiler::lower(program, runtime::lower_options(request.determinism, arch));
     for (const compiler::CompiledKernel& kernel : compiled.kernels) {
       const std::string key = runtime::package_kernel_key(kernel.source);
       runtime::PackageKernel& entry = table.kernel_for(kernel, key);

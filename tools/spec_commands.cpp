@@ -2,6 +2,7 @@
 // after every pass of the lowering (`--after-all`, the pipeline's record of each pass).
 #include <iostream>
 
+#include "runtime/engine.h"
 #include "compiler/lower.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -66,10 +67,9 @@ void add_ir_command(CLI::App& app) {
       std::cout << ir::to_string(p);
       return;
     }
-    compiler::LowerOptions options;
-    options.determinism = *allow_atomics ? compiler::Determinism::kAllowAtomics
-                                         : request.determinism;
-    options.arch = parse_arch(*arch);
+    compiler::LowerOptions options = runtime::lower_options(
+        *allow_atomics ? compiler::Determinism::kAllowAtomics : request.determinism,
+        parse_arch(*arch));
     options.record_passes = true;
     std::cout << compiler::lower(p, options).pass_dump;
   });

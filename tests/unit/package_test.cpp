@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/engine.h"
 #include "adjoint/version.h"
 #include "compiler/lower.h"
 #include "ir/error.h"
@@ -31,11 +32,8 @@ upsample_nearest2d_backward dtype=f32 input_size=1,2,5,7 output_size=8,3
 /// the CUDA source that lower() produces for it.
 std::string runtime_key(const std::string& spec_text, int arch) {
   tools::SpecRequest request = tools::parse_spec_request(spec_text);
-  compiler::LowerOptions options;
-  options.determinism = request.determinism;
-  options.arch = arch;
-  compiler::CompiledProgram compiled =
-      compiler::lower(request.specialization.build_program(), options);
+  compiler::CompiledProgram compiled = compiler::lower(
+      request.specialization.build_program(), runtime::lower_options(request.determinism, arch));
   EXPECT_EQ(compiled.kernels.size(), 1u);
   return runtime::package_kernel_key(compiled.kernels.front().source);
 }
