@@ -44,11 +44,13 @@ GradcheckResult gradcheck(const ir::Program& forward, const ir::HostBuffers& inp
     target[i] = saved;
     double numeric = (plus - minus) / (2 * eps);
     double err = std::fabs(numeric - analytic[i]);
-    if (err > r.max_abs_error || r.worst_index < 0) {
-      r.max_abs_error = std::max(r.max_abs_error, err);
-      if (err >= r.max_abs_error) r.worst_index = i;
+    // Written as !(x <= max) so that a NaN becomes the worst value instead of being skipped.
+    if (!(err <= r.max_abs_error)) {
+      r.max_abs_error = err;
+      r.worst_index = i;
     }
-    r.max_abs_grad = std::max(r.max_abs_grad, std::fabs(analytic[i]));
+    double magnitude = std::fabs(analytic[i]);
+    if (!(magnitude <= r.max_abs_grad)) r.max_abs_grad = magnitude;
     ++r.checked;
   }
   return r;

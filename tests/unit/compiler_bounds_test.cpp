@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/bounds.h"
+#include "compiler/program_utils.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -24,18 +25,9 @@ Interval range_of(const Expr& e, const Var& v, int64_t lo, int64_t hi) {
 /// Every value of e(v) for v in [lo, hi] lies in the analysed range.
 void expect_sound(const Expr& e, const Var& v, int64_t lo, int64_t hi) {
   Interval r = range_of(e, v, lo, hi);
-  class Substitute : public ir::ExprMutator {
-   public:
-    Substitute(const ir::VarNode* var, int64_t value) : var_(var), value_(value) {}
-    Expr visit_Var(const ir::VarNode& n, const Expr& self) override {
-      return &n == var_ ? ir::IntConstNode::make(DType::kI64, value_) : self;
-    }
-    const ir::VarNode* var_;
-    int64_t value_;
-  };
   for (int64_t x = lo; x <= hi; ++x) {
-    Substitute s(v.get(), x);
-    int64_t value = static_cast<int64_t>(ir::evaluate_constant(s.mutate(e)));
+    int64_t value = static_cast<int64_t>(
+        ir::evaluate_constant(substitute(e, v.get(), ir::IntConstNode::make(DType::kI64, x))));
     ASSERT_GE(value, r.min) << ir::to_string(e) << " at " << x;
     ASSERT_LE(value, r.max) << ir::to_string(e) << " at " << x;
   }

@@ -433,6 +433,19 @@ TEST(Lower, TuningKnobsChangeTheEmittedKernel) {
   EXPECT_TRUE(contains(hinted.source, "adjoint::store_elements_streaming<16>(")) << hinted.source;
   EXPECT_FALSE(contains(hinted.source, "adjoint::load_elements<")) << hinted.source;
   EXPECT_FALSE(contains(hinted.source, "adjoint::store_elements<")) << hinted.source;
+
+  LowerOptions loads_only;  // each hint switches on its own
+  loads_only.streaming_stores = false;
+  const CompiledKernel hinted_loads = bench_upsample_kernel(loads_only);
+  EXPECT_TRUE(contains(hinted_loads.source, "adjoint::load_elements_streaming<16>("));
+  EXPECT_TRUE(contains(hinted_loads.source, "adjoint::store_elements<16>("));
+  EXPECT_TRUE(contains(hinted_loads.source, "evict first) on span loads."));
+  LowerOptions stores_only;
+  stores_only.streaming_loads = false;
+  const CompiledKernel hinted_stores = bench_upsample_kernel(stores_only);
+  EXPECT_TRUE(contains(hinted_stores.source, "adjoint::load_elements<16>("));
+  EXPECT_TRUE(contains(hinted_stores.source, "adjoint::store_elements_streaming<16>("));
+  EXPECT_TRUE(contains(hinted_stores.source, "evict first) on group stores."));
 }
 
 TEST(Lower, InvalidTuningOptionsAreErrors) {

@@ -120,8 +120,11 @@ TEST(DeriveGrid, TuningOptionsOutsideTheirRangesAreRejected) {
   expect_rejected({-32, 0}, "block_size", "-32");
   expect_rejected({0, 4}, "vector_bytes", "4");
   expect_rejected({0, 64}, "vector_bytes", "64");
-  EXPECT_NO_THROW(derive_grid(elementwise({3, 1000}), {32, 8}));
-  EXPECT_NO_THROW(derive_grid(elementwise({3, 1000}), {1024, 32}));
+  // Valid knobs are taken, not ignored.
+  ir::Program small = derive_grid(elementwise({3, 1000}), {32, 8});
+  EXPECT_EQ(launch_dims(small.kernels[0]).block[0], 32u);
+  ir::Program large = derive_grid(elementwise({3, 1000}), {1024, 32});
+  EXPECT_EQ(launch_dims(large.kernels[0]).block[0], 1024u);
 }
 
 TEST(DeriveGrid, EmptyDomainsLaunchNothing) {

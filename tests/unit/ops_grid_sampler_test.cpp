@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 
 #include "ir/error.h"
@@ -267,13 +268,19 @@ size_t expect_matches_reference(const Case& c, uint64_t seed) {
   ir::HostBuffers inputs = reference::make_inputs(spec, program, seed);
   ir::HostBuffers got = ir::interpret(program, inputs);
   ir::HostBuffers want = reference::find("grid_sampler_2d_backward")(spec, inputs);
-  EXPECT_EQ(got.count("grad_input"), want.count("grad_input")) << c.text();
+  std::set<std::string> got_names, want_names;
+  for (const ir::Tensor& t : program.outputs) got_names.insert(t->name);
+  for (const auto& [name, values] : want) want_names.insert(name);
+  EXPECT_EQ(got_names, want_names) << c.text();
   double tol = reference_tolerance(c.dtype);
   for (const auto& [name, expected] : want) {
+    if (!got.count(name)) continue;  // reported by the name comparison above
+    EXPECT_EQ(got.at(name).size(), expected.size()) << c.text() << ": " << name;
     int64_t where = -1;
-    double ratio = testing::tolerance_ratio(got[name], expected, tol, tol, &where);
+    double ratio = testing::tolerance_ratio(got.at(name), expected, tol, tol, &where);
     EXPECT_LE(ratio, 1.0) << c.text() << "\n  " << name << "[" << where << "]: got "
-                          << got[name][where] << ", want " << expected[where];
+                          << (where >= 0 ? got.at(name)[where] : NAN) << ", want "
+                          << (where >= 0 ? expected[where] : NAN);
   }
   return want.size();
 }
@@ -284,19 +291,17 @@ TEST(GridSamplerReference, EveryModePaddingAlignmentAndDtype) {
       {"2,3,1,6", "3,8"},  // H = 1, W_out larger than W
       {"1,2,4,1", "5,2"},  // W = 1, H_out larger than H
   };
-  int checked = 0;
   for (const char* dtype : kDTypes) {
     for (const char* mode : kModes) {
       for (const char* padding : kPaddings) {
         for (bool align : {false, true}) {
           for (const Shape& shape : shapes) {
-            checked += expect_matches_reference({dtype, shape, mode, padding, align}, 7) > 0;
+            expect_matches_reference({dtype, shape, mode, padding, align}, 7);
           }
         }
       }
     }
   }
-  EXPECT_EQ(checked, 4 * 3 * 3 * 2 * 3);
 }
 
 TEST(GridSamplerReference, OutputMaskZeroKeepsTheSameGridGradient) {

@@ -66,15 +66,19 @@ double tolerance_for(DType t) {
 void expect_outputs_match(const ir::Program& program, const HostBuffers& got,
                           const HostBuffers& want, const std::string& context) {
   ASSERT_FALSE(want.empty());
+  for (const ir::Tensor& t : program.outputs) {
+    EXPECT_TRUE(want.count(t->name)) << context << ": output " << t->name << " has no reference";
+  }
   for (const auto& [name, expected] : want) {
     ir::Tensor t = program.find_tensor(name);
     ASSERT_TRUE(t) << context << ": reference output " << name << " is not in the program";
+    ASSERT_EQ(got.at(name).size(), expected.size()) << context << ": " << name;
     double tol = tolerance_for(t->dtype);
     int64_t where = -1;
     double ratio = testing::tolerance_ratio(got.at(name), expected, tol, tol, &where);
-    EXPECT_LE(ratio, 1.0) << context << ": " << name << "[" << where
-                          << "] = " << got.at(name)[where] << ", reference " << expected[where]
-                          << " (tolerance " << tol << ")";
+    EXPECT_LE(ratio, 1.0) << context << ": " << name << "[" << where << "] = "
+                          << (where >= 0 ? got.at(name)[where] : NAN) << ", reference "
+                          << (where >= 0 ? expected[where] : NAN) << " (tolerance " << tol << ")";
   }
 }
 
