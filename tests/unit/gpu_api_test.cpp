@@ -107,21 +107,35 @@ TEST(GpuApi, EveryOpExampleMatchesInterpreter) {
 
 TEST(GpuApi, TypedUpsampleEntryPointMatchesSpecPath) {
   REQUIRE_GPU();
-  std::string text = "upsample_nearest2d_backward dtype=bf16 input_size=2,3,9,10 output_size=20,15 scales_h=2.25";
-  ops::Specialization spec = ops::parse_specialization(text);
-  ir::Program program = spec.build_program();
-  ir::HostBuffers inputs = reference::make_inputs(spec, program, 3);
-  ir::HostBuffers want = ir::interpret(program, inputs);
-  runtime::current_context();
-  runtime::DeviceBuffers buffers(program, inputs);
-  const ir::Tensor& go = program.inputs[0];
-  const ir::Tensor& gi = program.outputs[0];
-  upsample_nearest2d_backward(
-      TensorRef{buffers.pointer("grad_output"), adjoint::DType::kBF16, go->shape, {}},
-      TensorRef{buffers.pointer("grad_input"), adjoint::DType::kBF16, gi->shape, {}}, {20, 15},
-      {2, 3, 9, 10}, 2.25, std::nullopt, nullptr);
-  ir::HostBuffers got = buffers.download_outputs();
-  EXPECT_LE(testing::tolerance_ratio(got.at("grad_input"), want.at("grad_input"), 1.6e-2, 1.6e-2), 1.0);
+  // Three calls that differ only in scales_w or layout: the typed call's cache key must tell
+  // them apart (a key that dropped either would reuse the first program and fail here).
+  struct Call {
+    std::optional<double> scales_w;
+    bool channels_last;
+  };
+  for (const Call& call : {Call{std::nullopt, false}, Call{1.4, false}, Call{std::nullopt, true}}) {
+    std::string text =
+        "upsample_nearest2d_backward dtype=bf16 input_size=2,3,9,10 output_size=20,15 "
+        "scales_h=2.25 scales_w=" + ops::format_optional_float(call.scales_w) +
+        (call.channels_last ? " layout=channels_last" : "");
+    SCOPED_TRACE(text);
+    ops::Specialization spec = ops::parse_specialization(text);
+    ir::Program program = spec.build_program();
+    ir::HostBuffers inputs = reference::make_inputs(spec, program, 3);
+    ir::HostBuffers want = ir::interpret(program, inputs);
+    runtime::current_context();
+    runtime::DeviceBuffers buffers(program, inputs);
+    const ir::Tensor& go = program.inputs[0];
+    const ir::Tensor& gi = program.outputs[0];
+    upsample_nearest2d_backward(
+        TensorRef{buffers.pointer("grad_output"), adjoint::DType::kBF16, go->shape, go->strides},
+        TensorRef{buffers.pointer("grad_input"), adjoint::DType::kBF16, gi->shape, gi->strides},
+        {20, 15}, {2, 3, 9, 10}, 2.25, call.scales_w, nullptr);
+    ir::HostBuffers got = buffers.download_outputs();
+    EXPECT_LE(testing::tolerance_ratio(got.at("grad_input"), want.at("grad_input"), 1.6e-2,
+                                       1.6e-2),
+              1.0);
+  }
 }
 
 TEST(GpuApi, BadBindingsAreClearErrors) {
