@@ -1,7 +1,8 @@
-// CUDA spellings of dtypes and literals, the name supply and the line writer.
+// CUDA spellings of dtypes and literals, C++ text helpers, the name supply and the line writer.
 #include "compiler/cuda_syntax.h"
 
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -142,6 +143,60 @@ void CodeWriter::line(std::string_view text) {
   text_.append(static_cast<size_t>(indent_) * 2, ' ');
   text_ += text;
   text_ += '\n';
+}
+
+std::string strip_parens(const std::string& s) {
+  if (s.size() < 2 || s.front() != '(' || s.back() != ')') return s;
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    depth += s[i] == '(' ? 1 : (s[i] == ')' ? -1 : 0);
+    if (depth == 0 && i + 1 < s.size()) return s;
+  }
+  return s.substr(1, s.size() - 2);
+}
+
+bool is_literal(const std::string& s) {
+  size_t digits = s.find_first_not_of("0123456789");
+  return digits > 0 && (digits == std::string::npos || s.substr(digits) == "LL");
+}
+
+bool is_identifier(const std::string& s) {
+  return !s.empty() &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+             std::string::npos;
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
+bool mentions(const std::string& code, const std::string& name) {
+  auto identifier_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  size_t line_start = 0;
+  while (line_start < code.size()) {
+    size_t line_end = code.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = code.size();
+    std::string line = code.substr(line_start, line_end - line_start);
+    size_t first = line.find_first_not_of(' ');
+    if (first != std::string::npos && line.compare(first, 2, "//") != 0) {
+      for (size_t at = line.find(name); at != std::string::npos; at = line.find(name, at + 1)) {
+        bool starts = at == 0 || !identifier_char(line[at - 1]);
+        bool ends = at + name.size() == line.size() || !identifier_char(line[at + name.size()]);
+        if (starts && ends) return true;
+      }
+    }
+    line_start = line_end + 1;
+  }
+  return false;
+}
+
+std::string plus(const std::string& base, int64_t offset) {
+  if (offset == 0) return base;
+  return base + (offset > 0 ? " + " : " - ") + std::to_string(offset > 0 ? offset : -offset);
 }
 
 }  // namespace adjoint::compiler

@@ -1,5 +1,5 @@
-// The small vocabulary of the CUDA emitter: C++ spellings of dtypes and constants, a supply of
-// fresh identifiers, and a line writer with an RAII indent guard. Nothing here knows the IR's
+// The small vocabulary of the CUDA emitter: C++ spellings of dtypes and constants, helpers on
+// C++ text, a supply of fresh identifiers, and a line writer with an RAII indent guard. Nothing here knows the IR's
 // structure beyond dtypes.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ir/dtype.h"
 
@@ -31,6 +32,21 @@ std::string cuda_float_literal(ir::DType t, double value);
 
 /// `text` made a valid C identifier (other characters become '_', a leading digit gets '_').
 std::string sanitize_identifier(std::string_view text);
+
+// --- C++ text -------------------------------------------------------------------------------
+
+/// "(a + b)" -> "a + b" when the outer parentheses enclose the whole text.
+std::string strip_parens(const std::string& s);
+/// A non-negative integer literal such as 42 or 42LL.
+bool is_literal(const std::string& s);
+/// A plain identifier (letters, digits and '_' only).
+bool is_identifier(const std::string& s);
+/// `parts` joined with `separator` between them.
+std::string join(const std::vector<std::string>& parts, const std::string& separator);
+/// `base + offset` as C++ text.
+std::string plus(const std::string& base, int64_t offset);
+/// True when `name` occurs as a whole identifier in `code` outside comment lines.
+bool mentions(const std::string& code, const std::string& name);
 
 /// Unique identifiers: hints made unique with a numeric suffix; C++/CUDA keywords and the
 /// names the emitter uses itself are reserved from the start.

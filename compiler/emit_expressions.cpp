@@ -1,0 +1,371 @@
+// KernelEmitter, expressions: each IR expression as C++ text; repeated subexpressions bound
+// once per scope as `const` temporaries (hoisted out of captured branches when that is safe);
+// selects and && / || whose untaken side needs statements as if/else; a Reduce as a serial
+// loop in the thread.
+#include <algorithm>
+#include <limits>
+
+#include "compiler/kernel_emitter.h"
+#include "compiler/program_utils.h"
+#include "ir/printer.h"
+
+namespace adjoint::compiler {
+
+using ir::BinaryOp;
+using ir::DType;
+using ir::Expr;
+using ir::UnaryOp;
+
+namespace {
+
+bool is_leaf(const Expr& e) {
+  return e.kind() == ir::ExprKind::kIntConst || e.kind() == ir::ExprKind::kFloatConst ||
+         e.kind() == ir::ExprKind::kVar;
+}
+
+std::string round_function(DType t) {
+  return t == DType::kF16 ? "adjoint::round_to_half" : "adjoint::round_to_bfloat16";
+}
+
+/// The CUDA function computing a math op for a value of dtype t (f16/bf16: the float one).
+std::string math_function(UnaryOp op, DType t) {
+  const bool f64 = t == DType::kF64;
+  auto pick = [&](const char* single, const char* dbl) { return std::string(f64 ? dbl : single); };
+  switch (op) {
+    case UnaryOp::kAbs:
+      return pick("fabsf", "fabs");
+    case UnaryOp::kFloor:
+      return pick("floorf", "floor");
+    case UnaryOp::kCeil:
+      return pick("ceilf", "ceil");
+    case UnaryOp::kRoundEven:
+      return "adjoint::round_half_even";
+    case UnaryOp::kExp:
+      return pick("expf", "exp");
+    case UnaryOp::kLog:
+      return pick("logf", "log");
+    case UnaryOp::kSqrt:
+      return pick("sqrtf", "sqrt");
+    case UnaryOp::kRsqrt:
+      return "adjoint::reciprocal_sqrt";
+    case UnaryOp::kSigmoid:
+      return "adjoint::sigmoid";
+    case UnaryOp::kTanh:
+      return pick("tanhf", "tanh");
+    case UnaryOp::kSin:
+      return pick("sinf", "sin");
+    case UnaryOp::kCos:
+      return pick("cosf", "cos");
+    case UnaryOp::kLog1p:
+      return pick("log1pf", "log1p");
+    case UnaryOp::kExpm1:
+      return pick("expm1f", "expm1");
+    default:
+      return "?";
+  }
+}
+
+/// Ops whose exact result is already representable in the operand's format (no rounding).
+bool exact_in_format(UnaryOp op) {
+  return op == UnaryOp::kAbs || op == UnaryOp::kFloor || op == UnaryOp::kCeil ||
+         op == UnaryOp::kRoundEven;
+}
+
+}  // namespace
+
+std::string KernelEmitter::emit_expr(const Expr& e, std::string_view hint) {
+  if (is_leaf(e)) return visit(e);
+  const int id = ids_.id(e);
+  for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+    auto it = scope->temps.find(id);
+    if (it != scope->temps.end()) return it->second;
+  }
+  if (uses_[id] < 2 || scopes_.empty()) return visit(e);
+  size_t level = hoist_level(e);
+  if (level + 1 == scopes_.size()) return bind(id, e, visit(e), hint, level);
+  // Emit it once in the enclosing scope, where the other uses can see it too.
+  std::vector<Scope> inner(scopes_.begin() + static_cast<std::ptrdiff_t>(level) + 1, scopes_.end());
+  scopes_.resize(level + 1);
+  CodeWriter* saved = out_;
+  out_ = scopes_[level].writer;
+  std::string name = bind(id, e, visit(e), hint, level);
+  out_ = saved;
+  scopes_.insert(scopes_.end(), inner.begin(), inner.end());
+  return name;
+}
+
+std::string KernelEmitter::bind(int id, const Expr& e, const std::string& text,
+                                std::string_view hint, size_t level) {
+  std::string name = text;
+  if (!is_identifier(text)) {
+    auto* load = e.as<ir::LoadNode>();
+    std::string base = !hint.empty() ? std::string(hint)
+                       : load        ? load->tensor->name + "_value"
+                                     : "t";
+    name = names_.fresh(base);
+    scopes_[level].writer->line("const " + value_type(e) + " " + name + " = " + strip_parens(text) +
+                                ";");
+  }
+  scopes_[level].temps[id] = name;
+  return name;
+}
+
+/// The outermost scope an expression may be evaluated in: out of captured branches (whose
+/// enclosing writer is positioned before the branch) as long as its variables are declared
+/// there and evaluating it early can do no harm.
+size_t KernelEmitter::hoist_level(const Expr& e) {
+  size_t level = scopes_.size() - 1;
+  if (!speculatable(e)) return level;
+  size_t needed = 0;
+  for_each_node(e, [&](const Expr& node) {
+    if (auto* v = node.as<ir::VarNode>()) needed = std::max(needed, var_levels_[v]);
+  });
+  while (level > 0 && scopes_[level].captured && level - 1 >= needed) --level;
+  return level;
+}
+
+/// True when evaluating `e` where the IR would not is harmless: no reductions (statements),
+/// only loads whose indices are provably in bounds, no integer division by a possible zero.
+bool KernelEmitter::speculatable(const Expr& e) {
+  auto it = speculatable_.find(e.get());
+  if (it != speculatable_.end()) return it->second.second;
+  bool ok = e.kind() != ir::ExprKind::kReduce;
+  if (auto* load = e.as<ir::LoadNode>()) {
+    for (size_t d = 0; d < load->indices.size() && ok; ++d) {
+      ok = bounds_.of(load->indices[d]).within(0, load->tensor->shape[d] - 1);
+    }
+  }
+  if (auto* b = e.as<ir::BinaryNode>();
+      b && !ir::is_float(b->dtype) && (b->op == BinaryOp::kDiv || b->op == BinaryOp::kMod)) {
+    Interval divisor = bounds_.of(b->b);
+    ok = ok && ((divisor.has_min() && divisor.min > 0) || (divisor.has_max() && divisor.max < 0));
+  }
+  if (ok) ir::for_each_child(e, [&](const Expr& child) { ok = ok && speculatable(child); });
+  speculatable_[e.get()] = {e, ok};
+  return ok;
+}
+
+std::string KernelEmitter::declare(std::string_view hint, std::string_view type,
+                                   const std::string& value) {
+  std::string name = names_.fresh(hint);
+  out_->line("const " + std::string(type) + " " + name + " = " + strip_parens(value) + ";");
+  return name;
+}
+
+KernelEmitter::Captured KernelEmitter::capture(const Expr& e) {
+  CodeWriter inner(out_->indent() + 1);
+  CodeWriter* saved = out_;
+  out_ = &inner;
+  scopes_.push_back(Scope{{}, &inner, true});
+  std::string value = emit_expr(e);
+  scopes_.pop_back();
+  out_ = saved;
+  return {inner.text(), value};
+}
+
+std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::string>& indices) {
+  std::string offset;
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (t->shape[d] == 1 || t->strides[d] == 0)
+      continue;  // in bounds, so the index is 0 or irrelevant
+    std::string term = indices[d];
+    if (t->strides[d] != 1) term += " * " + std::to_string(t->strides[d]);
+    offset += (offset.empty() ? "" : " + ") + term;
+  }
+  return params_.at(t.get()) + "[" + (offset.empty() ? "0" : strip_parens(offset)) + "]";
+}
+
+std::string KernelEmitter::visit_Unary(const ir::UnaryNode& n, const Expr&) {
+  std::string type(cuda_value_type(n.dtype));
+  std::string a = converted(
+      n.operand, ir::is_float(n.dtype) || n.dtype == DType::kBool ? value_type(n.operand) : type);
+  if (n.op == UnaryOp::kNot) return "(!" + a + ")";
+  if (n.op == UnaryOp::kNeg) return "(-" + a + ")";
+  if (!ir::is_float(n.dtype))
+    return std::string(n.dtype == DType::kI64 ? "llabs(" : "abs(") + a + ")";
+  std::string call = math_function(n.op, n.dtype) + "(" + a + ")";
+  return is_half_precision(n.dtype) && !exact_in_format(n.op)
+             ? round_function(n.dtype) + "(" + call + ")"
+             : call;
+}
+
+std::string KernelEmitter::integer_division(const ir::BinaryNode& n, const std::string& type) {
+  std::string a = converted(n.a, type), b = converted(n.b, type);
+  const bool plain =
+      bounds_.provably_non_negative(n.a) && bounds_.of(n.b).has_min() && bounds_.of(n.b).min > 0;
+  if (plain) return "(" + a + (n.op == BinaryOp::kDiv ? " / " : " % ") + b + ")";
+  return std::string(n.op == BinaryOp::kDiv ? "adjoint::floor_div(" : "adjoint::floor_mod(") + a +
+         ", " + b + ")";
+}
+
+std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
+  std::string type(cuda_value_type(n.dtype));
+  std::string op(ir::binary_op_name(n.op));
+  if (n.op == BinaryOp::kAnd || n.op == BinaryOp::kOr) {  // the right side only when needed
+    std::string a = emit_expr(n.a);
+    Captured b = capture(n.b);
+    if (b.statements.empty()) return "(" + a + " " + op + " " + b.value + ")";
+    std::string name = names_.fresh("condition");
+    out_->line("bool " + name + " = " + strip_parens(a) + ";");
+    CodeWriter::Block block =
+        out_->block(n.op == BinaryOp::kAnd ? "if (" + name + ") {" : "if (!" + name + ") {");
+    out_->append(b.statements);
+    out_->line(name + " = " + strip_parens(b.value) + ";");
+    return name;
+  }
+  if (!ir::is_float(n.dtype)) {
+    if (n.op == BinaryOp::kDiv || n.op == BinaryOp::kMod) return integer_division(n, type);
+    std::string a = converted(n.a, type), b = converted(n.b, type);
+    if (n.op == BinaryOp::kMin || n.op == BinaryOp::kMax) return op + "(" + a + ", " + b + ")";
+    return "(" + a + " " + op + " " + b + ")";
+  }
+  std::string a = emit_expr(n.a), b = emit_expr(n.b);
+  const bool f64 = n.dtype == DType::kF64, half = is_half_precision(n.dtype);
+  std::string result;
+  switch (n.op) {
+    case BinaryOp::kMin:
+      return std::string(f64 ? "fmin(" : "fminf(") + a + ", " + b + ")";
+    case BinaryOp::kMax:
+      return std::string(f64 ? "fmax(" : "fmaxf(") + a + ", " + b + ")";
+    case BinaryOp::kPow:
+      result = std::string(f64 ? "pow(" : "powf(") + a + ", " + b + ")";
+      break;
+    case BinaryOp::kMod:
+      result = std::string(half ? "adjoint::floor_mod_exact(" : "adjoint::floor_mod(") + a + ", " +
+               b + ")";
+      break;
+    default:
+      result = "(" + a + " " + op + " " + b + ")";
+      break;
+  }
+  return half ? round_function(n.dtype) + "(" + strip_parens(result) + ")" : result;
+}
+
+std::string KernelEmitter::visit_Select(const ir::SelectNode& n, const Expr&) {
+  std::string condition = emit_expr(n.condition);
+  Captured t = capture(n.true_value), f = capture(n.false_value);
+  std::string type = value_type(n.true_value);
+  if (value_type(n.false_value) != type) type = cuda_value_type(n.dtype);
+  auto value = [&](const Expr& e, const std::string& text) {
+    return value_type(e) == type ? text : "(" + type + ")" + text;
+  };
+  if (t.statements.empty() && f.statements.empty()) {
+    return "(" + condition + " ? " + value(n.true_value, t.value) + " : " +
+           value(n.false_value, f.value) + ")";
+  }
+  std::string name = names_.fresh("selected");
+  out_->line(type + " " + name + ";");
+  {
+    CodeWriter::Block block = out_->block("if (" + strip_parens(condition) + ") {");
+    out_->append(t.statements);
+    out_->line(name + " = " + strip_parens(value(n.true_value, t.value)) + ";");
+    block.split("} else {");
+    out_->append(f.statements);
+    out_->line(name + " = " + strip_parens(value(n.false_value, f.value)) + ";");
+  }
+  return name;
+}
+
+std::string KernelEmitter::visit_Cast(const ir::CastNode& n, const Expr&) {
+  const DType to = n.dtype, from = n.value.dtype();
+  if (to == DType::kI32 && n.value.kind() == ir::ExprKind::kVar && index_type_ == "int")
+    return emit_expr(n.value);
+  std::string v = emit_expr(n.value);
+  if (to == DType::kBool) return "(" + v + " != " + (ir::is_float(from) ? "0.0f" : "0") + ")";
+  if (is_half_precision(to)) {
+    if (from == to) return v;
+    if (ir::is_float(from))
+      return round_function(to) + "(" + strip_parens(v) + ")";  // float or double overload
+    return round_function(to) + "((double)" + v +
+           ")";  // one rounding from double (exact for ints < 2^53)
+  }
+  std::string type(cuda_value_type(to));
+  if (value_type(n.value) == type) return v;
+  return "(" + type + ")" + v;
+}
+
+std::string KernelEmitter::reduce_init(const ir::ReduceNode& n) {
+  const bool is_float = ir::is_float(n.dtype);
+  if (n.op == ir::ReduceOp::kSum) return is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
+  const bool max = n.op == ir::ReduceOp::kMax;
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  if (is_float) return cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
+  return cuda_int_literal(n.dtype, max ? (n.dtype == DType::kI32 ? INT32_MIN : INT64_MIN)
+                                       : (n.dtype == DType::kI32 ? INT32_MAX : INT64_MAX));
+}
+
+std::string KernelEmitter::accumulate(const ir::ReduceNode& n, const std::string& acc,
+                                      const std::string& body) {
+  if (n.op == ir::ReduceOp::kSum) return acc + " += " + strip_parens(body) + ";";
+  const bool is_float = ir::is_float(n.dtype), f64 = n.dtype == DType::kF64;
+  std::string fn = n.op == ir::ReduceOp::kMax ? (is_float ? (f64 ? "fmax" : "fmaxf") : "max")
+                                              : (is_float ? (f64 ? "fmin" : "fminf") : "min");
+  return acc + " = " + fn + "(" + acc + ", " + strip_parens(body) + ");";
+}
+
+/// The loops of one reduction whose trip counts are constants multiplying to at most this many
+/// iterations are written for full unrolling (straight-line code once compiled): the windows
+/// of a fixed-ratio gather, say.
+constexpr int64_t kMaxUnrolledTrips = 8;
+
+KernelEmitter::LoopBounds KernelEmitter::loop_bounds(const ir::Axis& axis,
+                                                     int64_t& unrolled_trips) {
+  LoopBounds b;
+  b.start = converted_named(axis.start, index_type_, axis.var.name_hint() + "_begin");
+  auto* constant = axis.extent.as<ir::IntConstNode>();
+  auto* sub = axis.extent.as<ir::BinaryNode>();
+  auto* zero_start = axis.start.as<ir::IntConstNode>();
+  const bool starts_at_zero = zero_start && zero_start->value == 0;
+  if (constant && constant->value >= 1 && unrolled_trips * constant->value <= kMaxUnrolledTrips) {
+    unrolled_trips *= constant->value;
+    b.unrolled = true;
+    if (!starts_at_zero && !is_identifier(b.start) && !is_literal(b.start))
+      b.start = declare(axis.var.name_hint() + "_begin", index_type_, b.start);
+    b.end = starts_at_zero ? as_index(axis.extent) : b.start + " + " + as_index(axis.extent);
+    return b;
+  }
+  if (sub && sub->op == BinaryOp::kSub && ids_.id(sub->b) == ids_.id(axis.start)) {
+    b.end = as_index(sub->a);  // extent = end - start: loop to `end` directly
+  } else if (starts_at_zero) {
+    b.end = as_index(axis.extent);
+  } else {
+    b.end = "(" + b.start + " + " + as_index(axis.extent) + ")";
+  }
+  if (!is_identifier(b.end) && !is_literal(b.end)) {
+    b.end = declare(axis.var.name_hint() + "_end", index_type_, b.end);
+  }
+  return b;
+}
+
+std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
+  if (auto group = group_reductions_.find(&n); group != group_reductions_.end()) {
+    std::string acc = group->second + "[" + vector_->element + "]";
+    return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
+  }
+  // Loop bounds depend only on outer variables: evaluate them all before the loops.
+  std::vector<LoopBounds> bounds;
+  int64_t unrolled_trips = 1;
+  for (const ir::Axis& axis : n.axes) {
+    bounds.push_back(loop_bounds(axis, unrolled_trips));
+    bounds_.bind_reduce_axis(axis);
+  }
+  std::string acc = names_.fresh("acc");
+  out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + " = " + reduce_init(n) + ";");
+  scopes_.push_back(Scope{{}, out_, false});
+  std::vector<CodeWriter::Block> loops;
+  for (size_t i = 0; i < n.axes.size(); ++i) {
+    std::string v = names_.fresh(n.axes[i].var.name_hint());
+    var_names_[n.axes[i].var.get()] = v;
+    var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
+    if (bounds[i].unrolled) out_->line("#pragma unroll");
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
+                                strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
+                                "; ++" + v + ") {"));
+  }
+  out_->line(accumulate(n, acc, emit_expr(n.body)));
+  scopes_.pop_back();
+  while (!loops.empty()) loops.pop_back();  // innermost closes first
+  return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,195 @@
+// KernelEmitter, statements: the kernel body. Grid decoding (thread, block and linear axes, a
+// grid-stride loop when the grid cannot cover every point), serial loops over points, and the
+// stages (a compute stage stores its value, a scatter stage adds atomically).
+#include <functional>
+
+#include "compiler/kernel_emitter.h"
+#include "compiler/program_utils.h"
+#include "ir/printer.h"
+
+namespace adjoint::compiler {
+
+using ir::BinaryOp;
+using ir::DType;
+using ir::Expr;
+using ir::UnaryOp;
+
+void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& extents) {
+  const ir::Stage& first = kernel_.stages.front();
+  std::vector<std::string> names;
+  for (const ir::Axis& axis : first.domain) names.push_back(names_.fresh(axis.var.name_hint()));
+  const std::string& type = index_type_;
+  const std::string points = std::to_string(m.thread_points);
+  // Declarations wait until the code using them is written: an axis the code never names (e.g.
+  // a size-1 dimension, which drops out of offsets) is not declared.
+  std::vector<std::pair<std::string, std::string>> pending;  // (name, value)
+  auto declare_axis = [&](int axis, const std::string& value) {
+    pending.emplace_back(names[axis], value);
+  };
+  auto emit_declared_points = [&]() {
+    CodeWriter code(out_->indent());
+    CodeWriter* saved = out_;
+    out_ = &code;
+    emit_points(m, extents, names);
+    out_ = saved;
+    for (const auto& [name, value] : pending) {
+      if (mentions(code.text(), name))
+        out_->line("const " + type + " " + name + " = " + value + ";");
+    }
+    pending.clear();
+    out_->append(code.text());
+  };
+  // Thread axes, row-major over `flat`.
+  auto decode_threads = [&](const std::string& flat) {
+    int64_t divisor = 1;
+    for (size_t i = m.thread_axes.size(); i-- > 0;) {
+      int axis = m.thread_axes[i];
+      std::string v = divisor == 1 ? flat : "(" + flat + ") / " + std::to_string(divisor);
+      declare_axis(axis, i == 0 ? v : v + " % " + std::to_string(extents[axis]));
+      divisor *= extents[axis];
+    }
+  };
+  auto decode_blocks = [&]() {
+    for (size_t i = 0; i < m.block_axes.size(); ++i) {
+      declare_axis(m.block_axes[i], std::string("blockIdx.") + "xyz"[m.first_block_dimension + i]);
+    }
+  };
+  if (m.linear_axes.empty()) {
+    if (m.thread_points < kernel_.grid.block_size) {
+      out_->line("if (threadIdx.x >= " + points + ") return;");
+    }
+    decode_threads("(" + type + ")threadIdx.x");
+    decode_blocks();
+    emit_declared_points();
+    return;
+  }
+  const int64_t vector_width = kernel_.grid.vector_width;
+  const std::string lanes = std::to_string(m.lanes);
+  const std::string count = std::to_string(m.linear_points);
+  std::string lane = m.thread_points == 1 ? "threadIdx.x" : "threadIdx.x / " + points;
+  std::string linear = names_.fresh("linear");
+  std::string first_index = "(" + type + ")blockIdx.x * " + lanes + " + " + lane;
+  // One linear index per thread when the grid covers them all (the usual case: at most
+  // kMaxLinearBlocks blocks); a grid-stride loop otherwise.
+  std::optional<CodeWriter::Block> loop;
+  if (int64_t{launch_.grid[0]} * m.lanes >= m.linear_points) {
+    out_->line("const " + type + " " + linear + " = " + first_index + ";");
+    out_->line("if (" + linear + " >= " + count + ") return;");
+  } else {
+    loop.emplace(out_->block("for (" + type + " " + linear + " = " + first_index + "; " + linear +
+                             " < " + count + "; " + linear + " += (" + type + ")gridDim.x * " +
+                             lanes + ") {"));
+  }
+  // Linear axes: innermost fastest; the innermost counts groups of `vector_width` points.
+  std::vector<std::string> decoded(m.linear_axes.size());
+  int64_t divisor = 1;
+  for (size_t i = m.linear_axes.size(); i-- > 0;) {
+    int axis = m.linear_axes[i];
+    int64_t extent = extents[axis] / (i + 1 == m.linear_axes.size() ? vector_width : 1);
+    std::string v = divisor == 1 ? linear : linear + " / " + std::to_string(divisor);
+    decoded[i] = extent == 1 && i != 0 ? "0" : (i == 0 ? v : v + " % " + std::to_string(extent));
+    divisor *= extent;
+  }
+  if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
+  decode_blocks();
+  for (size_t i = 0; i < m.linear_axes.size(); ++i) {
+    int axis = m.linear_axes[i];
+    if (i + 1 == m.linear_axes.size() && vector_width > 1) {
+      VectorGroup group;
+      group.axis = axis;
+      group.width = vector_width;
+      group.extent = extents[axis];
+      group.base = names_.fresh(names[axis] + "_base");
+      group.base_var = ir::Var(group.base);
+      group.element = names_.fresh("e");
+      group.offset = names_.fresh("j");
+      var_names_[group.base_var.get()] = group.base;
+      var_levels_[group.base_var.get()] = 0;
+      bounds_.bind(group.base_var.get(), Interval{0, extents[axis] - vector_width});
+      pending.emplace_back(group.base, decoded[i] + " * " + std::to_string(vector_width));
+      vector_ = std::move(group);
+    } else {
+      declare_axis(axis, decoded[i]);
+    }
+  }
+  emit_declared_points();
+}
+
+void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
+                                std::vector<std::string> names) {
+  std::vector<CodeWriter::Block> loops;
+  for (int axis : m.serial_axes) {
+    loops.push_back(out_->block("for (" + index_type_ + " " + names[axis] + " = 0; " + names[axis] +
+                                " < " + std::to_string(extents[axis]) + "; ++" + names[axis] +
+                                ") {"));
+  }
+  for (const ir::Stage& stage : kernel_.stages) {
+    if (vector_) {
+      emit_vector_stage(stage, names);
+    } else {
+      emit_stage(stage, names);
+    }
+  }
+  while (!loops.empty()) loops.pop_back();
+}
+
+/// Binds the stage's domain variables to their names and ranges, counts its subexpressions'
+/// uses (for the const temporaries) and opens the stage's outermost scope.
+void KernelEmitter::begin_stage(const ir::Stage& stage,
+                                const std::vector<std::string>& axis_names) {
+  for (size_t j = 0; j < stage.domain.size(); ++j) {
+    var_names_[stage.domain[j].var.get()] = axis_names[j];
+    var_levels_[stage.domain[j].var.get()] = 0;
+  }
+  bounds_.bind_domain(stage.domain);
+  uses_.clear();
+  std::function<void(const Expr&)> count = [&](const Expr& e) {
+    if (uses_[ids_.id(e)]++ == 0) ir::for_each_child(e, count);
+  };
+  for (const Expr& e : stage_expressions(stage)) count(e);
+  scopes_.assign(1, Scope{{}, out_, false});
+}
+
+/// The value a compute stage stores, in the target's storage type.
+std::string KernelEmitter::stored_value(const ir::Stage& stage) {
+  const ir::Tensor& target = stage.target;
+  if (is_half_precision(target->dtype)) {
+    // Storing a cast from float rounds once: from_float(x) == from_float(round_to_half(x)).
+    auto* cast = stage.value.as<ir::CastNode>();
+    const Expr& stored = cast && cast->value.dtype() == DType::kF32 ? cast->value : stage.value;
+    return "adjoint::from_float<" + std::string(cuda_storage_type(target->dtype)) + ">(" +
+           strip_parens(emit_expr(stored)) + ")";
+  }
+  return converted(stage.value, std::string(cuda_value_type(target->dtype)));
+}
+
+void KernelEmitter::emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names) {
+  begin_stage(stage, axis_names);
+  emit_stage_point(stage, axis_names);
+  scopes_.clear();
+}
+
+void KernelEmitter::emit_stage_point(const ir::Stage& stage,
+                                     const std::vector<std::string>& axis_names) {
+  const ir::Tensor& target = stage.target;
+  if (stage.kind == ir::StageKind::kCompute) {
+    out_->line("// compute " + target->name + "[" + join(axis_names, ", ") + "]");
+    out_->line(element(target, axis_names) + " = " + strip_parens(stored_value(stage)) + ";");
+  } else {
+    uses_atomics_ = true;
+    out_->line("// scatter_add into " + target->name + ": atomic, accumulated in " +
+               std::string(ir::dtype_name(stage.accumulation)));
+    std::optional<CodeWriter::Block> guarded;
+    if (stage.condition.defined()) {
+      guarded.emplace(out_->block("if (" + strip_parens(emit_expr(stage.condition)) + ") {"));
+      scopes_.push_back(Scope{{}, out_, false});
+    }
+    std::vector<std::string> indices;
+    for (const Expr& i : stage.indices) indices.push_back(as_index(i));
+    std::string value = converted(stage.value, std::string(cuda_value_type(stage.accumulation)));
+    out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) +
+               ");");
+  }
+}
+
+}  // namespace adjoint::compiler

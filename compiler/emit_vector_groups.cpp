@@ -1,0 +1,311 @@
+// KernelEmitter, vector groups (kernels with vector width V > 1, see vector_groups.h): each
+// thread computes V consecutive points of the innermost linear axis; loads that read one span
+// of consecutive elements for the whole group are loaded once with the widest aligned access,
+// reductions uniform over the group run once with V accumulators, and contiguous targets are
+// stored as one group.
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <unordered_set>
+
+#include "compiler/kernel_emitter.h"
+#include "compiler/program_utils.h"
+
+namespace adjoint::compiler {
+
+using ir::BinaryOp;
+using ir::DType;
+using ir::Expr;
+using ir::UnaryOp;
+
+namespace {
+
+/// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
+/// operand of && and ||, not inside another reduction), each once, outermost first.
+std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool conditional) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
+        found.push_back(reduce);
+      return;
+    }
+    if (auto* select = e.as<ir::SelectNode>()) {
+      walk(select->condition, conditional);
+      walk(select->true_value, true);
+      walk(select->false_value, true);
+      return;
+    }
+    auto* binary = e.as<ir::BinaryNode>();
+    if (binary && (binary->op == BinaryOp::kAnd || binary->op == BinaryOp::kOr)) {
+      walk(binary->a, conditional);
+      walk(binary->b, true);
+      return;
+    }
+    ir::for_each_child(e, [&](const Expr& child) { walk(child, conditional); });
+  };
+  walk(value, false);
+  return found;
+}
+
+}  // namespace
+
+void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
+                                     const std::string& name, const std::string& value,
+                                     const std::function<void()>& body) {
+  out_->line("#pragma unroll");
+  CodeWriter::Block loop = out_->block(header);
+  CodeWriter inner(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &inner;
+  scopes_.push_back(Scope{{}, &inner, false});
+  var_names_[var] = name;
+  var_levels_[var] = scopes_.size() - 1;
+  body();
+  var_names_.erase(var);
+  scopes_.pop_back();
+  out_ = saved;
+  if (mentions(inner.text(), name))
+    out_->line("const " + index_type_ + " " + name + " = " + value + ";");
+  out_->append(inner.text());
+}
+
+void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_name,
+                                     const std::function<void()>& body) {
+  const std::string& e = vector_->element;
+  emit_scoped_loop(
+      "for (int " + e + " = 0; " + e + " < " + std::to_string(vector_->width) + "; ++" + e + ") {",
+      x, x_name, vector_->base + " + " + e, body);
+}
+
+/// A reduction runs once for the whole group, with one accumulator per element, when all its
+/// axes but the last are uniform over the group (independent of x) and the last is uniform too
+/// or has the same windows in every group (`windows`, see vector_groups.h).
+bool KernelEmitter::plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                         std::optional<GroupWindows>& windows) {
+  if (n.axes.empty()) return false;
+  auto uniform = [&](const ir::Axis& axis) {
+    return !depends_on(axis.start, x) && !depends_on(axis.extent, x);
+  };
+  for (size_t i = 0; i + 1 < n.axes.size(); ++i) {
+    if (!uniform(n.axes[i])) return false;
+  }
+  if (uniform(n.axes.back())) return true;
+  windows = group_windows(n.axes.back(), x, vector_->extent, vector_->width);
+  return windows.has_value();
+}
+
+std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                                const std::string& x_name,
+                                                const std::optional<GroupWindows>& windows) {
+  const size_t uniform_axes = windows ? n.axes.size() - 1 : n.axes.size();
+  const std::string width = std::to_string(vector_->width);
+  const std::string& e = vector_->element;
+  std::vector<LoopBounds> bounds;
+  int64_t unrolled_trips = 1;
+  for (size_t i = 0; i < uniform_axes; ++i)
+    bounds.push_back(loop_bounds(n.axes[i], unrolled_trips));
+  for (const ir::Axis& axis : n.axes) bounds_.bind_reduce_axis(axis);
+  std::unordered_map<const ir::VarNode*, Lane> lanes;
+  lanes[x] = x_lane();
+
+  // A windowed last axis: element e runs over window_base + [begin(e), end(e)).
+  const ir::Axis* windowed = windows ? &n.axes.back() : nullptr;
+  std::string window_base, window_begin, window_end, window_var;
+  if (windowed) {
+    const std::string hint = windowed->var.name_hint();
+    std::string start = as_index(substitute(windowed->start, x, vector_->base_var));
+    window_base = declare(hint + "_base", index_type_, plus(start, windows->shift));
+    out_->line("// the " + hint + " windows of " + x_name + " = " + vector_->base + " + " + e +
+               " lie in " + window_base + " + [0, " + std::to_string(windows->span) + ")");
+    if (windows->affine()) {
+      std::string scaled = windows->step() == 0   ? ""
+                           : windows->step() == 1 ? e
+                                                  : e + " * " + std::to_string(windows->step());
+      window_begin =
+          scaled.empty() ? std::to_string(windows->begin[0]) : plus(scaled, windows->begin[0]);
+      window_end =
+          scaled.empty() ? std::to_string(windows->end[0]) : plus(window_begin, windows->width());
+    } else {
+      auto table = [&](const std::string& suffix, const std::vector<int64_t>& values) {
+        std::string name = names_.fresh(hint + suffix);
+        std::vector<std::string> items;
+        for (int64_t v : values) items.push_back(std::to_string(v));
+        out_->line("constexpr int " + name + "[" + width + "] = {" + join(items, ", ") + "};");
+        return name + "[" + e + "]";
+      };
+      window_begin = table("_begin_offset", windows->begin);
+      window_end = table("_end_offset", windows->end);
+    }
+    window_var = names_.fresh(hint);
+    lanes[windowed->var.get()] =
+        Lane{window_base,     vector_->offset, windows->span, windows->base_alignment,
+             windows->lowest, windows->highest};
+  }
+
+  std::string acc = names_.fresh("acc");
+  std::vector<std::string> init(static_cast<size_t>(vector_->width), reduce_init(n));
+  out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + "[" + width + "] = {" +
+             join(init, ", ") + "};");
+  scopes_.push_back(Scope{{}, out_, false});
+  std::vector<CodeWriter::Block> loops;
+  for (size_t i = 0; i < uniform_axes; ++i) {
+    std::string v = names_.fresh(n.axes[i].var.name_hint());
+    var_names_[n.axes[i].var.get()] = v;
+    var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
+    if (bounds[i].unrolled) out_->line("#pragma unroll");
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
+                                strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
+                                "; ++" + v + ") {"));
+  }
+  std::unordered_map<int, Span> outer_spans = spans_;
+  emit_spans(n.body, lanes);
+  const std::string element_acc = acc + "[" + e + "]";
+  for_each_element(x, x_name, [&] {
+    if (!windowed) {
+      out_->line(accumulate(n, element_acc, emit_expr(n.body)));
+      return;
+    }
+    const std::string& j = vector_->offset;
+    emit_scoped_loop(
+        "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j + ") {",
+        windowed->var.get(), window_var, window_base + " + " + j,
+        [&] { out_->line(accumulate(n, element_acc, emit_expr(n.body))); });
+  });
+  spans_ = std::move(outer_spans);
+  scopes_.pop_back();
+  while (!loops.empty()) loops.pop_back();
+  return acc;
+}
+
+int64_t KernelEmitter::offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices,
+                                        size_t lane_dim, int64_t lane_alignment) {
+  int64_t alignment = lane_alignment;  // the lane dimension has stride 1
+  for (size_t d = 0; d < indices.size(); ++d) {
+    if (d == lane_dim || t->shape[d] == 1 || t->strides[d] == 0) continue;
+    auto* constant = indices[d].as<ir::IntConstNode>();
+    alignment = std::gcd(alignment, constant ? constant->value * t->strides[d] : t->strides[d]);
+  }
+  return alignment;
+}
+
+/// Loads of `e` (outside reductions) whose indices vary over the group only along one
+/// contiguous dimension, as a lane variable plus a constant, and that are in bounds for the
+/// whole lane: each becomes one span, loaded here with the widest aligned accesses.
+void KernelEmitter::emit_spans(const Expr& e,
+                               const std::unordered_map<const ir::VarNode*, Lane>& lanes) {
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const Expr&)> walk = [&](const Expr& node) {
+    if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
+    ir::for_each_child(node, walk);
+    auto* load = node.as<ir::LoadNode>();
+    if (!load || spans_.count(ids_.id(node))) return;
+    const ir::Tensor& t = load->tensor;
+    int lane_dim = -1;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      bool varies = false;
+      for (const auto& [var, lane] : lanes) varies = varies || depends_on(load->indices[d], var);
+      if (!varies) continue;
+      if (lane_dim >= 0) return;  // varies along two dimensions
+      lane_dim = static_cast<int>(d);
+    }
+    if (lane_dim < 0 || t->strides[lane_dim] != 1 || t->shape[lane_dim] == 1) return;
+    std::vector<const ir::VarNode*> lane_vars;
+    for (const auto& [var, lane] : lanes) lane_vars.push_back(var);
+    std::optional<LaneIndex> index = lane_index(load->indices[lane_dim], lane_vars);
+    if (!index) return;
+    const Lane& lane = lanes.at(index->var);
+    // Every element of every span is in bounds (the span reads points no element may need).
+    Interval rest = index->rest.defined() ? bounds_.of(index->rest) : Interval::point(0);
+    if (index->rest.defined() && !speculatable(index->rest)) return;
+    if (!rest.is_bounded() || lane.lowest + index->offset + rest.min < 0 ||
+        lane.highest + index->offset + rest.max >= t->shape[lane_dim])
+      return;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      if (static_cast<int>(d) == lane_dim) continue;
+      const Expr& i = load->indices[d];
+      if (!speculatable(i) || !bounds_.of(i).within(0, t->shape[d] - 1)) return;
+    }
+    std::vector<std::string> first;
+    for (size_t d = 0; d < load->indices.size(); ++d) {
+      if (static_cast<int>(d) != lane_dim) {
+        first.push_back(as_index(load->indices[d]));
+      } else {
+        std::string rest_text = index->rest.defined() ? as_index(index->rest) + " + " : "";
+        first.push_back(rest_text + plus(lane.base, index->offset));
+      }
+    }
+    const int64_t lane_alignment =
+        std::gcd(std::gcd(lane.alignment, index->offset), index->rest_multiple);
+    const int64_t alignment =
+        offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
+    const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
+    std::string name = names_.fresh(t->name + "_span");
+    out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
+               std::to_string(lane.count) + "];");
+    out_->line("adjoint::" + memory_helper("load_elements") + "<" + std::to_string(bytes) + ">(" +
+               name + ", &" + element(t, first) + ");");
+    uses_memory_helpers_ = true;
+    spans_[ids_.id(node)] = Span{name, lane.index};
+  };
+  walk(e);
+}
+
+void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
+                                      const std::vector<std::string>& axis_names) {
+  begin_stage(stage, axis_names);
+  const ir::VarNode* x = stage.domain[vector_->axis].var.get();
+  const std::string& x_name = axis_names[vector_->axis];
+  var_names_.erase(x);  // each element loop names it
+  const ir::Tensor& target = stage.target;
+  if (stage.kind != ir::StageKind::kCompute) {  // explicit grids only: one point at a time
+    for_each_element(x, x_name, [&] { emit_stage_point(stage, axis_names); });
+    scopes_.clear();
+    return;
+  }
+  const std::string width = std::to_string(vector_->width);
+  std::vector<std::string> group_point = axis_names;
+  group_point[vector_->axis] = vector_->base;
+  std::vector<std::string> comment_point = axis_names;
+  comment_point[vector_->axis] = vector_->base + " + " + vector_->element;
+  out_->line("// compute " + target->name + "[" + join(comment_point, ", ") + "], " +
+             vector_->element + " < " + width);
+  for (const ir::ReduceNode* reduce : unconditional_reductions(stage.value)) {
+    std::optional<GroupWindows> windows;
+    if (plan_group_reduction(*reduce, x, windows))
+      group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
+  }
+  emit_spans(stage.value, {{x, x_lane()}});
+  const bool contiguous = target->strides[vector_->axis] == 1;
+  std::string values;
+  auto accumulated = group_reductions_.find(stage.value.get());
+  if (contiguous && accumulated != group_reductions_.end() &&
+      stage.value.dtype() == target->dtype && !is_half_precision(target->dtype)) {
+    values = accumulated->second;  // the accumulators are the stored values
+  } else {
+    if (contiguous) {
+      values = names_.fresh(target->name + "_values");
+      out_->line(std::string(cuda_storage_type(target->dtype)) + " " + values + "[" + width + "];");
+    }
+    for_each_element(x, x_name, [&] {
+      std::string stored =
+          contiguous ? values + "[" + vector_->element + "]" : element(target, axis_names);
+      out_->line(stored + " = " + strip_parens(stored_value(stage)) + ";");
+    });
+  }
+  if (contiguous) {
+    std::vector<Expr> point;
+    for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
+    const int64_t alignment =
+        offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
+    const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
+    out_->line("adjoint::" + memory_helper("store_elements") + "<" + std::to_string(bytes) +
+               ">(&" + element(target, group_point) + ", " + values + ");");
+    uses_memory_helpers_ = true;
+  }
+  group_reductions_.clear();
+  spans_.clear();
+  scopes_.clear();
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,230 @@
+// KernelEmitter: the state of emitting one kernel of a lowered program as CUDA C++, shared by
+// the three parts of the emitter, each in a file of its own:
+//   emit_expressions.cpp  expressions (an ExprFunctor<std::string>), `const` temporaries per
+//                         scope, serial reduction loops;
+//   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
+//   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
+//                         stores and group reductions);
+//   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
+// Internal to compiler/: only those files include it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/bounds.h"
+#include "compiler/compiled_program.h"
+#include "compiler/cuda_emitter.h"
+#include "compiler/cuda_syntax.h"
+#include "compiler/index_width.h"
+#include "compiler/launch_geometry.h"
+#include "compiler/structural_ids.h"
+#include "compiler/vector_groups.h"
+#include "ir/error.h"
+#include "ir/program.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+
+/// Emits one kernel: construct it, then call emit() once.
+class KernelEmitter : public ir::ExprFunctor<std::string> {
+ public:
+  KernelEmitter(const ir::Program& program, const ir::Kernel& kernel, const EmitOptions& options)
+      : program_(program),
+        kernel_(kernel),
+        options_(options),
+        index_type_(kernel_index_width(kernel) == IndexWidth::k32 ? "int" : "long long") {}
+
+  CompiledKernel emit(const std::string& entry);
+
+ protected:
+  std::string visit_IntConst(const ir::IntConstNode& n, const ir::Expr&) override {
+    // i64 literals always carry LL so that no int-sized arithmetic can overflow.
+    std::string s = cuda_int_literal(n.dtype, n.value);
+    if (n.dtype == ir::DType::kI64 && s.find("LL") == std::string::npos) {
+      return s.front() == '(' ? s.substr(0, s.size() - 1) + "LL)" : s + "LL";
+    }
+    return s;
+  }
+  std::string visit_FloatConst(const ir::FloatConstNode& n, const ir::Expr&) override {
+    return cuda_float_literal(n.dtype, n.value);
+  }
+  std::string visit_Var(const ir::VarNode& n, const ir::Expr&) override {
+    auto it = var_names_.find(&n);
+    if (it == var_names_.end()) {
+      throw Error(
+          "emit_cuda: variable '" + n.name_hint + "' is not bound in kernel '" + kernel_.name + "'",
+          ErrorCode::kInternal);
+    }
+    return it->second;
+  }
+  std::string visit_Load(const ir::LoadNode& n, const ir::Expr& self) override {
+    std::string access;
+    if (auto span = spans_.find(ids_.id(self)); span != spans_.end()) {
+      access = span->second.name + "[" + span->second.index + "]";  // read by a group load
+    } else {
+      std::vector<std::string> indices;
+      for (const ir::Expr& i : n.indices) indices.push_back(as_index(i));
+      access = element(n.tensor, indices);
+    }
+    return is_half_precision(n.dtype) ? "adjoint::to_float(" + access + ")" : access;
+  }
+  std::string visit_Unary(const ir::UnaryNode& n, const ir::Expr&) override;
+  std::string visit_Binary(const ir::BinaryNode& n, const ir::Expr&) override;
+  std::string visit_Compare(const ir::CompareNode& n, const ir::Expr&) override {
+    std::string type(value_type(n.a));
+    if (value_type(n.b) != type && ir::is_integer(n.a.dtype())) type = "long long";
+    return "(" + converted(n.a, type) + " " + std::string(ir::compare_op_name(n.op)) + " " +
+           converted(n.b, type) + ")";
+  }
+  std::string visit_Select(const ir::SelectNode& n, const ir::Expr&) override;
+  std::string visit_Cast(const ir::CastNode& n, const ir::Expr&) override;
+  std::string visit_Reduce(const ir::ReduceNode& n, const ir::Expr&) override;
+
+ private:
+  /// Statements and value of an expression emitted one level deeper in a scope of its own.
+  struct Captured {
+    std::string statements;
+    std::string value;
+  };
+
+  /// A block of the emitted body: its const temporaries (by structural id), the writer its
+  /// statements go to, and whether it is a captured branch (a writer of its own, so an
+  /// expression can be hoisted out of it by writing to the enclosing scope's writer).
+  struct Scope {
+    std::unordered_map<int, std::string> temps;
+    CodeWriter* writer;
+    bool captured;
+  };
+
+  std::string emit_expr(const ir::Expr& e, std::string_view hint = "");
+  std::string bind(int id, const ir::Expr& e, const std::string& text, std::string_view hint,
+                   size_t level);
+  size_t hoist_level(const ir::Expr& e);
+  bool speculatable(const ir::Expr& e);
+  Captured capture(const ir::Expr& e);
+  std::string declare(std::string_view hint, std::string_view type, const std::string& value);
+
+  /// The C++ type an emitted expression has: its dtype's, but index variables are index_t.
+  std::string value_type(const ir::Expr& e) const {
+    return e.kind() == ir::ExprKind::kVar ? index_type_ : std::string(cuda_value_type(e.dtype()));
+  }
+  /// emit_expr(e), converted to `type` if its C++ type differs.
+  std::string converted(const ir::Expr& e, const std::string& type) {
+    if (auto* c = e.as<ir::IntConstNode>(); c && (type == "int" || type == "long long")) {
+      bool fits = c->value >= INT32_MIN && c->value <= INT32_MAX;
+      if (type == "int" && fits) return cuda_int_literal(ir::DType::kI32, c->value);
+      if (type == "long long") return visit(ir::IntConstNode::make(ir::DType::kI64, c->value));
+    }
+    std::string text = emit_expr(e);
+    return value_type(e) == type ? text : "(" + type + ")" + text;
+  }
+  std::string converted_named(const ir::Expr& e, const std::string& type, std::string_view hint) {
+    std::string text = emit_expr(e, hint);
+    return value_type(e) == type ? text : "(" + type + ")" + text;
+  }
+  /// An index expression in the kernel's index type (loads and stores are in bounds, so a
+  /// 64-bit index value of a 32-bit kernel fits).
+  std::string as_index(const ir::Expr& e) { return converted(e, index_type_); }
+  std::string element(const ir::Tensor& t, const std::vector<std::string>& indices);
+  std::string integer_division(const ir::BinaryNode& n, const std::string& type);
+
+  /// A reduce loop's bounds: `start` and `end` as emitted before the loops; `unrolled` when
+  /// the trip count is a constant that keeps the product of the reduction's unrolled trip
+  /// counts so far (`unrolled_trips`, updated) within kMaxUnrolledTrips.
+  struct LoopBounds {
+    std::string start, end;
+    bool unrolled = false;
+  };
+  LoopBounds loop_bounds(const ir::Axis& axis, int64_t& unrolled_trips);
+  std::string reduce_init(const ir::ReduceNode& n);
+  std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
+
+  void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
+  void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
+                   std::vector<std::string> names);
+  void begin_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  void emit_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  void emit_stage_point(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  std::string stored_value(const ir::Stage& stage);
+
+  // Vector groups (kernels with vector width V > 1, see vector_groups.h): each thread computes
+  // the points x_base + e, e < V, of the innermost linear axis x.
+  struct VectorGroup {
+    int axis = -1;        ///< the domain axis of x
+    int64_t width = 1;    ///< V
+    int64_t extent = 1;   ///< x's extent
+    std::string base;     ///< the name of x_base
+    ir::Var base_var;     ///< x_base as an IR variable, for expressions evaluated at x_base
+    std::string element;  ///< the name of the element loop's variable e
+    std::string offset;   ///< the name of a window loop's variable (an offset into a span)
+  };
+  /// A load every element of a group reads from one span of consecutive elements, loaded
+  /// once before the group's element loop: the load reads `name[index]`.
+  struct Span {
+    std::string name, index;
+  };
+  /// A lane variable of a span: x (spans of V points from x_base) or a window axis over x
+  /// (spans of a group's windows from that axis' base).
+  struct Lane {
+    std::string base;                  ///< the lane index of the span's first element
+    std::string index;                 ///< the loop variable indexing the span
+    int64_t count = 0;                 ///< elements in the span
+    int64_t alignment = 0;             ///< the base is always a multiple of this (0: always 0)
+    int64_t lowest = 0, highest = -1;  ///< the lane values any span covers
+  };
+  /// x as a lane: spans of V points from x_base, over the whole axis.
+  Lane x_lane() const {
+    return Lane{vector_->base,      vector_->element, vector_->width, vector_->width, 0,
+                vector_->extent - 1};
+  }
+  void emit_vector_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
+                        const std::string& value, const std::function<void()>& body);
+  void for_each_element(const ir::VarNode* x, const std::string& x_name,
+                        const std::function<void()>& body);
+  bool plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                            std::optional<GroupWindows>& windows);
+  std::string emit_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
+                                   const std::string& x_name,
+                                   const std::optional<GroupWindows>& windows);
+  void emit_spans(const ir::Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes);
+  int64_t offset_alignment(const ir::Tensor& t, const std::vector<ir::Expr>& indices, size_t lane_dim,
+                           int64_t lane_alignment);
+  /// The adjoint_memory.cuh helper for `base` ("load_elements", "store_elements"): its
+  /// streaming variant under EmitOptions::streaming_loads / streaming_stores.
+  std::string memory_helper(const std::string& base) const {
+    const bool streaming =
+        base == "store_elements" ? options_.streaming_stores : options_.streaming_loads;
+    return streaming ? base + "_streaming" : base;
+  }
+
+  const ir::Program& program_;
+  const ir::Kernel& kernel_;
+  const EmitOptions options_;
+  const std::string index_type_;
+  NameSupply names_;
+  CodeWriter body_{1};
+  CodeWriter* out_ = &body_;
+  std::vector<Scope> scopes_;
+  std::unordered_map<const ir::VarNode*, std::string> var_names_;
+  std::unordered_map<const ir::VarNode*, size_t> var_levels_;  ///< scope level declaring each var
+  std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, bool>> speculatable_;
+  std::unordered_map<const ir::TensorNode*, std::string> params_;
+  StructuralIds ids_;
+  std::unordered_map<int, int> uses_;
+  Bounds bounds_;
+  bool uses_atomics_ = false;
+  bool uses_memory_helpers_ = false;
+  LaunchDims launch_;
+  std::optional<VectorGroup> vector_;
+  /// Reductions of the current stage computed for a whole group: node -> accumulator array.
+  std::unordered_map<const ir::ExprNode*, std::string> group_reductions_;
+  std::unordered_map<int, Span> spans_;  ///< by structural id of the load
+};
+
+}  // namespace adjoint::compiler
