@@ -53,6 +53,15 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                 (options_.streaming_loads && options_.streaming_stores ? "span loads and group stores."
                  : options_.streaming_loads ? "span loads." : "group stores."));
   }
+  if (!options_.schedule_note.empty()) {
+    size_t start = 0;
+    while (start <= options_.schedule_note.size()) {
+      size_t end = options_.schedule_note.find('\n', start);
+      if (end == std::string::npos) end = options_.schedule_note.size();
+      head.line("// Schedule: " + options_.schedule_note.substr(start, end - start));
+      start = end + 1;
+    }
+  }
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");
   head.line("#include \"adjoint_math.cuh\"");

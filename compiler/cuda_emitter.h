@@ -33,6 +33,9 @@ struct EmitOptions {
   bool streaming_loads = false;
   /// Vector-group kernels store their groups with st.global.cs.
   bool streaming_stores = false;
+  /// Lines on the schedule of the kernel's reductions and why it was chosen (from
+  /// split_reductions), written as comments at the top of the unit; none when empty.
+  std::string schedule_note;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

@@ -13,6 +13,7 @@
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/simplify.h"
+#include "compiler/split_reductions.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -64,6 +65,9 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   const DeriveGridOptions grid_options{options.block_size, options.vector_bytes};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
+  ReductionSplitOptions split_options;
+  split_options.forced_partials = options.reduction_split;
+  check_reduction_split_options(split_options);
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", input);
@@ -72,6 +76,10 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  ScheduleNotes notes;
+  p = passes.run("split_reductions", p, [&](const ir::Program& x) {
+    return split_reductions(x, split_options, &notes);
+  });
   p = passes.run("derive_grid", p,
                  [&](const ir::Program& x) { return derive_grid(x, grid_options); });
   p = passes.run("narrow_index_math", p, narrow_index_math);
@@ -82,8 +90,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries),
-                                               EmitOptions{options.streaming_loads, options.streaming_stores});
+    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}};
+    if (auto note = notes.find(kernel.name); note != notes.end())
+      emit_options.schedule_note = note->second;
+    CompiledKernel compiled =
+        emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
       if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
         compiled.zero_before.push_back(stage.target->name);

@@ -2,7 +2,8 @@
 // translation units the runtime can compile and launch:
 //
 //   verify -> simplify -> lower_scatter_to_gather -> simplify -> lower_scatter_to_atomics
-//          -> derive_grid -> narrow_index_math -> emit_cuda (one unit per kernel)
+//          -> split_reductions -> derive_grid -> narrow_index_math
+//          -> emit_cuda (one unit per kernel)
 //
 // With LowerOptions::record_passes the IR after each pass, or "(unchanged)" when the pass
 // returned the very same program, is recorded in CompiledProgram::pass_dump.
@@ -34,11 +35,14 @@ struct LowerOptions {
   /// bandwidth, except 16x256x64x64->128^2 in f16/bf16 (95% -> 75%/89%); see docs/compiler.md.
   bool streaming_loads = true;
   bool streaming_stores = true;
+  /// Split reductions (split_reductions.h): -1 derives the number of partials G from the
+  /// shapes, 0 never splits, G >= 2 forces G wherever it divides the split axis.
+  int reduction_split = -1;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
-/// `options.block_size` or `options.vector_bytes` is not one of the values documented above.
+/// `options.block_size`, `options.vector_bytes` or `options.reduction_split` is not one of the values documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
 }  // namespace adjoint::compiler

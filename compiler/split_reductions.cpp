@@ -1,0 +1,268 @@
+// split_reductions: finds the eligible reductions of each kernel, derives G, and rewrites each
+// into a partials kernel (inserted before its kernel) plus an ordered combine in the stage.
+#include "compiler/split_reductions.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "compiler/program_utils.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/verifier.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::Expr;
+
+/// Reductions evaluated whenever the stage value is, outermost only, each once.
+std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool conditional) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
+        found.push_back(reduce);
+      return;
+    }
+    if (auto* select = e.as<ir::SelectNode>()) {
+      walk(select->condition, conditional);
+      walk(select->true_value, true);
+      walk(select->false_value, true);
+      return;
+    }
+    auto* binary = e.as<ir::BinaryNode>();
+    if (binary && (binary->op == ir::BinaryOp::kAnd || binary->op == ir::BinaryOp::kOr)) {
+      walk(binary->a, conditional);
+      walk(binary->b, true);
+      return;
+    }
+    ir::for_each_child(e, [&](const Expr& child) { walk(child, conditional); });
+  };
+  walk(value, false);
+  return found;
+}
+
+/// Replaces one Reduce node (by identity) with another expression.
+class ReplaceReduce : public ir::ExprMutator {
+ public:
+  ReplaceReduce(const ir::ReduceNode* from, Expr to) : from_(from), to_(std::move(to)) {}
+
+ protected:
+  Expr visit_Reduce(const ir::ReduceNode& node, const Expr& self) override {
+    return &node == from_ ? to_ : ir::ExprMutator::visit_Reduce(node, self);
+  }
+
+ private:
+  const ir::ReduceNode* from_;
+  Expr to_;
+};
+
+std::optional<int64_t> constant(const Expr& e) {
+  if (auto* c = e.as<ir::IntConstNode>()) return c->value;
+  return std::nullopt;
+}
+
+Expr index_constant(int64_t v) { return ir::IntConstNode::make(ir::DType::kI64, v); }
+
+/// Why a reduction cannot be split, or empty when it can; `axis` is then the split axis.
+std::string ineligible(const ir::ReduceNode& r, const std::vector<ir::Tensor>& written,
+                       size_t& axis) {
+  if (r.dtype != ir::DType::kF32 && r.dtype != ir::DType::kF64 && r.dtype != ir::DType::kI32 &&
+      r.dtype != ir::DType::kI64)
+    return "accumulates in " + std::string(ir::dtype_name(r.dtype));
+  std::string why;
+  for_each_node(r.body, [&](const Expr& node) {
+    if (node.kind() == ir::ExprKind::kReduce) why = "nested reduction";
+    if (auto* load = node.as<ir::LoadNode>()) {
+      if (std::find(written.begin(), written.end(), load->tensor) != written.end())
+        why = "reads " + load->tensor->name + ", which its kernel writes";
+    }
+  });
+  if (!why.empty()) return why;
+  int64_t best = 0;
+  for (size_t a = 0; a < r.axes.size(); ++a) {
+    auto start = constant(r.axes[a].start), extent = constant(r.axes[a].extent);
+    if (!start || *start != 0 || !extent || *extent <= best) continue;
+    bool named = false;
+    for (const ir::Axis& other : r.axes) {
+      named = named || depends_on(other.start, r.axes[a].var.get()) ||
+              depends_on(other.extent, r.axes[a].var.get());
+    }
+    if (named) continue;
+    best = *extent;
+    axis = a;
+  }
+  return best > 0 ? "" : "no axis of constant start 0 and constant extent";
+}
+
+/// Iterations of the reduction: the product of its constant extents (others count as 1).
+int64_t trips(const ir::ReduceNode& r) {
+  int64_t n = 1;
+  for (const ir::Axis& a : r.axes) {
+    if (auto e = constant(a.extent)) n *= std::max<int64_t>(*e, 1);
+  }
+  return n;
+}
+
+/// True when `var` picks consecutive elements of a tensor's innermost, stride-1 dimension in
+/// some load of `body`: consecutive partials then read consecutive addresses.
+bool indexes_contiguously(const Expr& body, const ir::VarNode* var) {
+  bool found = false;
+  for_each_node(body, [&](const Expr& node) {
+    auto* load = node.as<ir::LoadNode>();
+    if (!load || load->indices.empty()) return;
+    if (load->tensor->strides.back() == 1 && depends_on(load->indices.back(), var)) found = true;
+  });
+  return found;
+}
+
+}  // namespace
+
+void check_reduction_split_options(const ReductionSplitOptions& options) {
+  if (options.forced_partials < -1 || options.forced_partials > 4096) {
+    throw Error("split_reductions: forced_partials: expected -1 (derive), 0 (never) or a count "
+                "in [2, 4096], got " + std::to_string(options.forced_partials),
+                ErrorCode::kInvalidArgument);
+  }
+}
+
+ir::Program split_reductions(const ir::Program& program, const ReductionSplitOptions& options,
+                             ScheduleNotes* notes) {
+  check_reduction_split_options(options);
+  ir::Program out = program;
+  out.kernels.clear();
+  bool changed = false;
+  for (const ir::Kernel& kernel : program.kernels) {
+    if (kernel.grid.is_set || kernel.stages.empty()) {
+      out.kernels.push_back(kernel);
+      continue;
+    }
+    const std::vector<int64_t> extents = domain_extents(kernel);
+    int64_t points = 1;
+    for (int64_t e : extents) points *= e;
+    const std::vector<ir::Tensor> written = tensors_written(kernel);
+    ir::Kernel rewritten = kernel;
+    std::vector<std::string> lines;
+    for (ir::Stage& stage : rewritten.stages) {
+      if (stage.kind != ir::StageKind::kCompute) continue;
+      for (const ir::ReduceNode* r : unconditional_reductions(stage.value)) {
+        const std::string what = stage.target->name + ": reduction of " +
+                                 std::to_string(trips(*r)) + " iterations per point, " +
+                                 std::to_string(points) + " points";
+        size_t axis = 0;
+        std::string why = ineligible(*r, written, axis);
+        if (!why.empty()) {
+          lines.push_back(what + ": serial in the thread (" + why + ")");
+          continue;
+        }
+        const int64_t extent = *constant(r->axes[axis].extent);
+        int64_t partials = 1;
+        if (options.forced_partials >= 2) {
+          if (extent % options.forced_partials == 0) partials = options.forced_partials;
+          why = "G=" + std::to_string(options.forced_partials) + " forced by ADJOINT_TUNE_REDUCTION_SPLIT";
+          if (partials == 1) why += ", which does not divide " + std::to_string(extent);
+        } else if (options.forced_partials == 0) {
+          why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
+        } else if (trips(*r) < options.min_trips) {
+          why = "fewer than " + std::to_string(options.min_trips) + " iterations";
+        } else {
+          while (points * partials < options.target_threads &&
+                 partials * 2 <= options.max_partials && extent % (partials * 2) == 0 &&
+                 extent / (partials * 2) >= options.min_iterations)
+            partials *= 2;
+          why = points >= options.target_threads
+                    ? "the domain alone fills the GPU (" + std::to_string(points) + " >= " +
+                          std::to_string(options.target_threads) + " threads)"
+                    : "domain points x G reach " + std::to_string(points * partials) +
+                          " threads (target " + std::to_string(options.target_threads) + ")";
+        }
+        if (partials < 2) {
+          lines.push_back(what + ": serial in the thread (" + why + ")");
+          continue;
+        }
+        // The partials kernel: domain (stage domain..., g) or (g, stage domain...).
+        const ir::Axis& split = r->axes[axis];
+        const bool g_innermost = indexes_contiguously(r->body, split.var.get());
+        ir::Var g("g"), step(split.var.name_hint() + "_step");
+        std::vector<ir::Var> vars;
+        std::vector<int64_t> shape;
+        Expr body = r->body;
+        std::vector<ir::Axis> axes = r->axes;
+        for (size_t j = 0; j < stage.domain.size(); ++j) {
+          ir::Var v(stage.domain[j].var.name_hint());
+          vars.push_back(v);
+          shape.push_back(extents[j]);
+          body = substitute(body, stage.domain[j].var.get(), v);
+          for (ir::Axis& a : axes) {
+            a.start = substitute(a.start, stage.domain[j].var.get(), v);
+            a.extent = substitute(a.extent, stage.domain[j].var.get(), v);
+          }
+        }
+        body = substitute(body, split.var.get(),
+                          ir::BinaryNode::make(ir::BinaryOp::kAdd, g,
+                                               ir::BinaryNode::make(ir::BinaryOp::kMul, step,
+                                                                    index_constant(partials))));
+        axes[axis] = ir::Axis{step, index_constant(0), index_constant(extent / partials)};
+        if (g_innermost) {
+          vars.push_back(g);
+          shape.push_back(partials);
+        } else {
+          vars.insert(vars.begin(), g);
+          shape.insert(shape.begin(), partials);
+        }
+        ir::Tensor partial_tensor = ir::make_tensor(
+            unique_tensor_name(out, stage.target->name + "_partials"), r->dtype, shape,
+            ir::TensorRole::kTemporary);
+        out.temporaries.push_back(partial_tensor);
+        ir::Kernel partials_kernel{
+            kernel.name + "_" + stage.target->name + "_partials",
+            {ir::compute(partial_tensor, ir::over(partial_tensor, vars),
+                         ir::ReduceNode::make(r->op, axes, body, r->dtype))},
+            {}};
+        // The combine: the same reduction over g = 0..G-1 of the partials, in order.
+        ir::Var combine("g");
+        std::vector<Expr> indices;
+        for (const ir::Axis& a : stage.domain) indices.push_back(a.var);
+        if (g_innermost) {
+          indices.push_back(combine);
+        } else {
+          indices.insert(indices.begin(), combine);
+        }
+        Expr combined = ir::ReduceNode::make(
+            r->op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
+            ir::LoadNode::make(partial_tensor, indices), r->dtype);
+        ReplaceReduce replace(r, combined);
+        stage.value = replace.mutate(stage.value);
+        lines.push_back(what + ": split into G=" + std::to_string(partials) + " partials over " +
+                        split.var.name_hint() + " (kernel " + partials_kernel.name + ", " +
+                        (g_innermost ? "partial g reads " + split.var.name_hint() +
+                                           " = g + G*step: neighbouring threads read neighbouring "
+                                           "elements"
+                                     : "g outermost: neighbouring threads keep neighbouring "
+                                       "domain points") +
+                        "), combined in order g = 0.." + std::to_string(partials - 1) + "; " +
+                        why);
+        if (notes) (*notes)[partials_kernel.name] =
+            "split reduction, stage 1 of 2: " + std::to_string(partials) + " partials of " +
+            stage.target->name + " per point, each " + std::to_string(trips(*r) / partials) +
+            " iterations; " + why;
+        out.kernels.push_back(std::move(partials_kernel));
+        changed = true;
+      }
+    }
+    if (notes && !lines.empty()) {
+      std::string text;
+      for (const std::string& l : lines) text += (text.empty() ? "" : "\n") + l;
+      (*notes)[kernel.name] = text;
+    }
+    out.kernels.push_back(std::move(rewritten));
+  }
+  if (!changed) return program;
+  ir::verify(out);
+  return out;
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,50 @@
+// split_reductions: the split-reduction schedule. A compute stage whose domain is too small to
+// fill the GPU and whose value reduces over a long axis (a per-token sum over D, a token sum
+// over B*S) gets the reduction in two stages: a new kernel, run just before, computes G
+// partial results per point into a temporary (partial g reduces the axis' iterations
+// g, g + G, g + 2G, ...), and the stage itself combines the G partials in order g = 0..G-1.
+// Fixed combine order, no atomics: bitwise the same every run. The summation order is not the
+// serial order of the interpreter, so float results may differ from it in the last bits.
+//
+// G is derived from the specialized shapes (ReductionSplitOptions) or forced by
+// ADJOINT_TUNE_REDUCTION_SPLIT through runtime::lower_options. Each decision, and each
+// reduction left serial with the reason, is reported in ScheduleNotes for the dumps.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+struct ReductionSplitOptions {
+  /// -1: derive G from the shapes; 0: never split; G >= 2: split every eligible reduction
+  /// whose split axis G divides into G partials.
+  int forced_partials = -1;
+  /// Derived G doubles while (domain points x G) is below this many threads.
+  int64_t target_threads = int64_t{1} << 18;
+  /// A derived split leaves every partial at least this many iterations of the split axis.
+  int64_t min_iterations = 16;
+  /// Reductions of fewer iterations than this stay serial (derived G only).
+  int64_t min_trips = 512;
+  /// The largest derived G.
+  int64_t max_partials = 1024;
+};
+
+/// kernel name -> the schedule its reductions use and why (one line each, for the dumps).
+using ScheduleNotes = std::map<std::string, std::string>;
+
+/// Throws adjoint::Error (kInvalidArgument) for a forced_partials below -1 or above 4096.
+void check_reduction_split_options(const ReductionSplitOptions& options);
+
+/// Splits the eligible reductions of kernels without an explicit grid (see the top of this
+/// file). Eligible: a Reduce evaluated unconditionally by a compute stage (not inside a select
+/// branch, the right side of && or ||, or another Reduce), accumulating in f32, f64, i32 or
+/// i64, whose body holds no Reduce and reads no tensor its own kernel writes, with an axis of
+/// constant start 0 and constant extent that no other axis' bounds name. Returns the very
+/// same program when nothing is split. `notes`, when given, receives a line per kernel.
+ir::Program split_reductions(const ir::Program& program, const ReductionSplitOptions& options,
+                             ScheduleNotes* notes = nullptr);
+
+}  // namespace adjoint::compiler
