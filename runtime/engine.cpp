@@ -75,6 +75,7 @@ struct TuningKnobs {
   int vector_bytes = 0;
   bool streaming_loads = false;
   bool streaming_stores = false;
+  int reduction_split = -1;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -109,6 +110,9 @@ TuningKnobs read_tuning_knobs() {
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
   knobs.streaming_loads = streaming == 1 || streaming == 3;
   knobs.streaming_stores = streaming == 1 || streaming == 2;
+  knobs.reduction_split = integer_knob(
+      "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
+      "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
   return knobs;
 }
 
@@ -282,6 +286,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.vector_bytes = tuning_knobs().vector_bytes;
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
+  options.reduction_split = tuning_knobs().reduction_split;
   return options;
 }
 

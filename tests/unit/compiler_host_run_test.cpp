@@ -39,6 +39,7 @@
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/simplify.h"
+#include "compiler/split_reductions.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -117,6 +118,8 @@ struct HostProgram {
   std::string label;
   ir::Program program;
   std::vector<CompiledKernel> kernels;
+  /// Temporaries the passes added (split_reductions' partials).
+  std::vector<ir::Tensor> added_temporaries = {};
 };
 
 /// How to compile a program: a forced vector width (0: derive_grid's own choice) and the tuning
@@ -126,14 +129,22 @@ struct Variant {
   Variant(int width) : width(width) {}  // NOLINT: a bare width is the common case
   Variant(int width, int block_size, int vector_bytes, bool streaming)
       : width(width), block_size(block_size), vector_bytes(vector_bytes), streaming(streaming) {}
+  /// A bare width with the split-reduction knob (-1 derive, 0 never, G >= 2 forced).
+  static Variant split(int width, int partials) {
+    Variant v(width);
+    v.reduction_split = partials;
+    return v;
+  }
   int width = 1;
   int block_size = 0;
   int vector_bytes = 0;
   bool streaming = false;
+  int reduction_split = -1;
 
   std::string label() const {
     return "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
-           std::to_string(vector_bytes) + (streaming ? "_s" : "");
+           std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
+           std::to_string(reduction_split < 0 ? 1000 : reduction_split);
   }
 };
 
@@ -141,10 +152,19 @@ struct Variant {
 /// where the innermost linear axis allows it (1 elsewhere; 0 keeps derive_grid's own choice)
 /// and the variant's block size and streaming hints.
 std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Variant& variant,
-                                            const std::string& prefix) {
+                                            const std::string& prefix,
+                                            std::vector<ir::Tensor>* added_temporaries = nullptr) {
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   p = lower_scatter_to_atomics(p);
+  ReductionSplitOptions split;
+  split.forced_partials = variant.reduction_split;
+  p = split_reductions(p, split);
+  if (added_temporaries) {
+    for (const ir::Tensor& t : p.temporaries) {
+      if (!input.find_tensor(t->name)) added_temporaries->push_back(t);
+    }
+  }
   const int block = variant.block_size > 0 ? variant.block_size : kDefaultBlockSize;
   if (variant.width > 0) {
     for (ir::Kernel& kernel : p.kernels) {
@@ -305,7 +325,8 @@ class HostLibrary {
   /// buffer one element off its 64-byte alignment.
   ir::HostBuffers run(const HostProgram& hp, const ir::HostBuffers& inputs, bool misalign) {
     std::map<std::string, std::unique_ptr<HostTensor>> tensors;
-    for (const auto* list : {&hp.program.inputs, &hp.program.outputs, &hp.program.temporaries}) {
+    for (const auto* list : {&hp.program.inputs, &hp.program.outputs, &hp.program.temporaries,
+                             &hp.added_temporaries}) {
       for (const ir::Tensor& t : *list) {
         size_t offset = misalign ? ir::dtype_bytes(t->dtype) : 0;
         tensors[t->name] = std::make_unique<HostTensor>(t, offset);
@@ -361,7 +382,9 @@ void expect_host_runs_match(const std::vector<ir::Program>& programs,
   for (size_t i = 0; i < programs.size(); ++i) {
     for (const Variant& variant : variants) {
       std::string label = "p" + std::to_string(i) + "_" + variant.label();
-      runs.push_back(HostProgram{label, programs[i], compile_kernels(programs[i], variant, label)});
+      HostProgram run{label, programs[i], {}};
+      run.kernels = compile_kernels(programs[i], variant, label, &run.added_temporaries);
+      runs.push_back(std::move(run));
     }
   }
   std::vector<const CompiledKernel*> kernels;
@@ -551,6 +574,64 @@ TEST(HostRun, RegisteredExamplesWithoutAtomics) {
   // libm) and its bf16 outputs (one rounding step of 2^-8) agree only approximately; the
   // vectorized kernels still agree bit for bit with the scalar ones.
   expect_host_runs_match(programs, {1, 2, 4}, 2e-2);
+}
+
+/// Reductions the split schedule applies to: a long contiguous per-point sum (partials
+/// interleaved along the reduced axis), token sums over two axes (partials outermost), a max,
+/// a window whose start depends on the domain and a reduction reading a 16-bit tensor.
+ir::Program reduction_program(DType t) {
+  ir::ProgramBuilder b(std::string("reductions_") + std::string(ir::dtype_name(t)));
+  ir::Tensor x = b.input("x", t, {2, 32, 5});
+  ir::Tensor w = b.input("w", t, {3, 64});
+  ir::Tensor rows = b.output("rows", DType::kF32, {3});
+  ir::Tensor tokens = b.output("tokens", DType::kF32, {5});
+  ir::Tensor peaks = b.output("peaks", DType::kF32, {5});
+  ir::Tensor windows = b.output("windows", DType::kF32, {3});
+  Var i("i"), d("d"), j("j"), bb("b"), s("s"), q("q"), d2("d2"), j2("j2"), b2("b2"), s2("s2"),
+      k("k");
+  auto f = [&](const Expr& e) { return ir::cast(DType::kF32, e); };
+  b.kernel("rows", {ir::compute(rows, ir::over(rows, {i}),
+                                ir::sum({ir::range(d, Expr(64))},
+                                        f(ir::load(w, {i, d})) * f(ir::load(w, {i, d})),
+                                        DType::kF32) +
+                                    1.0)});
+  b.kernel("tokens",
+           {ir::compute(tokens, ir::over(tokens, {j}),
+                        ir::sum({ir::range(bb, Expr(2)), ir::range(s, Expr(32))},
+                                f(ir::load(x, {bb, s, j})) * f(ir::load(w, {j % 3, s})),
+                                DType::kF32)),
+            ir::compute(peaks, ir::over(peaks, {j2}),
+                        ir::maximum({ir::range(b2, Expr(2)), ir::range(s2, Expr(32))},
+                                    f(ir::load(x, {b2, s2, j2})), DType::kF32))});
+  b.kernel("windows",
+           {ir::compute(windows, ir::over(windows, {q}),
+                        ir::sum({ir::range(d2, Expr(32)), ir::range(k, q, Expr(3))},
+                                f(ir::load(w, {q, d2 + k})), DType::kF32))});
+  return std::move(b).build();
+}
+
+TEST(HostRun, SplitReductionsMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs = {reduction_program(DType::kF32),
+                                       reduction_program(DType::kBF16)};
+  // Serial first (checked against the interpreter), then forced splits and vector widths:
+  // exact inputs make every combine order give the same bits.
+  expect_host_runs_match(programs,
+                         {Variant::split(1, 0), Variant::split(1, 2), Variant::split(1, 4),
+                          Variant::split(2, 8), Variant::split(4, 16), Variant::split(1, 32)},
+                         0);
+}
+
+TEST(HostRun, SplitReductionsOfTheMhcOps) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=2 seq=8 n=4 dim=16 dtype=bf16",
+                           "mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32",
+                           "mhc_pre_backward batch=1 seq=16 n=6 dim=8 dtype=bf16 "
+                           "with_grad_x_post=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The splits change the order of the long f32 sums: close to the interpreter, not equal.
+  expect_host_runs_match(programs, {Variant::split(1, 4)}, 2e-2);
+  expect_host_runs_match(programs, {Variant::split(1, 8), Variant::split(2, 8)}, 2e-2);
 }
 
 }  // namespace

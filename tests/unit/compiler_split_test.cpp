@@ -1,0 +1,139 @@
+// Tests of split_reductions: which reductions it splits and into how many partials (derived
+// from the shapes, forced, switched off), the kernels and temporaries it adds, the notes the
+// dumps print, the reductions it must leave serial, and that the split program interprets to
+// the same values as the original (exactly, on values whose sums are exact).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compiler/program_utils.h"
+#include "compiler/split_reductions.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/interpreter.h"
+#include "ops/registry.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Var;
+
+/// out[p] = sum over `trips` of x[p, t], for `points` points.
+ir::Program row_sums(int64_t points, int64_t trips, DType acc = DType::kF32) {
+  ir::ProgramBuilder b("row_sums");
+  ir::Tensor x = b.input("x", DType::kF32, {points, trips});
+  ir::Tensor out = b.output("out", acc, {points});
+  Var p("p"), t("t");
+  b.kernel("sums", {ir::compute(out, ir::over(out, {p}),
+                                ir::sum({ir::range(t, Expr(trips))},
+                                        ir::cast(acc, ir::load(x, {p, t})), acc))});
+  return std::move(b).build();
+}
+
+/// Exact inputs: multiples of 1/16 in [-8, 8].
+ir::HostBuffers exact_inputs(const ir::Program& p) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(-128, 128);
+  ir::HostBuffers in;
+  for (const ir::Tensor& t : p.inputs) {
+    for (int64_t i = 0; i < t->storage_elements(); ++i) in[t->name].push_back(value(rng) / 16.0);
+  }
+  return in;
+}
+
+TEST(SplitReductions, DerivesPartialsUntilTheDomainFillsTheGpu) {
+  ir::Program p = row_sums(1024, 4096);
+  ScheduleNotes notes;
+  ir::Program split = split_reductions(p, {}, &notes);
+  ASSERT_EQ(split.kernels.size(), 2u);
+  EXPECT_EQ(split.kernels[0].name, "sums_out_partials");
+  ASSERT_EQ(split.temporaries.size(), 1u);
+  // 1024 points x 256 partials = 2^18 threads; partials innermost (t is contiguous in x).
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1024, 256}));
+  EXPECT_NE(notes.at("sums").find("split into G=256 partials over t"), std::string::npos)
+      << notes.at("sums");
+  EXPECT_NE(notes.at("sums_out_partials").find("stage 1 of 2"), std::string::npos);
+  ir::HostBuffers in = exact_inputs(p);
+  EXPECT_EQ(ir::interpret(split, in).at("out"), ir::interpret(p, in).at("out"));
+}
+
+TEST(SplitReductions, EveryPartialKeepsAMinimumOfIterations) {
+  // One point: G stops at 4096 / 16 = 256 so that each partial still loops 16 times.
+  ir::Program split = split_reductions(row_sums(1, 4096), {});
+  ASSERT_EQ(split.temporaries.size(), 1u);
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1, 256}));
+}
+
+TEST(SplitReductions, LeavesShortReductionsAndFullDomainsSerial) {
+  ScheduleNotes notes;
+  ir::Program shorter = row_sums(64, 256);
+  EXPECT_TRUE(same_program(split_reductions(shorter, {}, &notes), shorter));
+  EXPECT_NE(notes.at("sums").find("serial in the thread (fewer than 512"), std::string::npos);
+  ir::Program full = row_sums(int64_t{1} << 18, 1024);
+  EXPECT_TRUE(same_program(split_reductions(full, {}, &notes), full));
+  EXPECT_NE(notes.at("sums").find("the domain alone fills the GPU"), std::string::npos);
+}
+
+TEST(SplitReductions, KnobForcesOrSwitchesOff) {
+  ir::Program p = row_sums(8, 96);
+  ReductionSplitOptions forced;
+  forced.forced_partials = 6;
+  ir::Program split = split_reductions(p, forced);
+  ASSERT_EQ(split.temporaries.size(), 1u);
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{8, 6}));
+  ir::HostBuffers in = exact_inputs(p);
+  EXPECT_EQ(ir::interpret(split, in).at("out"), ir::interpret(p, in).at("out"));
+  forced.forced_partials = 5;  // does not divide 96
+  ScheduleNotes notes;
+  EXPECT_TRUE(same_program(split_reductions(p, forced, &notes), p));
+  EXPECT_NE(notes.at("sums").find("does not divide 96"), std::string::npos);
+  ReductionSplitOptions off;
+  off.forced_partials = 0;
+  ir::Program big = row_sums(4, 1 << 14);
+  EXPECT_TRUE(same_program(split_reductions(big, off), big));
+  off.forced_partials = -2;
+  EXPECT_THROW(split_reductions(big, off), Error);
+}
+
+TEST(SplitReductions, RefusesHalfAccumulatorsAndReadsOfItsOwnKernel) {
+  ScheduleNotes notes;
+  ir::Program half = row_sums(4, 1 << 14, DType::kBF16);
+  EXPECT_TRUE(same_program(split_reductions(half, {}, &notes), half));
+  EXPECT_NE(notes.at("sums").find("accumulates in bf16"), std::string::npos);
+
+  ir::ProgramBuilder b("chained");
+  ir::Tensor x = b.input("x", DType::kF32, {4});
+  ir::Tensor y = b.output("y", DType::kF32, {4});
+  ir::Tensor out = b.output("out", DType::kF32, {4});
+  Var i("i"), p("p"), t("t");
+  b.kernel("both", {ir::compute(y, ir::over(y, {i}), ir::load(x, {i}) * 2.0),
+                    ir::compute(out, ir::over(out, {p}),
+                                ir::sum({ir::range(t, Expr(4096))}, ir::load(y, {t % 4}),
+                                        DType::kF32))});
+  ir::Program chained = std::move(b).build();
+  EXPECT_TRUE(same_program(split_reductions(chained, {}, &notes), chained));
+  EXPECT_NE(notes.at("both").find("reads y, which its kernel writes"), std::string::npos)
+      << notes.at("both");
+}
+
+TEST(SplitReductions, TokenSumsOfTheMhcBackwardPutPartialsOutermost) {
+  ir::Program p = ops::parse_specialization(
+                      "mhc_pre_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16")
+                      .build_program();
+  ScheduleNotes notes;
+  ir::Program split = split_reductions(p, {}, &notes);
+  ir::Tensor dgamma = split.find_tensor("dgamma_partials");
+  ASSERT_TRUE(dgamma);
+  EXPECT_EQ(dgamma->shape, (std::vector<int64_t>{16, 4, 4096}));  // g, i, d
+  ASSERT_TRUE(split.find_tensor("dh_pre2_partials"));
+  EXPECT_EQ(split.find_tensor("dh_pre2_partials")->shape,
+            (std::vector<int64_t>{1, 4096, 4, 16}));  // b, s, i, g: g strides d
+  ASSERT_TRUE(split.find_tensor("dbias_partials"));
+  EXPECT_NE(notes.at("mhc_dphi").find("the domain alone fills the GPU"), std::string::npos);
+  EXPECT_NE(notes.at("mhc_rms_grad").find("serial"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
