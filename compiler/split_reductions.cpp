@@ -75,7 +75,6 @@ std::string ineligible(const ir::ReduceNode& r, const std::vector<ir::Tensor>& w
     return "accumulates in " + std::string(ir::dtype_name(r.dtype));
   std::string why;
   for_each_node(r.body, [&](const Expr& node) {
-    if (node.kind() == ir::ExprKind::kReduce) why = "nested reduction";
     if (auto* load = node.as<ir::LoadNode>()) {
       if (std::find(written.begin(), written.end(), load->tensor) != written.end())
         why = "reads " + load->tensor->name + ", which its kernel writes";

@@ -41,9 +41,9 @@ void check_reduction_split_options(const ReductionSplitOptions& options);
 /// Splits the eligible reductions of kernels without an explicit grid (see the top of this
 /// file). Eligible: a Reduce evaluated unconditionally by a compute stage (not inside a select
 /// branch, the right side of && or ||, or another Reduce), accumulating in f32, f64, i32 or
-/// i64, whose body holds no Reduce and reads no tensor its own kernel writes, with an axis of
-/// constant start 0 and constant extent that no other axis' bounds name. Returns the very
-/// same program when nothing is split. `notes`, when given, receives a line per kernel.
+/// i64, whose body (nested reductions included) reads no tensor its own kernel writes, with an
+/// axis of constant start 0 and constant extent that no other axis' bounds name. Returns the
+/// very same program when nothing is split. `notes`, when given, receives a line per kernel.
 ir::Program split_reductions(const ir::Program& program, const ReductionSplitOptions& options,
                              ScheduleNotes* notes = nullptr);
 

@@ -165,8 +165,10 @@ struct BackwardTensors {
   TensorRef dx, dphi, dalpha, dbias, dgamma;
   // Per token: gradients of the gates' pre-activations, their concatenation `dlogit`
   // ([dh_pre2, dh_post2, grad_h_res], the gradient of alpha * m + bias), dh_mix_tmp (the
-  // gradient of m), dh_mix (of h_mix), dinv_rms, and dvecx_mm (of v * gamma).
-  TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms, dvecx_mm;
+  // gradient of m), dh_mix (of h_mix) and dinv_rms. The gradient of v * gamma,
+  // dvecx_mm = dh_mix . phi (K terms per element), is recomputed where dx and dgamma need it
+  // rather than stored: a B*S*n*D f32 temporary would cost more traffic than x itself.
+  TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms;
 };
 
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
@@ -196,7 +198,6 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
       pb.temporary("dh_mix_tmp", p, {B, S, K}),
       pb.temporary("dh_mix", p, {B, S, K}),
       pb.temporary("dinv_rms", p, {B, S}),
-      pb.temporary("dvecx_mm", p, {B, S, n, D}),
   };
   if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
   return t;
@@ -241,19 +242,24 @@ void add_rms_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const Backw
   pb.kernel("mhc_rms_grad", {compute(t.dinv_rms, over(t.dinv_rms, {b, s}), value)});
 }
 
-/// dvecx_mm = dh_mix . phi; dx = dvecx_mm gamma - dinv_rms inv_rms^3 / (n D) x
-///                              + h_pre[i] grad_h_in[d] (+ grad_x_post)
+/// dvecx_mm[b, s, i, d] = sum_k dh_mix[b, s, k] * phi[k, i D + d]: the gradient of v * gamma.
+Expr dvecx_mm(const MhcConfig& c, const BackwardTensors& t, Expr b, Expr s, Expr i, Expr d) {
+  Var k("k");
+  return sum({range(k, c.mix_width())}, t.dh_mix(b, s, k) * t.phi(k, i * c.dim + d),
+             c.param_dtype);
+}
+
+/// dx = dvecx_mm gamma - dinv_rms inv_rms^3 / (n D) x + h_pre[i] grad_h_in[d] (+ grad_x_post)
 void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
-  Var b("b"), s("s"), i("i"), d("d"), k("k");
-  Expr dvecx_mm = sum({range(k, c.mix_width())}, t.dh_mix(b, s, k) * t.phi(k, i * c.dim + d), p);
+  Var b("b"), s("s"), i("i"), d("d");
   Expr r = t.inv_rms(b, s);
   Expr rms_coefficient = t.dinv_rms(b, s) * (r * r * r) / static_cast<double>(c.token_width());
-  Expr dx = t.dvecx_mm(b, s, i, d) * t.gamma(i, d) - rms_coefficient * cast(p, t.x(b, s, i, d)) +
+  Expr dx = dvecx_mm(c, t, b, s, i, d) * t.gamma(i, d) -
+            rms_coefficient * cast(p, t.x(b, s, i, d)) +
             t.h_pre(b, s, i) * cast(p, t.grad_h_in(b, s, d));
   if (t.grad_x_post) dx = dx + cast(p, (*t.grad_x_post)(b, s, i, d));
-  pb.kernel("mhc_dx", {compute(t.dvecx_mm, over(t.dvecx_mm, {b, s, i, d}), dvecx_mm),
-                       compute(t.dx, over(t.dx, {b, s, i, d}), cast(c.dtype, dx))});
+  pb.kernel("mhc_dx", {compute(t.dx, over(t.dx, {b, s, i, d}), cast(c.dtype, dx))});
 }
 
 /// dphi[k, j] = sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]
@@ -270,7 +276,7 @@ void add_dphi_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardT
 void add_dgamma_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
   Var i("i"), d("d"), b("b"), s("s");
-  Expr body = cast(p, t.x(b, s, i, d)) * t.dvecx_mm(b, s, i, d);
+  Expr body = cast(p, t.x(b, s, i, d)) * dvecx_mm(c, t, b, s, i, d);
   pb.kernel("mhc_dgamma", {compute(t.dgamma, over(t.dgamma, {i, d}),
                                    sum({range(b, c.batch), range(s, c.seq)}, body, p))});
 }
