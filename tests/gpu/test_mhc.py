@@ -40,6 +40,9 @@ CASES = [  # batch, seq, n, dim, dtype, with grad_x_post
     (1, 5, 6, 7, "f16", True),
     (3, 7, 4, 33, "f32", True),
     (1, 3, 4, 8, "f64", False),
+    # Long enough for split reductions (compiler/split_reductions.h): dh_pre2 over D=512 and
+    # the token sums over B*S=1024 run as partials plus an ordered combine.
+    (1, 1024, 4, 512, "bf16", True),
 ]
 
 
@@ -101,7 +104,7 @@ def test_parity(case):
     harness.record("mhc", case_id(case), **errors)
 
 
-@pytest.mark.parametrize("case", [CASES[2], CASES[3]], ids=case_id)
+@pytest.mark.parametrize("case", [CASES[2], CASES[3], CASES[7]], ids=case_id)
 def test_deterministic(case):
     text, kwargs, _ = make_call(case, seed=41)
     claims = harness.check_deterministic(text, lambda: adjoint.mhc_pre_backward(**kwargs))
