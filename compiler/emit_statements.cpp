@@ -142,6 +142,11 @@ void KernelEmitter::begin_stage(const ir::Stage& stage,
     var_levels_[stage.domain[j].var.get()] = 0;
   }
   bounds_.bind_domain(stage.domain);
+  varying_axes_.clear();
+  for (const ir::Axis& axis : stage.domain) {
+    auto* extent = axis.extent.as<ir::IntConstNode>();
+    if (!extent || extent->value > 1) varying_axes_.push_back(axis.var.get());
+  }
   uses_.clear();
   std::function<void(const Expr&)> count = [&](const Expr& e) {
     if (uses_[ids_.id(e)]++ == 0) ir::for_each_child(e, count);

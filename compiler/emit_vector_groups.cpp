@@ -159,7 +159,9 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
                                 "; ++" + v + ") {"));
   }
   std::unordered_map<int, Span> outer_spans = spans_;
+  span_reduction_ = &n;
   emit_spans(n.body, lanes);
+  span_reduction_ = nullptr;
   const std::string element_acc = acc + "[" + e + "]";
   for_each_element(x, x_name, [&] {
     if (!windowed) {
@@ -243,12 +245,25 @@ void KernelEmitter::emit_spans(const Expr& e,
     std::string name = names_.fresh(t->name + "_span");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(lane.count) + "];");
-    out_->line("adjoint::" + memory_helper("load_elements") + "<" + std::to_string(bytes) + ">(" +
+    out_->line("adjoint::" + memory_helper("load_elements", read_by_many_points(*load)) + "<" + std::to_string(bytes) + ">(" +
                name + ", &" + element(t, first) + ");");
     uses_memory_helpers_ = true;
     spans_[ids_.id(node)] = Span{name, lane.index};
   };
   walk(e);
+}
+
+bool KernelEmitter::read_by_many_points(const ir::LoadNode& load) const {
+  for (const ir::VarNode* var : varying_axes_) {
+    bool named = false;
+    for (const Expr& index : load.indices) named = named || depends_on(index, var);
+    if (span_reduction_) {
+      for (const ir::Axis& axis : span_reduction_->axes)
+        named = named || depends_on(axis.start, var) || depends_on(axis.extent, var);
+    }
+    if (!named) return true;
+  }
+  return false;
 }
 
 void KernelEmitter::emit_vector_stage(const ir::Stage& stage,

@@ -196,12 +196,17 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   int64_t offset_alignment(const ir::Tensor& t, const std::vector<ir::Expr>& indices, size_t lane_dim,
                            int64_t lane_alignment);
   /// The adjoint_memory.cuh helper for `base` ("load_elements", "store_elements"): its
-  /// streaming variant under EmitOptions::streaming_loads / streaming_stores.
-  std::string memory_helper(const std::string& base) const {
+  /// streaming variant under EmitOptions::streaming_loads / streaming_stores. `reused` (loads
+  /// only): the data is read again by other points, so it keeps the default caching.
+  std::string memory_helper(const std::string& base, bool reused = false) const {
     const bool streaming =
-        base == "store_elements" ? options_.streaming_stores : options_.streaming_loads;
+        base == "store_elements" ? options_.streaming_stores : options_.streaming_loads && !reused;
     return streaming ? base + "_streaming" : base;
   }
+  /// True when some domain axis of more than one point is named neither by `load`'s indices
+  /// nor by the bounds of the group reduction being emitted (span_reduction_): other points of
+  /// the domain read the same elements (a broadcast such as a weight row).
+  bool read_by_many_points(const ir::LoadNode& load) const;
 
   const ir::Program& program_;
   const ir::Kernel& kernel_;
@@ -225,6 +230,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// Reductions of the current stage computed for a whole group: node -> accumulator array.
   std::unordered_map<const ir::ExprNode*, std::string> group_reductions_;
   std::unordered_map<int, Span> spans_;  ///< by structural id of the load
+  /// The current stage's domain variables whose axis has more than one point.
+  std::vector<const ir::VarNode*> varying_axes_;
+  /// The group reduction whose body emit_spans is loading, if any.
+  const ir::ReduceNode* span_reduction_ = nullptr;
 };
 
 }  // namespace adjoint::compiler

@@ -67,6 +67,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
+  if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   check_reduction_split_options(split_options);
   ir::verify(input);
   PassRecorder passes(options.record_passes);

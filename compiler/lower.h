@@ -38,11 +38,15 @@ struct LowerOptions {
   /// Split reductions (split_reductions.h): -1 derives the number of partials G from the
   /// shapes, 0 never splits, G >= 2 forces G wherever it divides the split axis.
   int reduction_split = -1;
+  /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
+  /// default). A power of two in [2^10, 2^24].
+  int64_t split_target_threads = 0;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
-/// `options.block_size`, `options.vector_bytes` or `options.reduction_split` is not one of the values documented above.
+/// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
+/// `options.split_target_threads` is not one of the values documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
 }  // namespace adjoint::compiler

@@ -126,6 +126,12 @@ void check_reduction_split_options(const ReductionSplitOptions& options) {
                 "in [2, 4096], got " + std::to_string(options.forced_partials),
                 ErrorCode::kInvalidArgument);
   }
+  const int64_t t = options.target_threads;
+  if (t < (int64_t{1} << 10) || t > (int64_t{1} << 24) || (t & (t - 1)) != 0) {
+    throw Error("split_reductions: target_threads: expected a power of two in [2^10, 2^24], got " +
+                    std::to_string(t),
+                ErrorCode::kInvalidArgument);
+  }
 }
 
 ir::Program split_reductions(const ir::Program& program, const ReductionSplitOptions& options,

@@ -35,7 +35,8 @@ struct ReductionSplitOptions {
 /// kernel name -> the schedule its reductions use and why (one line each, for the dumps).
 using ScheduleNotes = std::map<std::string, std::string>;
 
-/// Throws adjoint::Error (kInvalidArgument) for a forced_partials below -1 or above 4096.
+/// Throws adjoint::Error (kInvalidArgument) for a forced_partials below -1 or above 4096, or a
+/// target_threads that is not a power of two in [2^10, 2^24].
 void check_reduction_split_options(const ReductionSplitOptions& options);
 
 /// Splits the eligible reductions of kernels without an explicit grid (see the top of this

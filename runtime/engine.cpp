@@ -76,6 +76,7 @@ struct TuningKnobs {
   bool streaming_loads = false;
   bool streaming_stores = false;
   int reduction_split = -1;
+  int split_threads_log2 = 0;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -113,6 +114,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.reduction_split = integer_knob(
       "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
       "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
+  knobs.split_threads_log2 = integer_knob(
+      "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
+      "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
   return knobs;
 }
 
@@ -287,6 +291,8 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
+  if (tuning_knobs().split_threads_log2 != 0)
+    options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
 }
 

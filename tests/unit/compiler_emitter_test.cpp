@@ -448,6 +448,29 @@ TEST(Lower, TuningKnobsChangeTheEmittedKernel) {
   EXPECT_TRUE(contains(hinted_stores.source, "evict first) on group stores."));
 }
 
+TEST(Lower, BroadcastSpansKeepTheDefaultCaching) {
+  // mhc_dx reads x once per point (streamed) but phi and gamma, indexed without (b, s), are
+  // read by every token: their spans keep the default caching.
+  CompiledProgram p = lower(ops::parse_specialization("mhc_pre_backward dtype=bf16 batch=1 "
+                                                      "seq=64 n=4 dim=256")
+                                .build_program(),
+                            LowerOptions{});
+  const CompiledKernel* dx = nullptr;
+  for (const CompiledKernel& k : p.kernels) {
+    if (k.entry == "mhc_pre_backward_mhc_dx") dx = &k;
+  }
+  ASSERT_NE(dx, nullptr);
+  auto span_load = [&](const std::string& span) {  // the line loading `span`
+    size_t at = dx->source.find("(" + span + ", &");
+    if (at == std::string::npos) return std::string();
+    size_t start = dx->source.rfind('\n', at) + 1;
+    return dx->source.substr(start, dx->source.find('\n', at) - start);
+  };
+  EXPECT_TRUE(contains(span_load("x_span"), "load_elements_streaming<")) << dx->source;
+  EXPECT_TRUE(contains(span_load("phi_span"), "adjoint::load_elements<")) << dx->source;
+  EXPECT_TRUE(contains(span_load("gamma_span"), "adjoint::load_elements<")) << dx->source;
+}
+
 TEST(Lower, InvalidTuningOptionsAreErrors) {
   LowerOptions options;
   options.block_size = 48;

@@ -95,6 +95,13 @@ TEST(SplitReductions, KnobForcesOrSwitchesOff) {
   EXPECT_TRUE(same_program(split_reductions(big, off), big));
   off.forced_partials = -2;
   EXPECT_THROW(split_reductions(big, off), Error);
+  ReductionSplitOptions wider;
+  wider.target_threads = 1 << 12;  // 4 points x 1024 partials
+  ir::Program split_wide = split_reductions(big, wider);
+  ASSERT_EQ(split_wide.temporaries.size(), 1u);
+  EXPECT_EQ(split_wide.temporaries[0]->shape, (std::vector<int64_t>{4, 1024}));
+  wider.target_threads = 3000;
+  EXPECT_THROW(split_reductions(big, wider), Error);
 }
 
 TEST(SplitReductions, RefusesHalfAccumulatorsAndReadsOfItsOwnKernel) {
