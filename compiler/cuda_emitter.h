@@ -18,9 +18,11 @@
 // loads / group stores of vector-group kernels use the evict-first helpers of adjoint_memory.cuh.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "compiler/compiled_program.h"
+#include "compiler/index_width.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -36,6 +38,9 @@ struct EmitOptions {
   /// Lines on the schedule of the kernel's reductions and why it was chosen (from
   /// split_reductions), written as comments at the top of the unit; none when empty.
   std::string schedule_note;
+  /// The kernel's index width as narrow_index_math decided it; derived again (with
+  /// kernel_index_width) when absent, for programs that did not go through that pass.
+  std::optional<IndexWidth> index_width;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

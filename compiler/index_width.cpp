@@ -171,9 +171,19 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
 }
 
 ir::Program narrow_index_math(const ir::Program& program) {
+  std::vector<IndexWidth> widths;
+  return narrow_index_math_recording(program, widths);
+}
+
+ir::Program narrow_index_math_recording(const ir::Program& program,
+                                        std::vector<IndexWidth>& widths) {
   ir::Program out = program;
+  widths.clear();
   for (ir::Kernel& kernel : out.kernels) {
-    if (kernel.stages.empty() || kernel_index_width(kernel) != IndexWidth::k32) continue;
+    const IndexWidth width =
+        kernel.stages.empty() ? IndexWidth::k64 : kernel_index_width(kernel);
+    widths.push_back(width);
+    if (width != IndexWidth::k32) continue;
     Bounds bounds;
     for (ir::Stage& stage : kernel.stages) {
       bounds.bind_domain(stage.domain);

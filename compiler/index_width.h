@@ -11,6 +11,8 @@
 // tensor with more than 2^31 - 1 elements) are left unchanged.
 #pragma once
 
+#include <vector>
+
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -22,5 +24,9 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel);
 
 /// Returns `program` with the index math of its 32-bit kernels narrowed to i32.
 ir::Program narrow_index_math(const ir::Program& program);
+/// narrow_index_math that also records each kernel's width in `widths` (kernel order): the
+/// decision lower() hands the emitter (EmitOptions::index_width) rather than deriving it again.
+ir::Program narrow_index_math_recording(const ir::Program& program,
+                                        std::vector<IndexWidth>& widths);
 
 }  // namespace adjoint::compiler

@@ -37,7 +37,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
       : program_(program),
         kernel_(kernel),
         options_(options),
-        index_type_(kernel_index_width(kernel) == IndexWidth::k32 ? "int" : "long long") {}
+        index_type_(options.index_width.value_or(kernel_index_width(kernel)) == IndexWidth::k32
+                        ? "int"
+                        : "long long") {}
 
   CompiledKernel emit(const std::string& entry);
 

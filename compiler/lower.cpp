@@ -83,7 +83,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   });
   p = passes.run("derive_grid", p,
                  [&](const ir::Program& x) { return derive_grid(x, grid_options); });
-  p = passes.run("narrow_index_math", p, narrow_index_math);
+  std::vector<IndexWidth> widths;
+  p = passes.run("narrow_index_math", p,
+                 [&](const ir::Program& x) { return narrow_index_math_recording(x, widths); });
 
   CompiledProgram out;
   out.name = input.name;
@@ -91,7 +93,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}};
+    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k]};
     if (auto note = notes.find(kernel.name); note != notes.end())
       emit_options.schedule_note = note->second;
     CompiledKernel compiled =

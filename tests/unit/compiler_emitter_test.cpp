@@ -159,6 +159,21 @@ bool contains(const std::string& text, const std::string& piece) {
   return text.find(piece) != std::string::npos;
 }
 
+TEST(CudaEmitter, UsesTheIndexWidthNarrowIndexMathDecided) {
+  ir::ProgramBuilder b("p");
+  ir::Tensor a = b.input("a", DType::kF32, {8});
+  ir::Tensor out = b.output("out", DType::kF32, {8});
+  Var i("i");
+  b.kernel("k", {ir::compute(out, ir::over(out, {i}), ir::load(a, {i}) * 2.0)});
+  std::vector<IndexWidth> widths;
+  ir::Program p = narrow_index_math_recording(derive_grid(std::move(b).build()), widths);
+  ASSERT_EQ(widths, std::vector<IndexWidth>{IndexWidth::k32});
+  EXPECT_TRUE(contains(emit_cuda_kernel(p, 0, "e").source, "32-bit index math"));
+  EmitOptions wide;
+  wide.index_width = IndexWidth::k64;  // the decision is taken, not derived again
+  EXPECT_TRUE(contains(emit_cuda_kernel(p, 0, "e", wide).source, "64-bit index math"));
+}
+
 TEST(CudaEmitter, SignatureFollowsTheProgramsTensorOrder) {
   ir::ProgramBuilder b("p");
   ir::Tensor a = b.input("a", DType::kF16, {8});
