@@ -23,7 +23,7 @@ struct ReductionSplitOptions {
   /// whose split axis G divides into G partials.
   int forced_partials = -1;
   /// Derived G doubles while (domain points x G) is below this many threads.
-  int64_t target_threads = int64_t{1} << 18;
+  int64_t target_threads = int64_t{1} << 20;
   /// A derived split leaves every partial at least this many iterations of the split axis.
   int64_t min_iterations = 16;
   /// Reductions of fewer iterations than this stay serial (derived G only).
