@@ -172,28 +172,6 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
   return out;
 }
 
-bool mentions(const std::string& code, const std::string& name) {
-  auto identifier_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  };
-  size_t line_start = 0;
-  while (line_start < code.size()) {
-    size_t line_end = code.find('\n', line_start);
-    if (line_end == std::string::npos) line_end = code.size();
-    std::string line = code.substr(line_start, line_end - line_start);
-    size_t first = line.find_first_not_of(' ');
-    if (first != std::string::npos && line.compare(first, 2, "//") != 0) {
-      for (size_t at = line.find(name); at != std::string::npos; at = line.find(name, at + 1)) {
-        bool starts = at == 0 || !identifier_char(line[at - 1]);
-        bool ends = at + name.size() == line.size() || !identifier_char(line[at + name.size()]);
-        if (starts && ends) return true;
-      }
-    }
-    line_start = line_end + 1;
-  }
-  return false;
-}
-
 std::string plus(const std::string& base, int64_t offset) {
   if (offset == 0) return base;
   return base + (offset > 0 ? " + " : " - ") + std::to_string(offset > 0 ? offset : -offset);

@@ -45,8 +45,6 @@ bool is_identifier(const std::string& s);
 std::string join(const std::vector<std::string>& parts, const std::string& separator);
 /// `base + offset` as C++ text.
 std::string plus(const std::string& base, int64_t offset);
-/// True when `name` occurs as a whole identifier in `code` outside comment lines.
-bool mentions(const std::string& code, const std::string& name);
 
 /// Unique identifiers: hints made unique with a numeric suffix; C++/CUDA keywords and the
 /// names the emitter uses itself are reserved from the start.

@@ -145,6 +145,30 @@ bool KernelEmitter::speculatable(const Expr& e) {
   return ok;
 }
 
+std::string KernelEmitter::element_index(const ir::Tensor& t, size_t d, const Expr& index) {
+  const bool dropped = t->shape[d] == 1 || t->strides[d] == 0;
+  if (!dropped || index.kind() != ir::ExprKind::kVar) return as_index(index);
+  std::unordered_set<std::string> before = referenced_;
+  std::string text = as_index(index);
+  referenced_ = std::move(before);
+  return text;
+}
+
+std::vector<std::string> KernelEmitter::element_indices(const ir::Tensor& t,
+                                                        const std::vector<Expr>& indices) {
+  std::vector<std::string> texts;
+  for (size_t d = 0; d < indices.size(); ++d) texts.push_back(element_index(t, d, indices[d]));
+  return texts;
+}
+
+bool KernelEmitter::uses_name(const std::string& name, const std::function<void()>& body) {
+  const bool before = referenced_.erase(name) > 0;
+  body();
+  const bool used = referenced_.count(name) > 0;
+  if (before) referenced_.insert(name);
+  return used;
+}
+
 std::string KernelEmitter::declare(std::string_view hint, std::string_view type,
                                    const std::string& value) {
   std::string name = names_.fresh(hint);
@@ -168,6 +192,7 @@ std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::s
   for (size_t d = 0; d < indices.size(); ++d) {
     if (t->shape[d] == 1 || t->strides[d] == 0)
       continue;  // in bounds, so the index is 0 or irrelevant
+    if (is_identifier(indices[d])) referenced_.insert(indices[d]);
     std::string term = indices[d];
     if (t->strides[d] != 1) term += " * " + std::to_string(t->strides[d]);
     offset += (offset.empty() ? "" : " + ") + term;

@@ -30,10 +30,11 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     CodeWriter code(out_->indent());
     CodeWriter* saved = out_;
     out_ = &code;
+    referenced_.clear();
     emit_points(m, extents, names);
     out_ = saved;
     for (const auto& [name, value] : pending) {
-      if (mentions(code.text(), name))
+      if (referenced_.count(name))
         out_->line("const " + type + " " + name + " = " + value + ";");
     }
     pending.clear();
@@ -189,8 +190,7 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
       guarded.emplace(out_->block("if (" + strip_parens(emit_expr(stage.condition)) + ") {"));
       scopes_.push_back(Scope{{}, out_, false});
     }
-    std::vector<std::string> indices;
-    for (const Expr& i : stage.indices) indices.push_back(as_index(i));
+    std::vector<std::string> indices = element_indices(target, stage.indices);
     std::string value = converted(stage.value, std::string(cuda_value_type(stage.accumulation)));
     out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) +
                ");");

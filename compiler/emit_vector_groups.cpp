@@ -51,7 +51,8 @@ std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
 }  // namespace
 
 void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
-                                     const std::string& name, const std::string& value,
+                                     const std::string& name, const std::string& base,
+                                     const std::string& offset,
                                      const std::function<void()>& body) {
   out_->line("#pragma unroll");
   CodeWriter::Block loop = out_->block(header);
@@ -61,12 +62,14 @@ void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNod
   scopes_.push_back(Scope{{}, &inner, false});
   var_names_[var] = name;
   var_levels_[var] = scopes_.size() - 1;
-  body();
+  const bool used = uses_name(name, body);
   var_names_.erase(var);
   scopes_.pop_back();
   out_ = saved;
-  if (mentions(inner.text(), name))
-    out_->line("const " + index_type_ + " " + name + " = " + value + ";");
+  if (used) {
+    out_->line("const " + index_type_ + " " + name + " = " + base + " + " + offset + ";");
+    referenced_.insert(base);
+  }
   out_->append(inner.text());
 }
 
@@ -75,7 +78,7 @@ void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_
   const std::string& e = vector_->element;
   emit_scoped_loop(
       "for (int " + e + " = 0; " + e + " < " + std::to_string(vector_->width) + "; ++" + e + ") {",
-      x, x_name, vector_->base + " + " + e, body);
+      x, x_name, vector_->base, e, body);
 }
 
 /// A reduction runs once for the whole group, with one accumulator per element, when all its
@@ -171,7 +174,7 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     const std::string& j = vector_->offset;
     emit_scoped_loop(
         "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j + ") {",
-        windowed->var.get(), window_var, window_base + " + " + j,
+        windowed->var.get(), window_var, window_base, j,
         [&] { out_->line(accumulate(n, element_acc, emit_expr(n.body))); });
   });
   spans_ = std::move(outer_spans);
@@ -231,10 +234,11 @@ void KernelEmitter::emit_spans(const Expr& e,
     std::vector<std::string> first;
     for (size_t d = 0; d < load->indices.size(); ++d) {
       if (static_cast<int>(d) != lane_dim) {
-        first.push_back(as_index(load->indices[d]));
+        first.push_back(element_index(t, d, load->indices[d]));
       } else {
         std::string rest_text = index->rest.defined() ? as_index(index->rest) + " + " : "";
         first.push_back(rest_text + plus(lane.base, index->offset));
+        referenced_.insert(lane.base);
       }
     }
     const int64_t lane_alignment =

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "compiler/bounds.h"
@@ -62,6 +63,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
           "emit_cuda: variable '" + n.name_hint + "' is not bound in kernel '" + kernel_.name + "'",
           ErrorCode::kInternal);
     }
+    referenced_.insert(it->second);
     return it->second;
   }
   std::string visit_Load(const ir::LoadNode& n, const ir::Expr& self) override {
@@ -69,9 +71,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     if (auto span = spans_.find(ids_.id(self)); span != spans_.end()) {
       access = span->second.name + "[" + span->second.index + "]";  // read by a group load
     } else {
-      std::vector<std::string> indices;
-      for (const ir::Expr& i : n.indices) indices.push_back(as_index(i));
-      access = element(n.tensor, indices);
+      access = element(n.tensor, element_indices(n.tensor, n.indices));
     }
     return is_half_precision(n.dtype) ? "adjoint::to_float(" + access + ")" : access;
   }
@@ -133,6 +133,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// 64-bit index value of a 32-bit kernel fits).
   std::string as_index(const ir::Expr& e) { return converted(e, index_type_); }
   std::string element(const ir::Tensor& t, const std::vector<std::string>& indices);
+  /// The indices of an element of `t` as text. A variable indexing a dimension that element()
+  /// drops (size 1 or stride 0) does not count as used.
+  std::vector<std::string> element_indices(const ir::Tensor& t,
+                                           const std::vector<ir::Expr>& indices);
+  std::string element_index(const ir::Tensor& t, size_t d, const ir::Expr& index);
   std::string integer_division(const ir::BinaryNode& n, const std::string& type);
 
   /// A reduce loop's bounds: `start` and `end` as emitted before the loops; `unrolled` when
@@ -185,8 +190,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
                 vector_->extent - 1};
   }
   void emit_vector_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
+  /// A `#pragma unroll` loop whose body sees `var` as `name`, declared `base + offset` at the
+  /// top of the loop only when the body used it.
   void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
-                        const std::string& value, const std::function<void()>& body);
+                        const std::string& base, const std::string& offset,
+                        const std::function<void()>& body);
   void for_each_element(const ir::VarNode* x, const std::string& x_name,
                         const std::function<void()>& body);
   bool plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
@@ -234,6 +242,13 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<int, Span> spans_;  ///< by structural id of the load
   /// The current stage's domain variables whose axis has more than one point.
   std::vector<const ir::VarNode*> varying_axes_;
+  /// Names the emitted code has used so far (variables visited, identifiers indexing an
+  /// element, lane bases): a declaration written after its code (an axis decoded from the
+  /// grid, an element loop's x) is written only if its name is here.
+  std::unordered_set<std::string> referenced_;
+  /// Runs `body` and tells whether it used `name`, leaving `referenced_` as it was plus
+  /// what `body` used.
+  bool uses_name(const std::string& name, const std::function<void()>& body);
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
 };
