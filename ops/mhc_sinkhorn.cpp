@@ -288,7 +288,7 @@ std::vector<OpDefinition> mhc_sinkhorn_ops() {
                    build_mhc_sinkhorn_backward,
                    {"mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
                     "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
-                    "mhc_sinkhorn_backward batch=1 seq=4096 n=4"}},
+                    "mhc_sinkhorn_backward batch=1 seq=4096 n=4 t_max=4"}},
   };
 }
 
