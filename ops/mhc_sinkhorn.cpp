@@ -6,6 +6,7 @@
 // instead of materializing more tensors.
 #include "ops/mhc_sinkhorn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -110,19 +111,32 @@ class SinkhornBuilder {
     return Scales{row, col};
   }
 
-  /// Iterations 2..t_max, each a kernel writing scales_t; returns the state of each t
-  /// (index t - 1), the first one inline.
+  /// Iterations 2..t_max, kernels of sinkhorn_iterations_per_launch(n) iterations each; every
+  /// iteration t writes scales_t (so that the backward reads every state), computed inline from
+  /// the state its kernel starts from. Returns the state of each t (index t - 1), the first one
+  /// inline.
   std::vector<State> add_iteration_kernels() {
     const int64_t n = c_.streams;
+    const int64_t per_launch = sinkhorn_iterations_per_launch(n);
     std::vector<State> states{initial_state()};
-    for (int64_t t = 2; t <= c_.iterations; ++t) {
-      TensorRef scales = pb_.temporary("scales_" + std::to_string(t), c_.dtype, {c_.batch, c_.seq, 2 * n});
+    for (int64_t first = 2; first <= c_.iterations; first += per_launch) {
+      const int64_t last = std::min(first + per_launch - 1, c_.iterations);
       Var b("b"), s("s"), q("q");
-      Scales next = step(states.back()(b, s), b, s);
-      Expr value = ir::select(q < n, next.row(q), next.col(q - n));
-      pb_.kernel("sinkhorn_iteration_" + std::to_string(t),
-                 {compute(scales, over(scales, {b, s, q}), value)});
-      states.push_back(loaded_state(scales));
+      Scales state = states.back()(b, s);
+      std::vector<ir::Stage> stages;
+      std::vector<TensorRef> written;
+      for (int64_t t = first; t <= last; ++t) {
+        TensorRef scales =
+            pb_.temporary("scales_" + std::to_string(t), c_.dtype, {c_.batch, c_.seq, 2 * n});
+        state = step(state, b, s);
+        Expr value = ir::select(q < n, state.row(q), state.col(q - n));
+        stages.push_back(compute(scales, over(scales, {b, s, q}), value));
+        written.push_back(scales);
+      }
+      std::string name = "sinkhorn_iteration_" + std::to_string(first);
+      if (last > first) name += "_to_" + std::to_string(last);
+      pb_.kernel(name, std::move(stages));
+      for (const TensorRef& scales : written) states.push_back(loaded_state(scales));
     }
     return states;
   }
@@ -210,6 +224,18 @@ std::vector<AttrSpec> attributes() {
 }
 
 }  // namespace
+
+int64_t sinkhorn_iterations_per_launch(int64_t streams) {
+  // An iteration inlined into the next costs a factor of about n^2 per point; keep the deepest
+  // at n^(2k) <= 256 operations (n = 4: 2 iterations per launch; n >= 5: 1).
+  int64_t k = 1;
+  double cost = static_cast<double>(streams) * static_cast<double>(streams);
+  while (k < 4 && cost * static_cast<double>(streams) * static_cast<double>(streams) <= 256.0) {
+    cost *= static_cast<double>(streams) * static_cast<double>(streams);
+    ++k;
+  }
+  return k;
+}
 
 MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   MhcSinkhornConfig c;

@@ -155,18 +155,31 @@ TEST(MhcLayerProgram, PostTensorsAndKernels) {
 }
 
 TEST(MhcLayerProgram, SinkhornLaunchesPerIteration) {
-  for (int64_t t_max : {1, 2, 5, 20}) {
-    std::string shape = "batch=1 seq=3 n=4 t_max=" + std::to_string(t_max);
-    ir::Program f = ops::parse_specialization("mhc_sinkhorn " + shape).build_program();
-    ir::Program b = ops::parse_specialization("mhc_sinkhorn_backward " + shape).build_program();
-    EXPECT_EQ(static_cast<int64_t>(f.kernels.size()), t_max + 1) << shape;
-    EXPECT_EQ(static_cast<int64_t>(b.kernels.size()), 2 * t_max) << shape;
-    EXPECT_FALSE(has_scatter(f));
-    EXPECT_FALSE(has_scatter(b));
-    // The backward takes h_res and grad_out only: it recomputes the iterates.
-    ASSERT_EQ(b.inputs.size(), 2u);
-    EXPECT_EQ(b.inputs[0]->name, "h_res");
-    EXPECT_EQ(b.inputs[1]->name, "grad_out");
+  EXPECT_EQ(ops::sinkhorn_iterations_per_launch(1), 4);
+  EXPECT_EQ(ops::sinkhorn_iterations_per_launch(2), 4);
+  EXPECT_EQ(ops::sinkhorn_iterations_per_launch(4), 2);
+  EXPECT_EQ(ops::sinkhorn_iterations_per_launch(5), 1);
+  EXPECT_EQ(ops::sinkhorn_iterations_per_launch(8), 1);
+  for (int64_t n : {2, 4, 6}) {
+    for (int64_t t_max : {1, 2, 5, 20}) {
+      std::string shape = "batch=1 seq=3 n=" + std::to_string(n) + " t_max=" + std::to_string(t_max);
+      ir::Program f = ops::parse_specialization("mhc_sinkhorn " + shape).build_program();
+      ir::Program b = ops::parse_specialization("mhc_sinkhorn_backward " + shape).build_program();
+      const int64_t k = ops::sinkhorn_iterations_per_launch(n);
+      const int64_t iteration_launches = (t_max - 1 + k - 1) / k;
+      EXPECT_EQ(static_cast<int64_t>(f.kernels.size()), 1 + iteration_launches + 1) << shape;
+      EXPECT_EQ(static_cast<int64_t>(b.kernels.size()), 1 + iteration_launches + t_max) << shape;
+      // Every iteration's scales are written once, whatever the grouping.
+      for (int64_t t = 2; t <= t_max; ++t) {
+        EXPECT_TRUE(b.find_tensor("scales_" + std::to_string(t))) << shape << " t=" << t;
+      }
+      EXPECT_FALSE(has_scatter(f));
+      EXPECT_FALSE(has_scatter(b));
+      // The backward takes h_res and grad_out only: it recomputes the iterates.
+      ASSERT_EQ(b.inputs.size(), 2u);
+      EXPECT_EQ(b.inputs[0]->name, "h_res");
+      EXPECT_EQ(b.inputs[1]->name, "grad_out");
+    }
   }
 }
 
