@@ -287,7 +287,7 @@ def main():
     parser.add_argument("--chart", default="bench.png")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per case (>= 50)")
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--mhc-budget", type=float, default=200.0,
+    parser.add_argument("--mhc-budget", type=float, default=220.0,
                         help="seconds for the mHC cases (bench_mhc.py); 0 skips them")
     parser.add_argument("--jit-bench", default=os.path.join(
         os.environ.get("ADJOINT_BUILD_DIR", os.path.join(ROOT, "build")), "bin",

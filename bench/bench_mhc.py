@@ -16,7 +16,7 @@ Per op and shape, each implementation gets:
   * GB/s of the minimum bytes (every input read once, every output written once) and the
     fraction of the copy bandwidth measured in the same run.
 Inputs are not rotated: the large cases (x of 50 to 270 MB) exceed the 50 MB L2, and the small
-ones are latency-bound. Calls slower than 30 ms get fewer timed runs (3 s per implementation).
+ones are latency-bound. Calls slower than 15 ms get fewer timed runs (1.5 s per implementation).
 torch.compile's warm-up (seconds per function and shape) is timed separately and bounded: once
 80% of `budget_s` is spent, torch.compile is skipped (recorded as None, with the reason), and
 past the budget whole cases are; the run stays bounded.
@@ -290,14 +290,14 @@ def bench_case(timer, op, shape, copy_gbps, runs, warmup, compile_allowed):
     for name, call in implementations:
         # Slow calls (tens of ms) get fewer timed runs, so that every case stays bounded.
         estimate_ms = host_call_us(call, 2, warmup=1) / 1e3
-        timed_runs = max(10, min(runs, int(3000 / max(estimate_ms, 1e-3))))
+        timed_runs = max(10, min(runs, int(1500 / max(estimate_ms, 1e-3))))
         ms = statistics.median(timer.time(call, timed_runs, min(warmup, timed_runs)))
         record[name + "_ms"] = ms
         record[name + "_runs"] = timed_runs
         record[name + "_GBps"] = moved / (ms * 1e6)
         record[name + "_fraction_of_copy"] = moved / (ms * 1e6) / copy_gbps
         record[name + "_call_us"] = host_call_us(
-            call, max(5, min(host_runs, int(1000 / max(estimate_ms, 1e-3)))))
+            call, max(5, min(host_runs, int(400 / max(estimate_ms, 1e-3)))))
     for name in ("torch_compile_ms", "torch_compile_GBps", "torch_compile_fraction_of_copy",
                  "torch_compile_call_us"):
         record.setdefault(name, None)
