@@ -58,11 +58,17 @@ class SinkhornBuilder {
         base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})) {}
 
   /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
+  /// No expression holding a Reduce is used twice here: each use builds its own (a shared
+  /// reduce is valid IR, but a pass that rewrites it would give two reduces one variable).
   Expr softmax(Expr b, Expr s, Expr i, Expr j) const {
-    Var l("l"), m("m");
-    Expr row_max = ir::maximum({range(m, c_.streams)}, h_res_(b, s, i, m), c_.dtype);
-    Expr denominator = sum({range(l, c_.streams)}, ir::exp(h_res_(b, s, i, l) - row_max), c_.dtype);
-    return ir::exp(h_res_(b, s, i, j) - row_max) / denominator;
+    auto row_max = [&] {
+      Var m("m");
+      return ir::maximum({range(m, c_.streams)}, h_res_(b, s, i, m), c_.dtype);
+    };
+    Var l("l");
+    Expr denominator =
+        sum({range(l, c_.streams)}, ir::exp(h_res_(b, s, i, l) - row_max()), c_.dtype);
+    return ir::exp(h_res_(b, s, i, j) - row_max()) / denominator;
   }
 
   Expr k(Expr b, Expr s, Expr i, Expr j) const { return base_(b, s, i, j); }
@@ -94,19 +100,19 @@ class SinkhornBuilder {
     };
   }
 
-  /// One iteration (row then column normalization) after `previous`, inline.
+  /// One iteration (row then column normalization) after `previous`, inline. R / (R a + eps)
+  /// is written 1 / (a + eps / R) so that the previous scale, which may hold reductions when
+  /// inline, is used once.
   Scales step(const Scales& previous, Expr b, Expr s) const {
     auto row = [this, previous, b, s](Expr i) {
       Var l("l");
-      Expr r = previous.row(i);
       Expr row_sum = sum({range(l, c_.streams)}, k(b, s, i, l) * previous.col(l), c_.dtype);
-      return r / (r * row_sum + c_.eps);
+      return 1.0 / (row_sum + ir::constant(c_.dtype, c_.eps) / previous.row(i));
     };
     auto col = [this, previous, row, b, s](Expr j) {
       Var q("k");
-      Expr col_scale = previous.col(j);
       Expr col_sum = sum({range(q, c_.streams)}, row(Expr(q)) * k(b, s, q, j), c_.dtype);
-      return col_scale / (col_scale * col_sum + c_.eps);
+      return 1.0 / (col_sum + ir::constant(c_.dtype, c_.eps) / previous.col(j));
     };
     return Scales{row, col};
   }
@@ -190,10 +196,9 @@ class SinkhornBuilder {
     };
     auto grad_k = [&](Expr ii, Expr jj) {
       Var q("k");
-      Expr denominator = col_sum_eps(jj);
-      Expr p_1 = k(b, s, q, jj) / denominator;
+      Expr p_1 = k(b, s, q, jj) / col_sum_eps(jj);
       Expr dot = sum({range(q, n)}, grad_first(b, s, q, jj) * p_1, p);
-      return (grad_first(b, s, ii, jj) - dot) / denominator;
+      return (grad_first(b, s, ii, jj) - dot) / col_sum_eps(jj);
     };
     Var l("l");
     Expr dot = sum({range(l, n)}, softmax(b, s, i, l) * grad_k(i, l), p);

@@ -25,7 +25,8 @@
 //   R_1 = 1, C_1[j] = 1 / (sum_k K[k, j] + eps), and for t >= 2
 //   R_t[i] = R_{t-1}[i] / (R_{t-1}[i] sum_l K[i, l] C_{t-1}[l] + eps)
 //   C_t[j] = C_{t-1}[j] / (C_{t-1}[j] sum_k R_t[k] K[k, j] + eps),
-// which is the iteration above exactly (row sums of P_{t-1} are R_{t-1}[i] sum_l K C_{t-1}).
+// which is the iteration above exactly (row sums of P_{t-1} are R_{t-1}[i] sum_l K C_{t-1});
+// the IR evaluates R / (R a + eps) as 1 / (a + eps / R).
 // IR rule: a stage reads what its own kernel wrote only at the same point, and the row step
 // needs every column scale. So the iterations t >= 2 run in kernels over (b, s, q < 2n), each
 // writing scales_t = [R_t, C_t] for k consecutive t (k = sinkhorn_iterations_per_launch(n):
