@@ -54,7 +54,9 @@ using State = std::function<Scales(Expr b, Expr s)>;
 class SinkhornBuilder {
  public:
   SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res)
-      : pb_(pb), c_(c), h_res_(std::move(h_res)),
+      : pb_(pb),
+        c_(c),
+        h_res_(std::move(h_res)),
         base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})) {}
 
   /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
@@ -86,7 +88,8 @@ class SinkhornBuilder {
       return Scales{[this](Expr) { return ir::constant(c_.dtype, 1.0); },
                     [this, b, s](Expr j) {
                       Var k_("k");
-                      return 1.0 / (sum({range(k_, c_.streams)}, k(b, s, k_, j), c_.dtype) + c_.eps);
+                      return 1.0 /
+                             (sum({range(k_, c_.streams)}, k(b, s, k_, j), c_.dtype) + c_.eps);
                     }};
     };
   }
@@ -221,9 +224,21 @@ std::vector<AttrSpec> attributes() {
   return {
       {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
       {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
-      {"n", AttrKind::kInt, std::nullopt, "number of residual streams: h_res is n x n per token", {}},
-      {"t_max", AttrKind::kInt, "20", "row/column normalization pairs (the first row one is the softmax)", {}},
-      {"eps", AttrKind::kFloat, "1e-6", "added to P after the softmax and to every row/column sum", {}},
+      {"n",
+       AttrKind::kInt,
+       std::nullopt,
+       "number of residual streams: h_res is n x n per token",
+       {}},
+      {"t_max",
+       AttrKind::kInt,
+       "20",
+       "row/column normalization pairs (the first row one is the softmax)",
+       {}},
+      {"eps",
+       AttrKind::kFloat,
+       "1e-6",
+       "added to P after the softmax and to every row/column sum",
+       {}},
       {"dtype", AttrKind::kDType, "f32", "dtype of every tensor", {"f32", "f64"}},
   };
 }
@@ -250,8 +265,10 @@ MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   c.iterations = positive_int(spec, "t_max");
   if (c.iterations > kMaxSinkhornIterations) {
     bad_attribute(spec, "t_max",
-                  "expected at most " + std::to_string(kMaxSinkhornIterations) + " (one launch per "
-                  "iteration), got " + std::to_string(c.iterations));
+                  "expected at most " + std::to_string(kMaxSinkhornIterations) +
+                      " (one launch per "
+                      "iteration), got " +
+                      std::to_string(c.iterations));
   }
   c.eps = spec.get_float("eps");
   if (!(c.eps >= 0) || !std::isfinite(c.eps)) {
@@ -261,8 +278,8 @@ MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   const double elements = static_cast<double>(c.batch) * static_cast<double>(c.seq) *
                           static_cast<double>(c.streams) * static_cast<double>(c.streams);
   if (elements >= std::ldexp(1.0, 62)) {
-    throw Error(spec.op_name() + ": batch=" + std::to_string(c.batch) + " seq=" +
-                    std::to_string(c.seq) + " n=" + std::to_string(c.streams) +
+    throw Error(spec.op_name() + ": batch=" + std::to_string(c.batch) +
+                    " seq=" + std::to_string(c.seq) + " n=" + std::to_string(c.streams) +
                     " gives tensors of more than 2^62 elements",
                 ErrorCode::kInvalidArgument);
   }
@@ -306,13 +323,13 @@ ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
 
 std::vector<OpDefinition> mhc_sinkhorn_ops() {
   return {
-      OpDefinition{kForwardName,
-                   "mHC Sinkhorn-Knopp projection of softmax(h_res) onto doubly stochastic n x n",
-                   attributes(),
-                   build_mhc_sinkhorn,
-                   {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
-                    "mhc_sinkhorn batch=1 seq=5 n=6 t_max=1 eps=0.01",
-                    "mhc_sinkhorn batch=1 seq=4096 n=4"}},
+      OpDefinition{
+          kForwardName,
+          "mHC Sinkhorn-Knopp projection of softmax(h_res) onto doubly stochastic n x n",
+          attributes(),
+          build_mhc_sinkhorn,
+          {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
+           "mhc_sinkhorn batch=1 seq=5 n=6 t_max=1 eps=0.01", "mhc_sinkhorn batch=1 seq=4096 n=4"}},
       OpDefinition{kBackwardName,
                    "mHC Sinkhorn-Knopp backward: the exact adjoint of the t_max iterations",
                    attributes(),

@@ -26,20 +26,20 @@
 //   R_t[i] = R_{t-1}[i] / (R_{t-1}[i] sum_l K[i, l] C_{t-1}[l] + eps)
 //   C_t[j] = C_{t-1}[j] / (C_{t-1}[j] sum_k R_t[k] K[k, j] + eps),
 // which is the iteration above exactly (row sums of P_{t-1} are R_{t-1}[i] sum_l K C_{t-1});
-// the IR evaluates R / (R a + eps) as 1 / (a + eps / R).
+// the IR evaluates R / (R a + eps) as 1 / (a + eps / R). See docs/mhc.md.
+//
 // IR rule: a stage reads what its own kernel wrote only at the same point, and the row step
 // needs every column scale. So the iterations t >= 2 run in kernels over (b, s, q < 2n), each
 // writing scales_t = [R_t, C_t] for k consecutive t (k = sinkhorn_iterations_per_launch(n):
 // 2 for n = 4, 1 for n >= 5), every value recomputed inline from the state the kernel starts
 // from (the column scales read R_t inline, O(n^2) per point, and each further iteration
 // multiplies that by about n^2); the forward is 1 + ceil((t_max - 1) / k) + 1 launches (K,
-// iterations, out = R K C). The backward recomputes the
-// iterations (it takes only h_res and grad_out: nothing is saved by the forward) and then
-// runs the exact adjoint of each row and column normalization on the n x n matrix,
+// iterations, out = R K C). The backward recomputes the iterations (it takes only h_res and
+// grad_out: nothing is saved by the forward) and then runs the exact adjoint of each row and column normalization on the n x n matrix,
 //   Q = P / (row sums + eps):  dP[i, j] = (dQ[i, j] - sum_l dQ[i, l] Q[i, l]) / (row sum_i + eps)
 // (columns alike), one kernel per iteration over (b, s, i, j), newest first, and finishes with
-// the softmax adjoint dh = S (dK - sum_l S dK): 1 + ceil((t_max - 1) / k) + t_max launches. Every value is
-// written once; no atomics; deterministic.
+// the softmax adjoint dh = S (dK - sum_l S dK): 1 + ceil((t_max - 1) / k) + t_max launches. Every
+// value is written once; no atomics; deterministic.
 //
 // Dtypes: h_res, out, grad_out, grad_h_res and every temporary have the `dtype` attribute,
 // f32 (default) or f64.
@@ -56,12 +56,12 @@ namespace adjoint::ops {
 
 /// A validated mhc_sinkhorn specialization (either direction).
 struct MhcSinkhornConfig {
-  int64_t batch = 1;                   ///< B
-  int64_t seq = 1;                     ///< S
-  int64_t streams = 1;                 ///< n: h_res is n x n per token
-  int64_t iterations = 20;             ///< t_max: row/column normalization pairs
-  double eps = 1e-6;                   ///< added to P after the softmax and to every sum
-  ir::DType dtype = ir::DType::kF32;   ///< every tensor
+  int64_t batch = 1;                  ///< B
+  int64_t seq = 1;                    ///< S
+  int64_t streams = 1;                ///< n: h_res is n x n per token
+  int64_t iterations = 20;            ///< t_max: row/column normalization pairs
+  double eps = 1e-6;                  ///< added to P after the softmax and to every sum
+  ir::DType dtype = ir::DType::kF32;  ///< every tensor
 };
 
 /// How many iterations one launch runs (each written to its own scales_t): the largest k <= 4

@@ -86,8 +86,8 @@ Matrix normalized(const Matrix& p, int64_t n, double eps, bool rows) {
 }
 
 /// The adjoint of normalized(): the gradient of p given that of q = normalized(p).
-Matrix normalized_adjoint(const Matrix& p, const Matrix& q, const Matrix& dq, int64_t n,
-                          double eps, bool rows) {
+Matrix normalized_adjoint(const Matrix& p, const Matrix& q, const Matrix& dq, int64_t n, double eps,
+                          bool rows) {
   Matrix dp(p.size());
   for (int64_t a = 0; a < n; ++a) {
     double total = 0, dot = 0;
@@ -159,7 +159,8 @@ HostBuffers mhc_sinkhorn_backward_reference(const ops::Specialization& spec,
     for (int64_t i = 0; i < n; ++i) {
       double dot = 0;
       for (int64_t l = 0; l < n; ++l) dot += s[i * n + l] * g[i * n + l];
-      for (int64_t j = 0; j < n; ++j) grad[t * n * n + i * n + j] = s[i * n + j] * (g[i * n + j] - dot);
+      for (int64_t j = 0; j < n; ++j)
+        grad[t * n * n + i * n + j] = s[i * n + j] * (g[i * n + j] - dot);
     }
   }
   return HostBuffers{{"grad_h_res", rounded(c.dtype, grad)}};

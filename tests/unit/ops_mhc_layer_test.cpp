@@ -55,23 +55,29 @@ void expect_matches_reference(const std::string& text, Tolerance tolerance, uint
     double tol = tolerance(t->dtype);
     int64_t where = -1;
     double ratio = testing::tolerance_ratio(got.at(t->name), want.at(t->name), tol, tol, &where);
-    EXPECT_LE(ratio, 1.0) << text << ": " << t->name << "[" << where << "] = "
-                          << (where >= 0 ? got.at(t->name)[where] : NAN) << ", reference "
+    EXPECT_LE(ratio, 1.0) << text << ": " << t->name << "[" << where
+                          << "] = " << (where >= 0 ? got.at(t->name)[where] : NAN) << ", reference "
                           << (where >= 0 ? want.at(t->name)[where] : NAN);
   }
 }
 
 double post_tolerance(DType t) {
   switch (t) {
-    case DType::kBF16: return 8e-3;
-    case DType::kF16: return 1e-3;
-    case DType::kF32: return 4e-6;
-    default: return 1e-12;
+    case DType::kBF16:
+      return 8e-3;
+    case DType::kF16:
+      return 1e-3;
+    case DType::kF32:
+      return 4e-6;
+    default:
+      return 1e-12;
   }
 }
 
 /// The Sinkhorn iteration computes in f32 on the device type: round-off grows with t_max.
-double sinkhorn_tolerance(DType t) { return t == DType::kF32 ? 2e-5 : 1e-11; }
+double sinkhorn_tolerance(DType t) {
+  return t == DType::kF32 ? 2e-5 : 1e-11;
+}
 
 std::vector<double> random_values(size_t count, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
@@ -116,7 +122,8 @@ TEST(MhcLayerRegistry, BadAttributesNameTheArgumentExpectedAndGiven) {
   expect_error_mentions("mhc_post batch=1 seq=2 n=0 dim=4", {"mhc_post", "'n'", ">= 1", "got 0"});
   expect_error_mentions("mhc_post_backward batch=1 seq=2 n=4 dim=-3", {"'dim'", "got -3"});
   expect_error_mentions("mhc_post batch=1 seq=2 n=4 dim=4 dtype=i32", {"'dtype'", "i32"});
-  expect_error_mentions("mhc_sinkhorn batch=1 seq=2 n=4 t_max=0", {"mhc_sinkhorn", "'t_max'", "got 0"});
+  expect_error_mentions("mhc_sinkhorn batch=1 seq=2 n=4 t_max=0",
+                        {"mhc_sinkhorn", "'t_max'", "got 0"});
   expect_error_mentions("mhc_sinkhorn_backward batch=1 seq=2 n=4 t_max=101",
                         {"'t_max'", "at most 100", "got 101"});
   expect_error_mentions("mhc_sinkhorn batch=1 seq=2 n=4 eps=-1", {"'eps'", ">= 0", "-1"});
@@ -142,8 +149,8 @@ TEST(MhcLayerProgram, PostTensorsAndKernels) {
   EXPECT_EQ(f.outputs[0]->dtype, DType::kBF16);
   EXPECT_EQ(f.find_tensor("h_res")->dtype, DType::kF32);
   EXPECT_EQ(f.kernels.size(), 1u);
-  ir::Program b =
-      ops::parse_specialization("mhc_post_backward batch=2 seq=3 n=4 dim=5 dtype=f64").build_program();
+  ir::Program b = ops::parse_specialization("mhc_post_backward batch=2 seq=3 n=4 dim=5 dtype=f64")
+                      .build_program();
   EXPECT_EQ(b.kernels.size(), 4u);
   for (const char* name : {"dx", "dy", "dh_res", "dh_post"}) {
     ASSERT_TRUE(b.find_tensor(name)) << name;
@@ -162,7 +169,8 @@ TEST(MhcLayerProgram, SinkhornLaunchesPerIteration) {
   EXPECT_EQ(ops::sinkhorn_iterations_per_launch(8), 1);
   for (int64_t n : {2, 4, 6}) {
     for (int64_t t_max : {1, 2, 5, 20}) {
-      std::string shape = "batch=1 seq=3 n=" + std::to_string(n) + " t_max=" + std::to_string(t_max);
+      std::string shape =
+          "batch=1 seq=3 n=" + std::to_string(n) + " t_max=" + std::to_string(t_max);
       ir::Program f = ops::parse_specialization("mhc_sinkhorn " + shape).build_program();
       ir::Program b = ops::parse_specialization("mhc_sinkhorn_backward " + shape).build_program();
       const int64_t k = ops::sinkhorn_iterations_per_launch(n);
@@ -203,8 +211,8 @@ TEST(MhcSinkhorn, ForwardAndBackwardMatchReference) {
         // B*S = 1 and a few tokens with different logits.
         for (const char* tokens : {"batch=1 seq=1", "batch=2 seq=3"}) {
           if (n == 8 && std::string(tokens) != "batch=1 seq=1") continue;  // keep it fast
-          std::string shape = std::string(tokens) + " n=" + std::to_string(n) + " " + extra +
-                              " dtype=" + dtype;
+          std::string shape =
+              std::string(tokens) + " n=" + std::to_string(n) + " " + extra + " dtype=" + dtype;
           expect_matches_reference("mhc_sinkhorn " + shape, sinkhorn_tolerance, n);
           expect_matches_reference("mhc_sinkhorn_backward " + shape, sinkhorn_tolerance, n + 7);
         }
