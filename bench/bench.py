@@ -14,6 +14,9 @@ What it measures (issue 4 and issue 5):
   * JIT figures from Python (cold compile, disk-cache hit in a fresh process, in-memory hit),
     and, when build/bin/adjoint_jit_bench exists, its JSON (printed on its stdout) under
     "jit_bench".
+  * the mHC ops (issue 9), from bench_mhc.py: adjoint against PyTorch eager and torch.compile of
+    the same formulas, with the host call to completion and the fraction of copy bandwidth,
+    within --mhc-budget seconds; their records join "cases".
 Writes --out (JSON) and --chart (PNG of PyTorch time / adjoint time per case; matplotlib if
 present, else bench/png.py), and prints a table.
 """
@@ -34,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import torch  # noqa: E402
 
 import adjoint  # noqa: E402
+import bench_mhc  # noqa: E402  (the mHC cases, issue 9)
 
 UPSAMPLE_CASES = [  # (input N, C, H, W), output (H, W): issue 5's cases, then the small one
     ((8, 64, 128, 128), (256, 256)),
@@ -283,6 +287,8 @@ def main():
     parser.add_argument("--chart", default="bench.png")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per case (>= 50)")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--mhc-budget", type=float, default=220.0,
+                        help="seconds for the mHC cases (bench_mhc.py); 0 skips them")
     parser.add_argument("--jit-bench", default=os.path.join(
         os.environ.get("ADJOINT_BUILD_DIR", os.path.join(ROOT, "build")), "bin",
         "adjoint_jit_bench"))
@@ -311,6 +317,14 @@ def main():
                                                                 output_size,
                                                                 type(error).__name__, error))
             torch.cuda.empty_cache()
+    if args.mhc_budget > 0:
+        try:
+            mhc = bench_mhc.measure(timer, copy_gbps, args.runs, args.warmup, args.mhc_budget)
+            results["cases"] += mhc["cases"]
+            results["errors"] += mhc["errors"]
+            results["mhc_seconds"] = mhc["seconds"]
+        except Exception as error:
+            results["errors"].append("mhc: %s: %s" % (type(error).__name__, error))
     for name, measure in (("latency", lambda: small_case_latency(max(args.runs, 200))),
                           ("jit", jit_figures),
                           ("jit_bench", lambda: jit_bench(args.jit_bench))):
@@ -331,6 +345,7 @@ def main():
         print("%-52s %-5s %10.4f %10.4f %7.2f %8.0f %5.0f%% %5.0f%%" % (
             c["case"], c["dtype"], c["adjoint_ms"], c["torch_ms"], c["ratio"], c["adjoint_GBps"],
             100 * c["adjoint_fraction_of_copy"], 100 * c["torch_fraction_of_copy"]))
+    bench_mhc.print_table(results["cases"], copy_gbps)
     if "latency" in results:
         print("small case, call to completion (us): " + ", ".join(
             "%s %.1f" % (k, v) for k, v in results["latency"].items() if k.endswith("_us")))

@@ -12,6 +12,7 @@ namespace adjoint::reference {
 std::vector<std::pair<std::string, ReferenceFn>> upsample_nearest_references();
 std::vector<std::pair<std::string, ReferenceFn>> grid_sampler_references();
 std::vector<std::pair<std::string, ReferenceFn>> mhc_references();
+std::vector<std::pair<std::string, ReferenceFn>> mhc_layer_references();  // post, sinkhorn
 
 /// All of the above.
 std::vector<std::pair<std::string, ReferenceFn>> all_references();
@@ -23,5 +24,7 @@ void adjust_grid_sampler_inputs(const ops::Specialization& spec, const ir::Progr
                                 ir::HostBuffers& inputs, std::mt19937_64& rng);
 void adjust_mhc_inputs(const ops::Specialization& spec, const ir::Program& program,
                        ir::HostBuffers& inputs, std::mt19937_64& rng);
+void adjust_mhc_layer_inputs(const ops::Specialization& spec, const ir::Program& program,
+                             ir::HostBuffers& inputs, std::mt19937_64& rng);
 
 }  // namespace adjoint::reference

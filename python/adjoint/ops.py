@@ -151,8 +151,58 @@ def mhc_pre_backward(x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
     return tuple(outputs[name] for name in ("dx", "dphi", "dalpha", "dbias", "dgamma"))
 
 
+def _mhc_call(op, text, device, tensors):
+    for name, tensor in tensors.items():
+        _torch.cuda_device_of(tensor, "%s: %s" % (op, name))
+        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    return prepare(text, device=device)(tensors)
+
+
+def mhc_post(x, y, h_res, h_post):
+    """out [B, S, n, D] = h_res . x + h_post (x) y per token (ops/mhc_post.h); x and y in the
+    op's dtype, h_res [B, S, n, n] and h_post [B, S, n] f32 (f64 for f64)."""
+    op = "mhc_post"
+    device = _torch.cuda_device_of(x, "%s: x" % op)
+    batch, seq, n, dim = require_rank(x, "%s: x" % op, 4)
+    text = spec.mhc_post(batch, seq, n, dim, dtype_of(x, "%s: x" % op).name)
+    tensors = {"x": x, "y": y, "h_res": h_res, "h_post": h_post}
+    return _mhc_call(op, text, device, tensors)["out"]
+
+
+def mhc_post_backward(grad_out, x, y, h_res, h_post):
+    """(dx, dy, dh_res, dh_post) of mhc_post; every sum stays inside its token."""
+    op = "mhc_post_backward"
+    device = _torch.cuda_device_of(x, "%s: x" % op)
+    batch, seq, n, dim = require_rank(x, "%s: x" % op, 4)
+    text = spec.mhc_post(batch, seq, n, dim, dtype_of(x, "%s: x" % op).name, backward=True)
+    tensors = {"x": x, "y": y, "h_res": h_res, "h_post": h_post, "grad_out": grad_out}
+    outputs = _mhc_call(op, text, device, tensors)
+    return tuple(outputs[name] for name in ("dx", "dy", "dh_res", "dh_post"))
+
+
+def mhc_sinkhorn(h_res, t_max=20, eps=1e-6):
+    """The Sinkhorn-Knopp projection of softmax(h_res) [B, S, n, n] (f32 or f64) onto doubly
+    stochastic matrices, t_max row/column pairs (ops/mhc_sinkhorn.h)."""
+    op = "mhc_sinkhorn"
+    device = _torch.cuda_device_of(h_res, "%s: h_res" % op)
+    batch, seq, n, _ = require_rank(h_res, "%s: h_res" % op, 4)
+    text = spec.mhc_sinkhorn(batch, seq, n, t_max, eps, dtype_of(h_res, "%s: h_res" % op).name)
+    return _mhc_call(op, text, device, {"h_res": h_res})["out"]
+
+
+def mhc_sinkhorn_backward(grad_out, h_res, t_max=20, eps=1e-6):
+    """grad_h_res of mhc_sinkhorn: the exact adjoint of its iterations, recomputed from h_res."""
+    op = "mhc_sinkhorn_backward"
+    device = _torch.cuda_device_of(h_res, "%s: h_res" % op)
+    batch, seq, n, _ = require_rank(h_res, "%s: h_res" % op, 4)
+    text = spec.mhc_sinkhorn(batch, seq, n, t_max, eps, dtype_of(h_res, "%s: h_res" % op).name,
+                             backward=True)
+    return _mhc_call(op, text, device, {"h_res": h_res, "grad_out": grad_out})["grad_h_res"]
+
+
 __all__ = [
     "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
     "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
     "_upsample_nearest_exact3d_backward", "grid_sampler_2d_backward", "mhc_pre_backward",
+    "mhc_post", "mhc_post_backward", "mhc_sinkhorn", "mhc_sinkhorn_backward",
 ]

@@ -161,3 +161,27 @@ def mhc_pre_backward(batch, seq, n, dim, dtype, hc_eps, with_grad_x_post):
         ("hc_eps", format_float(hc_eps, "hc_eps")),
         ("with_grad_x_post", format_bool(with_grad_x_post)),
     ])
+
+
+def _mhc_shape(batch, seq, n, dim=None):
+    items = [("batch", format_int(batch, "batch")), ("seq", format_int(seq, "seq")),
+             ("n", format_int(n, "n"))]
+    if dim is not None:
+        items.append(("dim", format_int(dim, "dim")))
+    return items
+
+
+def mhc_post(batch, seq, n, dim, dtype, backward=False):
+    """The specialization of mhc_post or mhc_post_backward (attributes as in ops/mhc_post.h)."""
+    op = "mhc_post_backward" if backward else "mhc_post"
+    return make(op, _mhc_shape(batch, seq, n, dim) + [("dtype", dtype)])
+
+
+def mhc_sinkhorn(batch, seq, n, t_max, eps, dtype, backward=False):
+    """The specialization of mhc_sinkhorn or mhc_sinkhorn_backward (ops/mhc_sinkhorn.h)."""
+    op = "mhc_sinkhorn_backward" if backward else "mhc_sinkhorn"
+    return make(op, _mhc_shape(batch, seq, n) + [
+        ("t_max", format_int(t_max, "t_max")),
+        ("eps", format_float(eps, "eps")),
+        ("dtype", dtype),
+    ])

@@ -74,6 +74,24 @@ def main():
     finite = all(bool(torch.isfinite(t.float()).all()) for t in outputs)
     print("%-60s %s" % ("mhc_pre_backward runs, outputs finite", "ok" if finite else "NOT FINITE"))
     ok &= finite
+
+    # The rest of the mHC layer (tests/gpu/test_mhc_layer.py is the real check).
+    y = torch.randn(b, s, d, device=device, dtype=torch.bfloat16)
+    h_res, h_post = torch.rand(b, s, n, n, **f32), torch.rand(b, s, n, **f32)
+    out = adjoint.mhc_post(x, y, h_res, h_post)
+    ok &= close("mhc_post bf16", out, (h_res @ x.float() + h_post[..., None] * y.float()[..., None, :]),
+                2e-2)
+    outputs = adjoint.mhc_post_backward(torch.randn_like(x), x, y, h_res, h_post)
+    finite = all(bool(torch.isfinite(t.float()).all()) for t in outputs)
+    print("%-60s %s" % ("mhc_post_backward runs, outputs finite", "ok" if finite else "NOT FINITE"))
+    ok &= finite
+    logits = torch.randn(b, s, n, n, **f32)
+    p = adjoint.mhc_sinkhorn(logits, t_max=3)
+    ok &= close("mhc_sinkhorn t_max=3 column sums", p.sum(-2), torch.ones(b, s, n, **f32), 1e-4)
+    grad = adjoint.mhc_sinkhorn_backward(torch.randn_like(logits), logits, t_max=3)
+    finite = bool(torch.isfinite(grad).all())
+    print("%-60s %s" % ("mhc_sinkhorn_backward runs, outputs finite", "ok" if finite else "NOT FINITE"))
+    ok &= finite
     torch.cuda.synchronize()
     return 0 if ok else 1
 

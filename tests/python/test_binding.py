@@ -68,6 +68,29 @@ def fake_definitions(text):
                     ("dalpha", "output", "f32", (3,)), ("dbias", "output", "f32", (k,)),
                     ("dgamma", "output", "f32", (n, d))]
         return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors])
+    if op in ("mhc_post", "mhc_post_backward"):
+        b, s, n, d = (int(attributes[k]) for k in ("batch", "seq", "n", "dim"))
+        x_dtype = attributes["dtype"]
+        p_dtype = "f64" if x_dtype == "f64" else "f32"
+        tensors = [("x", "input", x_dtype, (b, s, n, d)), ("y", "input", x_dtype, (b, s, d)),
+                   ("h_res", "input", p_dtype, (b, s, n, n)), ("h_post", "input", p_dtype, (b, s, n))]
+        if op == "mhc_post":
+            tensors.append(("out", "output", x_dtype, (b, s, n, d)))
+        else:
+            tensors += [("grad_out", "input", x_dtype, (b, s, n, d)),
+                        ("dx", "output", x_dtype, (b, s, n, d)), ("dy", "output", x_dtype, (b, s, d)),
+                        ("dh_res", "output", p_dtype, (b, s, n, n)),
+                        ("dh_post", "output", p_dtype, (b, s, n))]
+        return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors])
+    if op in ("mhc_sinkhorn", "mhc_sinkhorn_backward"):
+        shape = tuple(int(attributes[k]) for k in ("batch", "seq", "n", "n"))
+        dtype = attributes["dtype"]
+        if op == "mhc_sinkhorn":
+            tensors = [("h_res", "input", dtype, shape), ("out", "output", dtype, shape)]
+        else:
+            tensors = [("h_res", "input", dtype, shape), ("grad_out", "input", dtype, shape),
+                       ("grad_h_res", "output", dtype, shape)]
+        return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors])
     raise ValueError("unknown op '%s'; valid ops: upsample_nearest2d_backward, ..." % op)
 
 
@@ -118,6 +141,12 @@ class SpecTextTest(unittest.TestCase):
         self.assertEqual(spec.mhc_pre_backward(2, 3, 4, 12, "bf16", 1e-6, False),
                          "mhc_pre_backward batch=2 seq=3 n=4 dim=12 dtype=bf16 hc_eps=1e-06 "
                          "with_grad_x_post=false")
+        self.assertEqual(spec.mhc_post(1, 2, 4, 8, "bf16", backward=True),
+                         "mhc_post_backward batch=1 seq=2 n=4 dim=8 dtype=bf16")
+        self.assertEqual(spec.mhc_sinkhorn(1, 2, 4, 20, 1e-6, "f32"),
+                         "mhc_sinkhorn batch=1 seq=2 n=4 t_max=20 eps=1e-06 dtype=f32")
+        with self.assertRaisesRegex(ValueError, "t_max: expected an integer"):
+            spec.mhc_sinkhorn(1, 2, 4, 2.5, 1e-6, "f32")
 
 
 class TensorDescriptionTest(unittest.TestCase):
@@ -327,6 +356,23 @@ class FakeLibraryTest(unittest.TestCase):
         args[1] = FakeTensor((k, n * d), "f16")
         with self.assertRaisesRegex(ValueError, "tensor 'phi' expected dtype f32, got f16"):
             adjoint.mhc_pre_backward(*args)
+
+
+    def test_mhc_post_and_sinkhorn_bind_every_tensor(self):
+        b, s, n, d = 1, 3, 4, 8
+        x, y = FakeTensor((b, s, n, d), "bf16"), FakeTensor((b, s, d), "bf16")
+        h_res, h_post = FakeTensor((b, s, n, n)), FakeTensor((b, s, n))
+        self.assertEqual(adjoint.mhc_post(x, y, h_res, h_post).shape, (b, s, n, d))
+        dx, dy, dh_res, dh_post = adjoint.mhc_post_backward(FakeTensor((b, s, n, d), "bf16"),
+                                                            x, y, h_res, h_post)
+        self.assertEqual((dx.shape, dy.shape, dh_res.shape, dh_post.shape),
+                         ((b, s, n, d), (b, s, d), (b, s, n, n), (b, s, n)))
+        self.assertEqual(set(self.fake.launches[-1][1]),
+                         {"x", "y", "h_res", "h_post", "grad_out", "dx", "dy", "dh_res", "dh_post"})
+        grad = adjoint.mhc_sinkhorn_backward(FakeTensor((b, s, n, n)), h_res, t_max=7, eps=0.01)
+        self.assertEqual(grad.shape, (b, s, n, n))
+        self.assertIn("t_max=7 eps=0.01 dtype=f32", self.fake.prepared[-1][0])
+        self.assertEqual(adjoint.mhc_sinkhorn(h_res).shape, (b, s, n, n))
 
 
 class RealLibraryTest(unittest.TestCase):

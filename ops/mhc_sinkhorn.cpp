@@ -1,0 +1,343 @@
+// The mhc_sinkhorn family's IR (semantics and the kernel plan are in the header): K =
+// softmax(h_res) + eps in one kernel, one kernel per Sinkhorn iteration writing the scales
+// [R_t, C_t], and either out = R K C (forward) or the reverse sweep, newest iteration first,
+// ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
+// kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
+// instead of materializing more tensors.
+#include "ops/mhc_sinkhorn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "ir/builder.h"
+#include "ir/error.h"
+
+namespace adjoint::ops {
+namespace {
+
+using ir::compute;
+using ir::DType;
+using ir::Expr;
+using ir::over;
+using ir::range;
+using ir::sum;
+using ir::TensorRef;
+using ir::Var;
+
+constexpr const char* kForwardName = "mhc_sinkhorn";
+constexpr const char* kBackwardName = "mhc_sinkhorn_backward";
+
+[[noreturn]] void bad_attribute(const Specialization& spec, const std::string& attr,
+                                const std::string& what) {
+  throw Error(spec.op_name() + ": attribute '" + attr + "': " + what, ErrorCode::kInvalidArgument);
+}
+
+int64_t positive_int(const Specialization& spec, const std::string& attr) {
+  int64_t v = spec.get_int(attr);
+  if (v < 1) bad_attribute(spec, attr, "expected an integer >= 1, got " + std::to_string(v));
+  return v;
+}
+
+/// The row and column scales of one iterate P = diag(row) K diag(col) of one token, as
+/// expressions of a stream index.
+struct Scales {
+  std::function<Expr(Expr)> row, col;
+};
+
+/// A state of the iteration, for the token (b, s) of whatever kernel asks.
+using State = std::function<Scales(Expr b, Expr s)>;
+
+/// Builds one specialization's kernels; `base` is K = softmax(h_res) + eps.
+class SinkhornBuilder {
+ public:
+  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res)
+      : pb_(pb),
+        c_(c),
+        h_res_(std::move(h_res)),
+        base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})) {}
+
+  /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
+  /// No expression holding a Reduce is used twice here: each use builds its own (a shared
+  /// reduce is valid IR, but a pass that rewrites it would give two reduces one variable).
+  Expr softmax(Expr b, Expr s, Expr i, Expr j) const {
+    auto row_max = [&] {
+      Var m("m");
+      return ir::maximum({range(m, c_.streams)}, h_res_(b, s, i, m), c_.dtype);
+    };
+    Var l("l");
+    Expr denominator =
+        sum({range(l, c_.streams)}, ir::exp(h_res_(b, s, i, l) - row_max()), c_.dtype);
+    return ir::exp(h_res_(b, s, i, j) - row_max()) / denominator;
+  }
+
+  Expr k(Expr b, Expr s, Expr i, Expr j) const { return base_(b, s, i, j); }
+
+  /// base[b, s, i, j] = softmax(h_res)[i, j] + eps
+  void add_base_kernel() {
+    Var b("b"), s("s"), i("i"), j("j");
+    pb_.kernel("sinkhorn_base",
+               {compute(base_, over(base_, {b, s, i, j}), softmax(b, s, i, j) + c_.eps)});
+  }
+
+  /// After the softmax and the first column normalization: R_1 = 1, C_1 = 1 / (col sum + eps).
+  State initial_state() const {
+    return [this](Expr b, Expr s) {
+      return Scales{[this](Expr) { return ir::constant(c_.dtype, 1.0); },
+                    [this, b, s](Expr j) {
+                      Var k_("k");
+                      return 1.0 /
+                             (sum({range(k_, c_.streams)}, k(b, s, k_, j), c_.dtype) + c_.eps);
+                    }};
+    };
+  }
+
+  /// The state stored in scales [B, S, 2n] = [R, C].
+  State loaded_state(TensorRef scales) const {
+    const int64_t n = c_.streams;
+    return [scales, n](Expr b, Expr s) {
+      return Scales{[=](Expr i) { return scales(b, s, i); },
+                    [=](Expr j) { return scales(b, s, j + n); }};
+    };
+  }
+
+  /// One iteration (row then column normalization) after `previous`, inline. R / (R a + eps)
+  /// is written 1 / (a + eps / R) so that the previous scale, which may hold reductions when
+  /// inline, is used once.
+  Scales step(const Scales& previous, Expr b, Expr s) const {
+    auto row = [this, previous, b, s](Expr i) {
+      Var l("l");
+      Expr row_sum = sum({range(l, c_.streams)}, k(b, s, i, l) * previous.col(l), c_.dtype);
+      return 1.0 / (row_sum + ir::constant(c_.dtype, c_.eps) / previous.row(i));
+    };
+    auto col = [this, previous, row, b, s](Expr j) {
+      Var q("k");
+      Expr col_sum = sum({range(q, c_.streams)}, row(Expr(q)) * k(b, s, q, j), c_.dtype);
+      return 1.0 / (col_sum + ir::constant(c_.dtype, c_.eps) / previous.col(j));
+    };
+    return Scales{row, col};
+  }
+
+  /// Iterations 2..t_max, kernels of sinkhorn_iterations_per_launch(n) iterations each; every
+  /// iteration t writes scales_t (so that the backward reads every state), computed inline from
+  /// the state its kernel starts from. Returns the state of each t (index t - 1), the first one
+  /// inline.
+  std::vector<State> add_iteration_kernels() {
+    const int64_t n = c_.streams;
+    const int64_t per_launch = sinkhorn_iterations_per_launch(n);
+    std::vector<State> states{initial_state()};
+    for (int64_t first = 2; first <= c_.iterations; first += per_launch) {
+      const int64_t last = std::min(first + per_launch - 1, c_.iterations);
+      Var b("b"), s("s"), q("q");
+      Scales state = states.back()(b, s);
+      std::vector<ir::Stage> stages;
+      std::vector<TensorRef> written;
+      for (int64_t t = first; t <= last; ++t) {
+        TensorRef scales =
+            pb_.temporary("scales_" + std::to_string(t), c_.dtype, {c_.batch, c_.seq, 2 * n});
+        state = step(state, b, s);
+        Expr value = ir::select(q < n, state.row(q), state.col(q - n));
+        stages.push_back(compute(scales, over(scales, {b, s, q}), value));
+        written.push_back(scales);
+      }
+      std::string name = "sinkhorn_iteration_" + std::to_string(first);
+      if (last > first) name += "_to_" + std::to_string(last);
+      pb_.kernel(name, std::move(stages));
+      for (const TensorRef& scales : written) states.push_back(loaded_state(scales));
+    }
+    return states;
+  }
+
+  /// out[b, s, i, j] = R_T[i] K[i, j] C_T[j]
+  void add_out_kernel(const State& last, TensorRef out) {
+    Var b("b"), s("s"), i("i"), j("j");
+    Scales sc = last(b, s);
+    pb_.kernel("sinkhorn_out",
+               {compute(out, over(out, {b, s, i, j}), sc.row(i) * k(b, s, i, j) * sc.col(j))});
+  }
+
+  /// The adjoint of iteration t >= 2 (row then column normalization of P_{t-1}), given the
+  /// gradient of P_t, writes the gradient of P_{t-1}.
+  void add_reverse_kernel(int64_t t, const State& previous_state, const State& current_state,
+                          TensorRef grad_current, TensorRef grad_previous) {
+    Var b("b"), s("s"), i("i"), j("j");
+    Scales prev = previous_state(b, s), cur = current_state(b, s);
+    const DType p = c_.dtype;
+    const int64_t n = c_.streams;
+    // Column step: P_t = A / (col sums of A + eps), A = diag(R_t) K diag(C_{t-1}).
+    auto col_denominator = [&](Expr jj) {
+      Var q("k");
+      return prev.col(jj) * sum({range(q, n)}, cur.row(q) * k(b, s, q, jj), p) + c_.eps;
+    };
+    auto grad_a = [&](Expr ii, Expr jj) {
+      Var q("k");
+      Expr p_t = cur.row(q) * k(b, s, q, jj) * cur.col(jj);
+      Expr dot = sum({range(q, n)}, grad_current(b, s, q, jj) * p_t, p);
+      return (grad_current(b, s, ii, jj) - dot) / col_denominator(jj);
+    };
+    // Row step: A = P_{t-1} / (row sums of P_{t-1} + eps), P_{t-1} = diag(R_{t-1}) K diag(C_{t-1}).
+    Var l("l"), m("m");
+    Expr a_il = cur.row(i) * k(b, s, i, l) * prev.col(l);
+    Expr dot = sum({range(l, n)}, grad_a(i, l) * a_il, p);
+    Expr row_denominator =
+        prev.row(i) * sum({range(m, n)}, k(b, s, i, m) * prev.col(m), p) + c_.eps;
+    Expr value = (grad_a(i, j) - dot) / row_denominator;
+    pb_.kernel("sinkhorn_reverse_" + std::to_string(t),
+               {compute(grad_previous, over(grad_previous, {b, s, i, j}), value)});
+  }
+
+  /// The adjoint of the first column normalization and of K = softmax(h_res) + eps.
+  void add_final_reverse_kernel(TensorRef grad_first, TensorRef grad_h_res) {
+    Var b("b"), s("s"), i("i"), j("j");
+    const DType p = c_.dtype;
+    const int64_t n = c_.streams;
+    auto col_sum_eps = [&](Expr jj) {
+      Var q("k");
+      return sum({range(q, n)}, k(b, s, q, jj), p) + c_.eps;
+    };
+    auto grad_k = [&](Expr ii, Expr jj) {
+      Var q("k");
+      Expr p_1 = k(b, s, q, jj) / col_sum_eps(jj);
+      Expr dot = sum({range(q, n)}, grad_first(b, s, q, jj) * p_1, p);
+      return (grad_first(b, s, ii, jj) - dot) / col_sum_eps(jj);
+    };
+    Var l("l");
+    Expr dot = sum({range(l, n)}, softmax(b, s, i, l) * grad_k(i, l), p);
+    Expr value = softmax(b, s, i, j) * (grad_k(i, j) - dot);
+    pb_.kernel("sinkhorn_reverse_1", {compute(grad_h_res, over(grad_h_res, {b, s, i, j}), value)});
+  }
+
+ private:
+  ir::ProgramBuilder& pb_;
+  const MhcSinkhornConfig& c_;
+  TensorRef h_res_;
+  TensorRef base_;
+};
+
+void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
+  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
+}
+
+std::vector<AttrSpec> attributes() {
+  return {
+      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
+      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
+      {"n",
+       AttrKind::kInt,
+       std::nullopt,
+       "number of residual streams: h_res is n x n per token",
+       {}},
+      {"t_max",
+       AttrKind::kInt,
+       "20",
+       "row/column normalization pairs (the first row one is the softmax)",
+       {}},
+      {"eps",
+       AttrKind::kFloat,
+       "1e-6",
+       "added to P after the softmax and to every row/column sum",
+       {}},
+      {"dtype", AttrKind::kDType, "f32", "dtype of every tensor", {"f32", "f64"}},
+  };
+}
+
+}  // namespace
+
+int64_t sinkhorn_iterations_per_launch(int64_t streams) {
+  // An iteration inlined into the next costs a factor of about n^2 per point; keep the deepest
+  // at n^(2k) <= 256 operations (n = 4: 2 iterations per launch; n >= 5: 1).
+  int64_t k = 1;
+  double cost = static_cast<double>(streams) * static_cast<double>(streams);
+  while (k < 4 && cost * static_cast<double>(streams) * static_cast<double>(streams) <= 256.0) {
+    cost *= static_cast<double>(streams) * static_cast<double>(streams);
+    ++k;
+  }
+  return k;
+}
+
+MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
+  MhcSinkhornConfig c;
+  c.batch = positive_int(spec, "batch");
+  c.seq = positive_int(spec, "seq");
+  c.streams = positive_int(spec, "n");
+  c.iterations = positive_int(spec, "t_max");
+  if (c.iterations > kMaxSinkhornIterations) {
+    bad_attribute(spec, "t_max",
+                  "expected at most " + std::to_string(kMaxSinkhornIterations) +
+                      " (one launch per "
+                      "iteration), got " +
+                      std::to_string(c.iterations));
+  }
+  c.eps = spec.get_float("eps");
+  if (!(c.eps >= 0) || !std::isfinite(c.eps)) {
+    bad_attribute(spec, "eps", "expected a finite number >= 0, got " + spec.raw("eps"));
+  }
+  c.dtype = spec.get_dtype("dtype");
+  const double elements = static_cast<double>(c.batch) * static_cast<double>(c.seq) *
+                          static_cast<double>(c.streams) * static_cast<double>(c.streams);
+  if (elements >= std::ldexp(1.0, 62)) {
+    throw Error(spec.op_name() + ": batch=" + std::to_string(c.batch) +
+                    " seq=" + std::to_string(c.seq) + " n=" + std::to_string(c.streams) +
+                    " gives tensors of more than 2^62 elements",
+                ErrorCode::kInvalidArgument);
+  }
+  return c;
+}
+
+ir::Program build_mhc_sinkhorn(const Specialization& spec) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  ir::ProgramBuilder pb(kForwardName);
+  record_attributes(pb, spec);
+  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
+  TensorRef h_res = pb.input("h_res", c.dtype, shape);
+  TensorRef out = pb.output("out", c.dtype, shape);
+  SinkhornBuilder sb(pb, c, h_res);
+  sb.add_base_kernel();
+  std::vector<State> states = sb.add_iteration_kernels();
+  sb.add_out_kernel(states.back(), out);
+  return std::move(pb).build();
+}
+
+ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  ir::ProgramBuilder pb(kBackwardName);
+  record_attributes(pb, spec);
+  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
+  TensorRef h_res = pb.input("h_res", c.dtype, shape);
+  TensorRef grad_out = pb.input("grad_out", c.dtype, shape);
+  TensorRef grad_h_res = pb.output("grad_h_res", c.dtype, shape);
+  SinkhornBuilder sb(pb, c, h_res);
+  sb.add_base_kernel();
+  std::vector<State> states = sb.add_iteration_kernels();
+  TensorRef grad = grad_out;  // the gradient of P_t, newest t first
+  for (int64_t t = c.iterations; t >= 2; --t) {
+    TensorRef grad_previous = pb.temporary("grad_p_" + std::to_string(t - 1), c.dtype, shape);
+    sb.add_reverse_kernel(t, states[t - 2], states[t - 1], grad, grad_previous);
+    grad = grad_previous;
+  }
+  sb.add_final_reverse_kernel(grad, grad_h_res);
+  return std::move(pb).build();
+}
+
+std::vector<OpDefinition> mhc_sinkhorn_ops() {
+  return {
+      OpDefinition{
+          kForwardName,
+          "mHC Sinkhorn-Knopp projection of softmax(h_res) onto doubly stochastic n x n",
+          attributes(),
+          build_mhc_sinkhorn,
+          {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
+           "mhc_sinkhorn batch=1 seq=5 n=6 t_max=1 eps=0.01", "mhc_sinkhorn batch=1 seq=4096 n=4"}},
+      OpDefinition{kBackwardName,
+                   "mHC Sinkhorn-Knopp backward: the exact adjoint of the t_max iterations",
+                   attributes(),
+                   build_mhc_sinkhorn_backward,
+                   {"mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
+                    "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
+                    "mhc_sinkhorn_backward batch=1 seq=4096 n=4 t_max=4"}},
+  };
+}
+
+}  // namespace adjoint::ops
