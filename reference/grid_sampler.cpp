@@ -1,9 +1,10 @@
 // Plain-loop reference of grid_sampler_2d_backward (ATen semantics), written from the formulas
-// of ATen's GridSampler.h without the IR, and the grid generator the tests and the demo use.
+// of ATen's GridSampler.cuh without the IR, and the grid generator the tests and the demo use.
 //
 // Coordinate math runs in `Scalar` = float for f16/bf16/f32 data and double for f64, one IEEE
-// operation at a time in the order ATen writes it, so pixel choices at exact boundaries agree
-// with the IR (whose f32 nodes round every result to f32). Each gradient term is formed in
+// operation at a time in the order ATen's CUDA build computes it (GridSampler.cuh, with the FMA
+// nvcc contracts in unnormalize), so pixel choices at exact boundaries agree with the IR (whose
+// f32 nodes round every result to f32). Each gradient term is formed in
 // Scalar; sums over channels and taps are kept in double and rounded once to the output dtype.
 #include <cmath>
 #include <cstdint>
@@ -73,7 +74,9 @@ class GridSamplerBackward {
       return ((coord + 1) / 2) * static_cast<Scalar>(size - 1);
     }
     *grad = static_cast<Scalar>(size) / 2;
-    return ((coord + 1) * static_cast<Scalar>(size) - 1) / 2;
+    // ATen writes ((coord + 1) * size - 1) / 2; its CUDA build (nvcc, fmad on) contracts the
+    // multiply and subtract into one FMA, which decides the side of exact pixel centres.
+    return std::fma(coord + 1, static_cast<Scalar>(size), Scalar(-1)) / 2;
   }
 
   static Scalar clip(Scalar in, int64_t size, Scalar* grad) {
