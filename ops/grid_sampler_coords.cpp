@@ -163,8 +163,7 @@ SourceCoordinate apply_padding(const SourceCoordinate& c, int64_t size, GridSamp
 
 SourceCoordinate source_index(const Expr& grid_value, int64_t size, GridSamplerPadding padding,
                               bool align_corners) {
-  return apply_padding(unnormalize(grid_value, size, align_corners), size, padding,
-                       align_corners);
+  return apply_padding(unnormalize(grid_value, size, align_corners), size, padding, align_corners);
 }
 
 AxisTap nearest_tap(const Expr& coord) {
