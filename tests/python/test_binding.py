@@ -357,7 +357,8 @@ class FakeLibraryTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"grad_output: expected shape \(2, 3, 4, 7, 5\)"):
             adjoint.grid_sampler_3d_backward(FakeTensor((2, 3, 4, 5, 7)), input, grid, 0, 0,
                                              False, [True, True])
-        with self.assertRaisesRegex(ValueError, r"input: expected a 5-d tensor, got shape \\(2, 3, 9, 11\\)"):
+        with self.assertRaisesRegex(ValueError,
+                                    r"input: expected a 5-d tensor, got shape \(2, 3, 9, 11\)"):
             adjoint.grid_sampler_3d_backward(grad_output, FakeTensor((2, 3, 9, 11)), grid, 0, 0,
                                              False, [True, True])
 
