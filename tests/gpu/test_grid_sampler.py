@@ -7,8 +7,13 @@ Grids reach outside [-1, 1] so every padding mode matters. Matrix: 3 interpolati
 3 paddings x align_corners x f16/bf16/f32/f64 on an odd-sized case, plus a denser case (many
 grid points per input pixel, so scatter collisions are common) in f32 and bf16, output_mask
 [False, True] (no grad_input), both determinism settings, and bitwise determinism for every
-program that claims it.
+program that claims it. Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
+edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
+size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
+derivative taken on the other side of a pixel from ATen's shows as an O(1) grad_grid error.
 """
+
+import random
 
 import harness
 import pytest
@@ -92,6 +97,10 @@ def run_adjoint(case, grad_output, input, grid):
 
 @pytest.mark.parametrize("case", matrix(), ids=repr)
 def test_parity(case):
+    _parity(case)
+
+
+def _parity(case):
     grad_output, input, grid = case.inputs(seed=7)
     grad_input, grad_grid = run_adjoint(case, grad_output, input, grid)
     ref_input, ref_grid = reference(case, grad_output, input, grid)
@@ -139,3 +148,67 @@ def test_mismatched_dtypes_are_rejected():
     with pytest.raises(ValueError, match="input: .* are not contiguous"):
         adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3), grid, 0, 0, False,
                                          [True, True])
+
+
+# --- edge cases -------------------------------------------------------------------------------
+
+def special_values(size, align_corners):
+    """Grid values along an axis of `size` pixels that land on something: -1, 0, 1, every pixel
+    centre and edge (and one beyond each border), and values well outside [-1, 1]."""
+    values = [-1.0, 0.0, 1.0, -3.75, 5.25, -11.0, 17.5, 1.0625, -1.0625]
+    for twice in range(-2, 2 * size + 3):
+        pixel = twice / 2.0
+        if align_corners and size > 1:
+            values.append(2.0 * pixel / (size - 1) - 1.0)
+        elif not align_corners:
+            values.append((2.0 * pixel + 1.0) / size - 1.0)
+    return values
+
+
+def special_grid(shape, sizes, align_corners, dtype, seed):
+    """A grid of `shape` (last dimension = len(sizes), axis a samples an input axis of
+    sizes[a] pixels): 80% special values of that axis, 20% uniform in [-1.3, 1.3], in f64 and
+    then rounded to `dtype` as a user's grid would be."""
+    rng = random.Random(seed)
+    special = [special_values(size, align_corners) for size in sizes]
+    count = 1
+    for extent in shape:
+        count *= extent
+    values = []
+    for i in range(count):
+        axis = i % len(sizes)
+        if rng.random() < 0.8:
+            values.append(rng.choice(special[axis]))
+        else:
+            values.append(rng.uniform(-1.3, 1.3))
+    grid = torch.tensor(values, dtype=torch.float64, device=DEVICE).reshape(shape)
+    return grid.to(DTYPES[dtype])
+
+
+class EdgeCase(Case):
+    def __repr__(self):
+        return "edge " + super().__repr__()
+
+    def inputs(self, seed):
+        grad_output, input, _ = super().inputs(seed)
+        n, c, h, w = self.input_size
+        ho, wo = self.output_size
+        grid = special_grid((n, ho, wo, 2), (w, h), self.align_corners, self.dtype, seed + 3)
+        return grad_output, input, grid
+
+
+EDGE_SHAPES = (((2, 3, 1, 5), (4, 6)),  # H = 1
+               ((1, 2, 7, 1), (5, 3)),  # W = 1
+               ((1, 1, 1, 1), (3, 3)),  # a single pixel
+               ((1, 2, 5, 7), (6, 6)))  # primes
+
+
+def edge_matrix():
+    return [EdgeCase(input_size, output_size, mode, padding, align, dtype)
+            for input_size, output_size in EDGE_SHAPES for dtype in ("f16", "bf16", "f32", "f64")
+            for mode in MODES for padding in PADDINGS for align in (False, True)]
+
+
+@pytest.mark.parametrize("case", edge_matrix(), ids=repr)
+def test_edge_parity(case):
+    _parity(case)
