@@ -212,3 +212,48 @@ def edge_matrix():
 @pytest.mark.parametrize("case", edge_matrix(), ids=repr)
 def test_edge_parity(case):
     _parity(case)
+
+
+def test_aten_unnormalize_is_one_fused_multiply_add():
+    """The fact ops/grid_sampler_coords.h builds on: ATen's CUDA build computes the unnormalized
+    coordinate ((x + 1) * size - 1) / 2 (align_corners false) with the multiply and subtract
+    fused into one rounding. At every pixel centre of sizes 3..40 in f64, the bilinear grad_grid
+    of a convex input tells which side of the pixel the coordinate fell on (the slope to the
+    right or to the left); ATen's matches the fused formula's side everywhere, at some centres
+    the twice-rounded formula would give the other side, and adjoint matches ATen."""
+    from fractions import Fraction
+    import math
+    plain_would_differ = 0
+    checked = 0
+    for size in range(3, 41):
+        xs = [(2.0 * p + 1.0) / size - 1.0 for p in range(size)]
+        values = [(i + 1.0) ** 2 for i in range(size)]
+        input = torch.tensor(values, dtype=torch.float64, device=DEVICE).reshape(1, 1, 1, size)
+        grid = torch.tensor([[[[x, 0.0] for x in xs]]], dtype=torch.float64, device=DEVICE)
+        grad_output = torch.ones(1, 1, 1, len(xs), dtype=torch.float64, device=DEVICE)
+        theirs = torch.ops.aten.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False,
+                                                         [True, True])[1]
+
+        def slope(coordinate):
+            low = math.floor(coordinate)
+            at = [values[i] if 0 <= i < size else 0.0 for i in (low, low + 1)]
+            return (at[1] - at[0]) * size / 2
+
+        for index, x in enumerate(xs):
+            t = x + 1.0
+            fused = float(Fraction(t) * size - 1) / 2  # one rounding, then an exact halving
+            plain = (t * size - 1) / 2
+            got = theirs[0, 0, index, 0].item()
+            assert got == slope(fused), (
+                "size %d, x %r: ATen's d/dx %r, the fused formula's side gives %r (plain: %r)"
+                % (size, x, got, slope(fused), slope(plain)))
+            plain_would_differ += slope(plain) != slope(fused)
+            checked += 1
+        ours = adjoint.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False,
+                                                [True, True])[1]
+        assert torch.equal(ours[..., 0], theirs[..., 0]), (
+            "size %d: adjoint's grad_grid x %s, ATen's %s" % (size, ours[..., 0].tolist(),
+                                                             theirs[..., 0].tolist()))
+    harness.record("grid_sampler", "aten unnormalize fused", checked=checked,
+                   plain_formula_would_differ=plain_would_differ)
+    assert plain_would_differ > 0, "no point tells the fused and the plain formula apart"
