@@ -223,7 +223,8 @@ void adjust_grid_sampler_inputs(const ops::Specialization& spec, const ir::Progr
   size_t axes = static_cast<size_t>(grid->shape.back());
   std::vector<std::vector<double>> special;
   for (size_t a = 0; a < axes; ++a) {
-    special.push_back(special_grid_values(input->shape[input->shape.size() - 1 - a], align_corners));
+    special.push_back(
+        special_grid_values(input->shape[input->shape.size() - 1 - a], align_corners));
   }
   std::uniform_real_distribution<double> uniform(-1.3, 1.3);
   std::bernoulli_distribution pick_special(0.4);
