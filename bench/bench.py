@@ -9,6 +9,8 @@ What it measures (issue 4 and issue 5):
     (torch.cuda._sleep) while the host queues each block of calls, so the events bracket the
     kernels and not Python's launch overhead. Inputs rotate among enough copies to exceed L2.
     Effective bandwidth = (grad_output bytes read once + grad_input bytes written once) / time;
+  * grid_sampler_3d_backward (bench/bench_grid_sampler_3d.py: trilinear and nearest, f32 and
+    bf16, deterministic and atomics programs, kernel time and the Python call to completion);
   * the small case's API-to-completion latency on the host clock (call + synchronize), for
     adjoint's function, a prepared Program's launch, and PyTorch's op;
   * JIT figures from Python (cold compile, disk-cache hit in a fresh process, in-memory hit),
@@ -317,6 +319,11 @@ def main():
                                                                 output_size,
                                                                 type(error).__name__, error))
             torch.cuda.empty_cache()
+    import bench_grid_sampler_3d  # grid_sampler_3d_backward (its own module)
+    cases_3d, errors_3d = bench_grid_sampler_3d.bench_cases(timer, copy_gbps, args.runs,
+                                                            args.warmup, l2_bytes)
+    results["cases"] += cases_3d
+    results["errors"] += errors_3d
     if args.mhc_budget > 0:
         try:
             mhc = bench_mhc.measure(timer, copy_gbps, args.runs, args.warmup, args.mhc_budget)
@@ -346,6 +353,8 @@ def main():
             c["case"], c["dtype"], c["adjoint_ms"], c["torch_ms"], c["ratio"], c["adjoint_GBps"],
             100 * c["adjoint_fraction_of_copy"], 100 * c["torch_fraction_of_copy"]))
     bench_mhc.print_table(results["cases"], copy_gbps)
+    if cases_3d:
+        print("\n".join(bench_grid_sampler_3d.table(cases_3d)))
     if "latency" in results:
         print("small case, call to completion (us): " + ", ".join(
             "%s %.1f" % (k, v) for k, v in results["latency"].items() if k.endswith("_us")))

@@ -1,7 +1,7 @@
 // grid_sampler_2d_backward and the forward grid_sampler_2d program, built from small helpers
-// that mirror ATen's GridSampler.h one to one: unnormalize, clip_to_border and reflect return a
-// coordinate together with its derivative, and each interpolation mode describes one "tap" of
-// its footprint (which input pixel, with what weight, and how the weight moves with the
+// that mirror ATen's GridSampler.cuh one to one: the coordinate math (ops/grid_sampler_coords.h)
+// returns a coordinate together with its derivative, and each interpolation mode describes one
+// "tap" of its footprint (which input pixel, with what weight, and how the weight moves with the
 // coordinate). The backward kernels are then the adjoint of "output = sum over taps of weight *
 // input[tap]": a scatter_add into grad_input and a sum over channels and taps for grad_grid.
 #include "ops/grid_sampler.h"
@@ -10,6 +10,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/grid_sampler_coords.h"
 
 namespace adjoint::ops {
 namespace {
@@ -33,125 +34,17 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return "[" + format_ints(shape) + "]";
 }
 
-// --- coordinates ------------------------------------------------------------------------------
-
-/// A coordinate in input pixels and its derivative with respect to the grid value it came from.
-struct SourceCoordinate {
-  Expr value;
-  Expr grad;
-};
-
-/// The constant `v` in the dtype of `like`.
-Expr constant_like(const Expr& like, double v) {
-  return ir::constant(like.dtype(), v);
-}
-
-/// x + v for a constant v, written as a subtraction when v < 0 and dropped when v == 0, so the
-/// printed IR reads "x + 0.5f" rather than "x - -0.5f" (both are exact in IEEE arithmetic).
-Expr plus_constant(const Expr& x, double v) {
-  if (v == 0) return x;
-  return v < 0 ? x - constant_like(x, -v) : x + constant_like(x, v);
-}
-
-/// a * b, dropping a constant factor of 1 so that products of unit weights print plainly.
-Expr times(const Expr& a, const Expr& b) {
-  auto is_one = [](const Expr& e) {
-    auto* c = e.as<ir::FloatConstNode>();
-    return c && c->value == 1.0;
-  };
-  if (is_one(a)) return b;
-  if (is_one(b)) return a;
-  return a * b;
-}
-
-/// [-1, 1] -> input pixels. align_corners maps +-1 to the centers of the corner pixels
-/// ((x + 1) / 2 * (size - 1)), otherwise to the outer edges of the image ((x + 1) * size - 1) / 2.
-SourceCoordinate unnormalize(const Expr& x, int64_t size, bool align_corners) {
-  if (align_corners) {
-    return {((x + 1.0) / 2.0) * constant_like(x, double(size - 1)),
-            constant_like(x, double(size - 1) / 2.0)};
-  }
-  return {((x + 1.0) * constant_like(x, double(size)) - 1.0) / 2.0,
-          constant_like(x, double(size) / 2.0)};
-}
-
-/// Clamps to [0, size - 1]. As in ATen, the borders themselves count as outside for the
-/// derivative (it is 0 there).
-SourceCoordinate clip_to_border(const SourceCoordinate& c, int64_t size) {
-  // Typed constants (not bare literals): c.value is itself a constant after a degenerate
-  // reflection, and two literals would meet in f64.
-  Expr zero = constant_like(c.value, 0), one = constant_like(c.value, 1);
-  Expr upper = constant_like(c.value, double(size - 1));
-  Expr inside = (c.value > zero) && (c.value < upper);
-  return {ir::min(ir::max(c.value, zero), upper), c.grad * ir::select(inside, one, zero)};
-}
-
-/// Reflects into [twice_low / 2, twice_high / 2] (bounds are doubled so half pixels are
-/// integers): mirror images alternate with the parity of the number of spans crossed, and the
-/// derivative is +1 or -1 accordingly.
-SourceCoordinate reflect(const SourceCoordinate& c, int64_t twice_low, int64_t twice_high) {
-  if (twice_low == twice_high) return {constant_like(c.value, 0), constant_like(c.value, 0)};
-  double low = double(twice_low) / 2.0;
-  Expr span = constant_like(c.value, double(twice_high - twice_low) / 2.0);
-  Expr shifted = plus_constant(c.value, -low);
-  Expr distance = ir::abs(shifted);
-  Expr extra = distance % span;  // fmod: distance >= 0
-  Expr flips = ir::floor(distance / span);
-  Expr even = (flips % 2.0) == 0.0;
-  Expr side = ir::select(shifted < 0.0, constant_like(c.value, -1), constant_like(c.value, 1));
-  return {ir::select(even, plus_constant(extra, low), plus_constant(span - extra, low)),
-          c.grad * ir::select(even, side, -side)};
-}
-
-/// Maps a pixel coordinate into the input as `padding` asks (ATen's compute_coordinates):
-/// zeros leaves it (out-of-range taps read 0), border clamps, reflection mirrors then clamps.
-SourceCoordinate apply_padding(const SourceCoordinate& c, int64_t size, GridSamplerPadding padding,
-                               bool align_corners) {
-  switch (padding) {
-    case GridSamplerPadding::kZeros:
-      return c;
-    case GridSamplerPadding::kBorder:
-      return clip_to_border(c, size);
-    case GridSamplerPadding::kReflection:
-      return clip_to_border(
-          align_corners ? reflect(c, 0, 2 * (size - 1)) : reflect(c, -1, 2 * size - 1), size);
-  }
-  return c;
-}
-
 /// The coordinate a grid value samples along an axis of `size` pixels. Bicubic interpolation
 /// pads each of its taps instead of the sample point, so it only unnormalizes.
 SourceCoordinate sample_coordinate(const GridSampler2dParams& p, const Expr& grid_value,
                                    int64_t size) {
-  SourceCoordinate c = unnormalize(grid_value, size, p.align_corners);
-  if (p.interpolation == GridSamplerInterpolation::kBicubic) return c;
-  return apply_padding(c, size, p.padding, p.align_corners);
+  if (p.interpolation == GridSamplerInterpolation::kBicubic) {
+    return unnormalize(grid_value, size, p.align_corners);
+  }
+  return source_index(grid_value, size, p.padding, p.align_corners);
 }
 
 // --- interpolation footprints -----------------------------------------------------------------
-
-/// One tap of an interpolation footprint along one axis.
-struct AxisTap {
-  Expr index;        ///< i64 input index (out of range only with zeros padding)
-  Expr weight;       ///< interpolation weight
-  Expr weight_grad;  ///< d weight / d source coordinate
-};
-
-/// Nearest: the closest pixel, ties to even (nearbyint), weight 1, no coordinate derivative.
-AxisTap nearest_tap(const Expr& coord) {
-  return {ir::cast(DType::kI64, ir::round_even(coord)), constant_like(coord, 1),
-          constant_like(coord, 0)};
-}
-
-/// Linear: offset 0 is floor(coord) with weight (floor + 1 - coord), offset 1 is floor + 1 with
-/// weight (coord - floor).
-AxisTap linear_tap(const Expr& coord, const Expr& offset) {
-  Expr base = ir::floor(coord);
-  Expr is_low = offset == 0;
-  return {ir::cast(DType::kI64, base) + offset,
-          ir::select(is_low, (base + 1.0) - coord, coord - base),
-          ir::select(is_low, constant_like(coord, -1), constant_like(coord, 1))};
-}
 
 /// Keys' kernel for distances in [0, 1] and [1, 2] (ATen's cubic_convolution1/2), and their
 /// derivatives with respect to the distance. Constant terms go through plus_constant so that
@@ -283,33 +176,9 @@ Sampler declare_sampler(ir::ProgramBuilder& b, const GridSampler2dParams& p) {
   return s;
 }
 
-std::string_view interpolation_name(GridSamplerInterpolation mode) {
-  switch (mode) {
-    case GridSamplerInterpolation::kBilinear:
-      return "bilinear";
-    case GridSamplerInterpolation::kNearest:
-      return "nearest";
-    case GridSamplerInterpolation::kBicubic:
-      return "bicubic";
-  }
-  return "?";
-}
-
-std::string_view padding_name(GridSamplerPadding padding) {
-  switch (padding) {
-    case GridSamplerPadding::kZeros:
-      return "zeros";
-    case GridSamplerPadding::kBorder:
-      return "border";
-    case GridSamplerPadding::kReflection:
-      return "reflection";
-  }
-  return "?";
-}
-
 void describe(ir::ProgramBuilder& b, const GridSampler2dParams& p) {
-  b.attribute("interpolation_mode", std::string(interpolation_name(p.interpolation)));
-  b.attribute("padding_mode", std::string(padding_name(p.padding)));
+  b.attribute("interpolation_mode", interpolation_name(p.interpolation));
+  b.attribute("padding_mode", padding_name(p.padding));
   b.attribute("align_corners", p.align_corners ? "true" : "false");
 }
 
@@ -397,18 +266,6 @@ void add_grad_grid_kernel(ir::ProgramBuilder& b, const Sampler& s, const Tensor&
                           (tap_value(s, n, c, t) * weight_grad) * upstream, s.compute);
   Expr value = ir::cast(p.dtype, source_scale(s, n, h, w, axis) * d_source);
   b.kernel("grad_grid", {ir::compute(grad_grid, std::move(domain), value)});
-}
-
-GridSamplerInterpolation parse_interpolation(const std::string& name) {
-  if (name == "nearest") return GridSamplerInterpolation::kNearest;
-  if (name == "bicubic") return GridSamplerInterpolation::kBicubic;
-  return GridSamplerInterpolation::kBilinear;  // the registry admits only the three names
-}
-
-GridSamplerPadding parse_padding(const std::string& name) {
-  if (name == "border") return GridSamplerPadding::kBorder;
-  if (name == "reflection") return GridSamplerPadding::kReflection;
-  return GridSamplerPadding::kZeros;
 }
 
 /// Reads an int list attribute of `count` sizes, each at least 1.

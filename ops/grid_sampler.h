@@ -4,7 +4,8 @@
 // A specialization fixes every shape and attribute, so the builders emit only the code paths
 // of one interpolation and padding mode. Coordinate math runs in the accumulation type (f32 for
 // f16/bf16/f32 data, f64 for f64): grid values are converted once, then unnormalized, clipped or
-// reflected exactly as ATen's GridSampler.h does it. Programs have three kernels:
+// reflected exactly as ATen's GridSampler.cuh does it (ops/grid_sampler_coords.h). Programs
+// have three kernels:
 //   source_coordinates  per grid point: the sampling coordinate in input pixels (and, where it
 //                       depends on the point, d coordinate / d grid value), shared by every
 //                       channel and tap;
@@ -18,15 +19,13 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "ops/grid_sampler_coords.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
 
 /// Registers grid_sampler_2d_backward.
 std::vector<OpDefinition> grid_sampler_ops();
-
-enum class GridSamplerInterpolation { kBilinear, kNearest, kBicubic };
-enum class GridSamplerPadding { kZeros, kBorder, kReflection };
 
 /// The validated parameters of one grid_sampler_2d specialization.
 struct GridSampler2dParams {

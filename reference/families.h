@@ -11,6 +11,9 @@ namespace adjoint::reference {
 
 std::vector<std::pair<std::string, ReferenceFn>> upsample_nearest_references();
 std::vector<std::pair<std::string, ReferenceFn>> grid_sampler_references();
+/// grid_sampler_3d_backward (reference/grid_sampler_3d.cpp; listed by grid_sampler_references).
+ir::HostBuffers grid_sampler_3d_backward(const ops::Specialization& spec,
+                                         const ir::HostBuffers& inputs);
 std::vector<std::pair<std::string, ReferenceFn>> mhc_references();
 std::vector<std::pair<std::string, ReferenceFn>> mhc_layer_references();  // post, sinkhorn
 

@@ -1,9 +1,10 @@
 // Plain-loop reference of grid_sampler_2d_backward (ATen semantics), written from the formulas
-// of ATen's GridSampler.h without the IR, and the grid generator the tests and the demo use.
+// of ATen's GridSampler.cuh without the IR, and the grid generator the tests and the demo use.
 //
 // Coordinate math runs in `Scalar` = float for f16/bf16/f32 data and double for f64, one IEEE
-// operation at a time in the order ATen writes it, so pixel choices at exact boundaries agree
-// with the IR (whose f32 nodes round every result to f32). Each gradient term is formed in
+// operation at a time in the order ATen's CUDA build computes it (GridSampler.cuh, with the FMA
+// nvcc contracts in unnormalize), so pixel choices at exact boundaries agree with the IR (whose
+// f32 nodes round every result to f32). Each gradient term is formed in
 // Scalar; sums over channels and taps are kept in double and rounded once to the output dtype.
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "reference/families.h"
+#include "reference/grid_sampler_coords.h"
 
 namespace adjoint::reference {
 namespace {
@@ -66,72 +68,15 @@ class GridSamplerBackward {
   }
 
  private:
-  // --- ATen's coordinate helpers, each with its derivative through `grad` -------------------
+  // --- ATen's coordinate helpers (reference/grid_sampler_coords.h) -------------------------
   Scalar unnormalize(Scalar coord, int64_t size, Scalar* grad) const {
-    if (P.align_corners) {
-      *grad = static_cast<Scalar>(size - 1) / 2;
-      return ((coord + 1) / 2) * static_cast<Scalar>(size - 1);
-    }
-    *grad = static_cast<Scalar>(size) / 2;
-    return ((coord + 1) * static_cast<Scalar>(size) - 1) / 2;
+    return grid_sampler::unnormalize(coord, size, P.align_corners, grad);
   }
-
-  static Scalar clip(Scalar in, int64_t size, Scalar* grad) {
-    Scalar upper = static_cast<Scalar>(size - 1);
-    if (in <= 0) {
-      *grad = 0;
-      return 0;
-    }
-    if (in >= upper) {
-      *grad = 0;
-      return upper;
-    }
-    *grad = 1;
-    return in;
-  }
-
-  static Scalar reflect(Scalar in, int64_t twice_low, int64_t twice_high, Scalar* grad) {
-    if (twice_low == twice_high) {
-      *grad = 0;
-      return 0;
-    }
-    Scalar low = static_cast<Scalar>(twice_low) / 2;
-    Scalar span = static_cast<Scalar>(twice_high - twice_low) / 2;
-    in = in - low;
-    Scalar sign = 1;
-    if (in < 0) {
-      sign = -1;
-      in = -in;
-    }
-    Scalar extra = std::fmod(in, span);
-    Scalar flips = std::floor(in / span);
-    if (std::fmod(flips, Scalar(2)) == 0) {
-      *grad = sign;
-      return extra + low;
-    }
-    *grad = -sign;
-    return (span - extra) + low;
-  }
-
-  /// compute_coordinates: border clamps, reflection mirrors then clamps, zeros leaves as is.
   Scalar pad(Scalar coord, int64_t size, Scalar* grad) const {
-    Scalar clip_grad = 1, reflect_grad = 1;
-    if (P.padding == "border") {
-      coord = clip(coord, size, &clip_grad);
-    } else if (P.padding == "reflection") {
-      coord = P.align_corners ? reflect(coord, 0, 2 * (size - 1), &reflect_grad)
-                              : reflect(coord, -1, 2 * size - 1, &reflect_grad);
-      coord = clip(coord, size, &clip_grad);
-    }
-    *grad = reflect_grad * clip_grad;
-    return coord;
+    return grid_sampler::pad(coord, size, P.padding, P.align_corners, grad);
   }
-
   Scalar source_index(Scalar coord, int64_t size, Scalar* grad) const {
-    Scalar unnormalize_grad = 0, pad_grad = 0;
-    Scalar source = pad(unnormalize(coord, size, &unnormalize_grad), size, &pad_grad);
-    *grad = unnormalize_grad * pad_grad;
-    return source;
+    return grid_sampler::source_index(coord, size, P.padding, P.align_corners, grad);
   }
 
   bool inside(int64_t y, int64_t x) const { return y >= 0 && y < P.H && x >= 0 && x < P.W; }
@@ -251,7 +196,8 @@ ir::HostBuffers grid_sampler_2d_backward(const ops::Specialization& spec,
 /// Grid values that land exactly on something: the image edges and center, and the values
 /// whose pixel coordinate along an axis of `size` pixels is an integer or a half.
 std::vector<double> special_grid_values(int64_t size, bool align_corners) {
-  std::vector<double> values = {-1.0, 0.0, 1.0, -0.5, 0.5, -1.25, 1.25};
+  // Also values well outside [-1, 1], where reflection crosses several spans.
+  std::vector<double> values = {-1.0, 0.0, 1.0, -0.5, 0.5, -1.25, 1.25, -2.5, 3.0, -7.0, 11.0};
   for (int64_t twice = -2; twice <= 2 * size; ++twice) {
     double pixel = twice / 2.0;  // the pixel coordinate wanted
     if (align_corners && size > 1) values.push_back(2.0 * pixel / double(size - 1) - 1.0);
@@ -263,7 +209,8 @@ std::vector<double> special_grid_values(int64_t size, bool align_corners) {
 }  // namespace
 
 std::vector<std::pair<std::string, ReferenceFn>> grid_sampler_references() {
-  return {{"grid_sampler_2d_backward", grid_sampler_2d_backward}};
+  return {{"grid_sampler_2d_backward", grid_sampler_2d_backward},
+          {"grid_sampler_3d_backward", grid_sampler_3d_backward}};
 }
 
 void adjust_grid_sampler_inputs(const ops::Specialization& spec, const ir::Program& program,
@@ -272,14 +219,18 @@ void adjust_grid_sampler_inputs(const ops::Specialization& spec, const ir::Progr
   ir::Tensor input = program.find_tensor("input");
   if (!grid || !input || !inputs.count("grid")) return;
   bool align_corners = spec.get_bool("align_corners");
-  // Axis 0 of a grid point is x (along W), axis 1 is y (along H).
-  std::vector<double> special[2] = {special_grid_values(input->shape[3], align_corners),
-                                    special_grid_values(input->shape[2], align_corners)};
+  // Grid axis a (x, y, z) samples input dimension rank - 1 - a (W, H, D).
+  size_t axes = static_cast<size_t>(grid->shape.back());
+  std::vector<std::vector<double>> special;
+  for (size_t a = 0; a < axes; ++a) {
+    special.push_back(
+        special_grid_values(input->shape[input->shape.size() - 1 - a], align_corners));
+  }
   std::uniform_real_distribution<double> uniform(-1.3, 1.3);
   std::bernoulli_distribution pick_special(0.4);
   std::vector<double>& values = inputs["grid"];
   for (size_t i = 0; i < values.size(); ++i) {
-    const std::vector<double>& choices = special[i % 2];
+    const std::vector<double>& choices = special[i % axes];
     double v = uniform(rng);
     if (pick_special(rng)) {
       v = choices[std::uniform_int_distribution<size_t>(0, choices.size() - 1)(rng)];

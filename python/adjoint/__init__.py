@@ -21,6 +21,7 @@ from .ops import (
     _upsample_nearest_exact2d_backward,
     _upsample_nearest_exact3d_backward,
     grid_sampler_2d_backward,
+    grid_sampler_3d_backward,
     mhc_post,
     mhc_post_backward,
     mhc_pre_backward,
@@ -64,8 +65,8 @@ def set_jit_enabled(enabled):
 
 __all__ = [
     "AdjointError", "InvalidArgumentError", "Program", "TensorInfo", "clear_cache",
-    "grid_sampler_2d_backward", "library_path", "load_package", "locate_library",
-    "mhc_post", "mhc_post_backward", "mhc_pre_backward", "mhc_sinkhorn",
+    "grid_sampler_2d_backward", "grid_sampler_3d_backward", "library_path", "load_package",
+    "locate_library", "mhc_post", "mhc_post_backward", "mhc_pre_backward", "mhc_sinkhorn",
     "mhc_sinkhorn_backward", "prepare", "run", "set_jit_enabled", "spec",
     "upsample_nearest1d_backward", "upsample_nearest2d_backward",
     "upsample_nearest3d_backward", "_upsample_nearest_exact1d_backward",

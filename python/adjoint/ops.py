@@ -126,6 +126,33 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     return outputs.get("grad_input"), outputs["grad_grid"]
 
 
+def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                             align_corners, output_mask):
+    """(grad_input or None, grad_grid) of 3-d grid sampling (ATen grid_sampler_3d_backward).
+    Modes as ATen's ints (interpolation 0 bilinear, i.e. trilinear, 1 nearest; padding 0 zeros,
+    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    op = "grid_sampler_3d_backward"
+    named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
+    device, dtype = _same_device_and_dtype(op, named)
+    out_shape = require_rank(grad_output, "%s: grad_output" % op, 5)
+    in_shape = require_rank(input, "%s: input" % op, 5)
+    grid_shape = require_rank(grid, "%s: grid" % op, 5)
+    if grid_shape[4] != 3 or grid_shape[0] != in_shape[0]:
+        raise InvalidArgumentError("%s: grid: expected shape (%d, D_out, H_out, W_out, 3), got %s"
+                                   % (op, in_shape[0], grid_shape))
+    expected = (in_shape[0], in_shape[1]) + tuple(grid_shape[1:4])
+    if out_shape != expected:
+        raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; D_out, "
+                                   "H_out, W_out of grid), got %s" % (op, expected, out_shape))
+    for name, tensor in named:
+        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    text = spec.grid_sampler_3d_backward(dtype.name, in_shape, grid_shape[1:4],
+                                         interpolation_mode, padding_mode, align_corners,
+                                         output_mask)
+    outputs = prepare(text, device=device)(grad_output=grad_output, input=input, grid=grid)
+    return outputs.get("grad_input"), outputs["grad_grid"]
+
+
 MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",
              "h_pre", "h_post", "gamma")
 
@@ -203,6 +230,6 @@ def mhc_sinkhorn_backward(grad_out, h_res, t_max=20, eps=1e-6):
 __all__ = [
     "upsample_nearest1d_backward", "upsample_nearest2d_backward", "upsample_nearest3d_backward",
     "_upsample_nearest_exact1d_backward", "_upsample_nearest_exact2d_backward",
-    "_upsample_nearest_exact3d_backward", "grid_sampler_2d_backward", "mhc_pre_backward",
-    "mhc_post", "mhc_post_backward", "mhc_sinkhorn", "mhc_sinkhorn_backward",
+    "_upsample_nearest_exact3d_backward", "grid_sampler_2d_backward", "grid_sampler_3d_backward",
+    "mhc_pre_backward", "mhc_post", "mhc_post_backward", "mhc_sinkhorn", "mhc_sinkhorn_backward",
 ]

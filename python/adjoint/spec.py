@@ -150,6 +150,27 @@ def grid_sampler_2d_backward(dtype, input_size, output_size, interpolation_mode,
     ])
 
 
+def grid_sampler_3d_backward(dtype, input_size, output_size, interpolation_mode, padding_mode,
+                             align_corners, output_mask):
+    """The specialization of grid_sampler_3d_backward: `input_size` N, C, D, H, W of the input,
+    `output_size` D_out, H_out, W_out of the grid; modes as ATen ints or attribute strings
+    (bilinear, i.e. trilinear, or nearest: ATen has no 3-d bicubic)."""
+    mode = interpolation_mode_name(interpolation_mode)
+    if mode == "bicubic":
+        raise InvalidArgumentError("interpolation_mode: bicubic (2) is 2-d only; "
+                                   "grid_sampler_3d_backward takes bilinear (0) or nearest (1)")
+    mask = output_mask_values(output_mask)
+    return make("grid_sampler_3d_backward", [
+        ("dtype", dtype),
+        ("input_size", format_ints(input_size, "input_size", 5)),
+        ("output_size", format_ints(output_size, "output_size", 3)),
+        ("interpolation_mode", mode),
+        ("padding_mode", padding_mode_name(padding_mode)),
+        ("align_corners", format_bool(align_corners)),
+        ("output_mask", ",".join("1" if m else "0" for m in mask)),
+    ])
+
+
 def mhc_pre_backward(batch, seq, n, dim, dtype, hc_eps, with_grad_x_post):
     """The specialization of mhc_pre_backward (attributes as in ops/mhc.h)."""
     return make("mhc_pre_backward", [

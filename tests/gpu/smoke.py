@@ -24,6 +24,29 @@ def close(name, actual, expected, tolerance):
     return ok
 
 
+def grid_sampler_3d(device):
+    """grid_sampler_3d_backward, trilinear and nearest, zeros and reflection, f32 and bf16, on a
+    short case (also run alone under the sanitizers: smoke.grid_sampler_3d(device))."""
+    ok = True
+    for dtype, tolerance in ((torch.float32, 1e-4), (torch.bfloat16, 3e-2)):
+        for mode in range(2):
+            for padding in (0, 2):
+                grad_output = torch.randn(2, 3, 3, 4, 5, device=device, dtype=dtype)
+                input = torch.randn(2, 3, 4, 5, 6, device=device, dtype=dtype)
+                grid = (torch.rand(2, 3, 4, 5, 3, device=device) * 2.3 - 1.15).to(dtype)
+                ours = adjoint.grid_sampler_3d_backward(grad_output, input, grid, mode, padding,
+                                                        True, [True, True])
+                theirs = torch.ops.aten.grid_sampler_3d_backward(
+                    grad_output.float(), input.float(), grid.float(), mode, padding, True,
+                    [True, True])
+                for index, name in enumerate(("grad_input", "grad_grid")):
+                    ok &= close("grid_sampler_3d %s mode=%d padding=%d %s"
+                                % (dtype, mode, padding, name), ours[index], theirs[index],
+                                tolerance)
+    torch.cuda.synchronize()
+    return ok
+
+
 def main():
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -60,6 +83,8 @@ def main():
                         theirs[0], 1e-4)
             ok &= close("grid_sampler mode=%d padding=%d grad_grid" % (mode, padding), ours[1],
                         theirs[1], 1e-4)
+
+    ok &= grid_sampler_3d(device)
 
     b, s, n, d = 2, 3, 4, 16
     k = n * n + 2 * n

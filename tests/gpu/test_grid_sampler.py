@@ -7,8 +7,13 @@ Grids reach outside [-1, 1] so every padding mode matters. Matrix: 3 interpolati
 3 paddings x align_corners x f16/bf16/f32/f64 on an odd-sized case, plus a denser case (many
 grid points per input pixel, so scatter collisions are common) in f32 and bf16, output_mask
 [False, True] (no grad_input), both determinism settings, and bitwise determinism for every
-program that claims it.
+program that claims it. Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
+edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
+size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
+derivative taken on the other side of a pixel from ATen's shows as an O(1) grad_grid error.
 """
+
+import random
 
 import harness
 import pytest
@@ -92,13 +97,35 @@ def run_adjoint(case, grad_output, input, grid):
 
 @pytest.mark.parametrize("case", matrix(), ids=repr)
 def test_parity(case):
+    _parity(case)
+
+
+def check_against_terms(name, actual, reference, tolerance, term_scale):
+    """max|actual - reference| <= tolerance * max(max|reference|, term_scale); returns the error
+    over that scale. As harness.check_normalized, except where a gradient cancels to about zero
+    (bicubic on a single pixel with border or reflection padding: all 16 taps read that pixel
+    and their slopes sum to 0 up to rounding): there both sides are rounding noise, judged
+    against the size of one term (|input| * |grad_output|) instead of against the noise."""
+    scale = max(reference.double().abs().max().item() if reference.numel() else 0.0, term_scale)
+    error = (actual.double() - reference.double()).abs()
+    worst = error.max().item() / scale if error.numel() else 0.0
+    if not worst <= tolerance:
+        index = tuple(torch.nonzero(error == error.max())[0].tolist())
+        pytest.fail("%s: max error %.3g of scale %.3g (normalized %.3g > %.3g) at %s: adjoint "
+                    "%r, reference %r" % (name, error.max().item(), scale, worst, tolerance,
+                                          index, actual[index].item(), reference[index].item()))
+    return worst
+
+
+def _parity(case):
     grad_output, input, grid = case.inputs(seed=7)
     grad_input, grad_grid = run_adjoint(case, grad_output, input, grid)
     ref_input, ref_grid = reference(case, grad_output, input, grid)
     tolerance = harness.NORM_TOL[case.dtype]
     assert grad_grid.dtype == DTYPES[case.dtype] and grad_grid.shape == grid.shape
-    errors = {"grad_grid": harness.check_normalized(repr(case) + " grad_grid", grad_grid,
-                                                    ref_grid, tolerance)}
+    term_scale = input.double().abs().max().item() * grad_output.double().abs().max().item()
+    errors = {"grad_grid": check_against_terms(repr(case) + " grad_grid", grad_grid, ref_grid,
+                                               tolerance, term_scale)}
     if case.output_mask[0]:
         assert grad_input is not None and grad_input.shape == input.shape
         errors["grad_input"] = harness.check_normalized(repr(case) + " grad_input", grad_input,
@@ -139,3 +166,112 @@ def test_mismatched_dtypes_are_rejected():
     with pytest.raises(ValueError, match="input: .* are not contiguous"):
         adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3), grid, 0, 0, False,
                                          [True, True])
+
+
+# --- edge cases -------------------------------------------------------------------------------
+
+def special_values(size, align_corners):
+    """Grid values along an axis of `size` pixels that land on something: -1, 0, 1, every pixel
+    centre and edge (and one beyond each border), and values well outside [-1, 1]."""
+    values = [-1.0, 0.0, 1.0, -3.75, 5.25, -11.0, 17.5, 1.0625, -1.0625]
+    for twice in range(-2, 2 * size + 3):
+        pixel = twice / 2.0
+        if align_corners and size > 1:
+            values.append(2.0 * pixel / (size - 1) - 1.0)
+        elif not align_corners:
+            values.append((2.0 * pixel + 1.0) / size - 1.0)
+    return values
+
+
+def special_grid(shape, sizes, align_corners, dtype, seed):
+    """A grid of `shape` (last dimension = len(sizes), axis a samples an input axis of
+    sizes[a] pixels): 80% special values of that axis, 20% uniform in [-1.3, 1.3], in f64 and
+    then rounded to `dtype` as a user's grid would be."""
+    rng = random.Random(seed)
+    special = [special_values(size, align_corners) for size in sizes]
+    count = 1
+    for extent in shape:
+        count *= extent
+    values = []
+    for i in range(count):
+        axis = i % len(sizes)
+        if rng.random() < 0.8:
+            values.append(rng.choice(special[axis]))
+        else:
+            values.append(rng.uniform(-1.3, 1.3))
+    grid = torch.tensor(values, dtype=torch.float64, device=DEVICE).reshape(shape)
+    return grid.to(DTYPES[dtype])
+
+
+class EdgeCase(Case):
+    def __repr__(self):
+        return "edge " + super().__repr__()
+
+    def inputs(self, seed):
+        grad_output, input, _ = super().inputs(seed)
+        n, c, h, w = self.input_size
+        ho, wo = self.output_size
+        grid = special_grid((n, ho, wo, 2), (w, h), self.align_corners, self.dtype, seed + 3)
+        return grad_output, input, grid
+
+
+EDGE_SHAPES = (((2, 3, 1, 5), (4, 6)),  # H = 1
+               ((1, 2, 7, 1), (5, 3)),  # W = 1
+               ((1, 1, 1, 1), (3, 3)),  # a single pixel
+               ((1, 2, 5, 7), (6, 6)))  # primes
+
+
+def edge_matrix():
+    return [EdgeCase(input_size, output_size, mode, padding, align, dtype)
+            for input_size, output_size in EDGE_SHAPES for dtype in ("f16", "bf16", "f32", "f64")
+            for mode in MODES for padding in PADDINGS for align in (False, True)]
+
+
+@pytest.mark.parametrize("case", edge_matrix(), ids=repr)
+def test_edge_parity(case):
+    _parity(case)
+
+
+def test_aten_unnormalize_is_one_fused_multiply_add():
+    """The fact ops/grid_sampler_coords.h builds on: ATen's CUDA build computes the unnormalized
+    coordinate ((x + 1) * size - 1) / 2 (align_corners false) with the multiply and subtract
+    fused into one rounding. At every pixel centre of sizes 3..40 in f64, the bilinear grad_grid
+    of a convex input tells which side of the pixel the coordinate fell on (the slope to the
+    right or to the left); ATen's matches the fused formula's side everywhere, at some centres
+    the twice-rounded formula would give the other side, and adjoint matches ATen."""
+    from fractions import Fraction
+    import math
+    plain_would_differ = 0
+    checked = 0
+    for size in range(3, 41):
+        xs = [(2.0 * p + 1.0) / size - 1.0 for p in range(size)]
+        values = [(i + 1.0) ** 2 for i in range(size)]
+        input = torch.tensor(values, dtype=torch.float64, device=DEVICE).reshape(1, 1, 1, size)
+        grid = torch.tensor([[[[x, 0.0] for x in xs]]], dtype=torch.float64, device=DEVICE)
+        grad_output = torch.ones(1, 1, 1, len(xs), dtype=torch.float64, device=DEVICE)
+        theirs = torch.ops.aten.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False,
+                                                         [True, True])[1]
+
+        def slope(coordinate):
+            low = math.floor(coordinate)
+            at = [values[i] if 0 <= i < size else 0.0 for i in (low, low + 1)]
+            return (at[1] - at[0]) * size / 2
+
+        for index, x in enumerate(xs):
+            t = x + 1.0
+            fused = float(Fraction(t) * size - 1) / 2  # one rounding, then an exact halving
+            plain = (t * size - 1) / 2
+            got = theirs[0, 0, index, 0].item()
+            assert got == slope(fused), (
+                "size %d, x %r: ATen's d/dx %r, the fused formula's side gives %r (plain: %r)"
+                % (size, x, got, slope(fused), slope(plain)))
+            plain_would_differ += slope(plain) != slope(fused)
+            checked += 1
+        ours = adjoint.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False,
+                                                [True, True])[1]
+        assert torch.equal(ours[..., 0], theirs[..., 0]), (
+            "size %d: adjoint's grad_grid x %s, ATen's %s" % (size, ours[..., 0].tolist(),
+                                                             theirs[..., 0].tolist()))
+    harness.record("grid_sampler", "aten unnormalize fused", checked=checked,
+                   plain_formula_would_differ=plain_would_differ)
+    assert plain_would_differ > 0, "no point tells the fused and the plain formula apart"

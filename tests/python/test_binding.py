@@ -52,6 +52,18 @@ def fake_definitions(text):
         tensors.append(("grad_grid", "output", dtype, (n, ho, wo, 2)))
         return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors],
                                      deterministic=False)
+    if op == "grid_sampler_3d_backward":
+        dtype = attributes["dtype"]
+        n, c, d, h, w = ints(attributes["input_size"])
+        do, ho, wo = ints(attributes["output_size"])
+        tensors = [("grad_output", "input", dtype, (n, c, do, ho, wo)),
+                   ("input", "input", dtype, (n, c, d, h, w)),
+                   ("grid", "input", dtype, (n, do, ho, wo, 3))]
+        if attributes["output_mask"].startswith("1"):
+            tensors.append(("grad_input", "output", dtype, (n, c, d, h, w)))
+        tensors.append(("grad_grid", "output", dtype, (n, do, ho, wo, 3)))
+        return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors],
+                                     deterministic=False)
     if op == "mhc_pre_backward":
         b, s, n, d = (int(attributes[k]) for k in ("batch", "seq", "n", "dim"))
         x_dtype, k = attributes["dtype"], n * n + 2 * n
@@ -136,6 +148,20 @@ class SpecTextTest(unittest.TestCase):
                 spec.interpolation_mode_name(bad)
         with self.assertRaisesRegex(ValueError, "output_mask"):
             spec.output_mask_values([True])
+
+    def test_grid_sampler_3d_text_refuses_bicubic(self):
+        self.assertEqual(spec.grid_sampler_3d_backward("bf16", [2, 3, 4, 9, 11], [5, 7, 5], 1, 2,
+                                                       True, [False, True]),
+                         "grid_sampler_3d_backward dtype=bf16 input_size=2,3,4,9,11 "
+                         "output_size=5,7,5 interpolation_mode=nearest "
+                         "padding_mode=reflection align_corners=true output_mask=0,1")
+        for bicubic in (2, "bicubic"):
+            with self.assertRaisesRegex(ValueError, "bicubic .* is 2-d only"):
+                spec.grid_sampler_3d_backward("f32", [1, 1, 2, 2, 2], [1, 1, 1], bicubic, 0,
+                                              False, [True, True])
+        with self.assertRaisesRegex(ValueError, "output_size: expected 3 values"):
+            spec.grid_sampler_3d_backward("f32", [1, 1, 2, 2, 2], [1, 1], 0, 0, False,
+                                          [True, True])
 
     def test_mhc_text(self):
         self.assertEqual(spec.mhc_pre_backward(2, 3, 4, 12, "bf16", 1e-6, False),
@@ -338,6 +364,32 @@ class FakeLibraryTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"grad_output: expected shape \(2, 3, 7, 5\)"):
             adjoint.grid_sampler_2d_backward(FakeTensor((2, 3, 5, 7)), input, grid, 0, 0, False,
                                              [True, True])
+
+    def test_grid_sampler_3d_output_mask_and_shapes(self):
+        grad_output = FakeTensor((2, 3, 4, 7, 5))
+        input, grid = FakeTensor((2, 3, 6, 9, 11)), FakeTensor((2, 4, 7, 5, 3))
+        grad_input, grad_grid = adjoint.grid_sampler_3d_backward(grad_output, input, grid, 0, 1,
+                                                                 True, [True, True])
+        self.assertEqual(grad_input.shape, (2, 3, 6, 9, 11))
+        self.assertEqual(grad_grid.shape, (2, 4, 7, 5, 3))
+        self.assertIn("grid_sampler_3d_backward dtype=f32 input_size=2,3,6,9,11 "
+                      "output_size=4,7,5 interpolation_mode=bilinear padding_mode=border "
+                      "align_corners=true", self.fake.prepared[-1][0])
+        grad_input, grad_grid = adjoint.grid_sampler_3d_backward(grad_output, input, grid,
+                                                                 "nearest", "zeros", False,
+                                                                 (False, True))
+        self.assertIsNone(grad_input)
+        with self.assertRaisesRegex(ValueError, r"grid: expected shape \(2, D_out, H_out, W_out, "
+                                                r"3\), got \(2, 4, 7, 5, 2\)"):
+            adjoint.grid_sampler_3d_backward(grad_output, input, FakeTensor((2, 4, 7, 5, 2)), 0,
+                                             0, False, [True, True])
+        with self.assertRaisesRegex(ValueError, r"grad_output: expected shape \(2, 3, 4, 7, 5\)"):
+            adjoint.grid_sampler_3d_backward(FakeTensor((2, 3, 4, 5, 7)), input, grid, 0, 0,
+                                             False, [True, True])
+        with self.assertRaisesRegex(ValueError,
+                                    r"input: expected a 5-d tensor, got shape \(2, 3, 9, 11\)"):
+            adjoint.grid_sampler_3d_backward(grad_output, FakeTensor((2, 3, 9, 11)), grid, 0, 0,
+                                             False, [True, True])
 
     def test_mhc_binds_every_tensor(self):
         b, s, n, d, k = 2, 3, 4, 12, 24
