@@ -55,6 +55,10 @@ class TypedCache {
   }
   void insert(const std::string& key, std::shared_ptr<const runtime::LoadedProgram> p) {
     std::unique_lock lock(mutex_);
+    // Bounded like the engine's cache, so that it cannot keep programs the engine unloaded
+    // alive: past the engine's capacity it starts over (a miss here is an engine lookup).
+    size_t capacity = runtime::Engine::instance().program_cache_capacity();
+    if (capacity != 0 && map_.size() >= capacity) map_.clear();
     map_.emplace(key, std::move(p));
   }
 
