@@ -24,6 +24,8 @@ enum class Outcome {
 struct CaseResult {
   Outcome outcome = Outcome::kLowered;
   std::string message;  ///< the error's what(), empty when lowered
+  /// CPU time of the calling thread spent on the case: the work it cost, not how long a
+  /// loaded 2-core CI machine took to schedule it (the watchdog bounds wall time).
   std::chrono::duration<double> seconds{0};
 };
 
