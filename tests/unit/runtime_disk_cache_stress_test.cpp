@@ -209,7 +209,9 @@ TEST_F(DiskCacheStress, WriterKilledMidWriteLeavesNothingAReaderAccepts) {
     if (!fs::exists(directory)) continue;
     if (!temporaries_in(directory).empty()) ++killed_mid_write;
     DiskCache cache(directory);
-    if (auto loaded = cache.load(key)) EXPECT_EQ(*loaded, payload) << "round " << rounds;
+    if (auto loaded = cache.load(key)) {
+      EXPECT_EQ(*loaded, payload) << "round " << rounds;
+    }
   }
   EXPECT_GE(killed_mid_write, 1) << "no SIGKILL landed in a write in " << rounds << " rounds";
   // The dead writer's partial files: never an entry; removed by a store once an hour old.
