@@ -49,10 +49,19 @@ const ir::VarNode* single_variable(const Expr& index) {
   return ok ? var : nullptr;
 }
 
+/// The cost bound of the inversion: an axis is evaluated point by point (extent points) and its
+/// preimage starts tabulated (target extent + 1 entries), so both are capped. About 0.2 s and
+/// 16 MiB at the cap on the CI machine; longer axes keep their scatter, which
+/// lower_scatter_to_atomics then lowers (a correct, non-deterministic fallback).
+constexpr int64_t kMaxInvertedAxisPoints = int64_t{1} << 20;
+
 /// f(o) for every o in [0, extent), evaluated as the interpreter would; nullopt if any value
-/// leaves [0, target_extent) or the map decreases somewhere.
+/// leaves [0, target_extent), the map decreases somewhere, or either extent is over the cap.
 std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarNode* var,
                                                    int64_t extent, int64_t target_extent) {
+  if (extent > kMaxInvertedAxisPoints || target_extent > kMaxInvertedAxisPoints) {
+    return std::nullopt;
+  }
   std::vector<int64_t> image;
   image.reserve(static_cast<size_t>(extent));
   for (int64_t o = 0; o < extent; ++o) {

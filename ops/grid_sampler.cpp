@@ -5,6 +5,7 @@
 // coordinate). The backward kernels are then the adjoint of "output = sum over taps of weight *
 // input[tap]": a scatter_add into grad_input and a sum over channels and taps for grad_grid.
 #include "ops/grid_sampler.h"
+#include "ops/shape_checks.h"
 
 #include <string>
 
@@ -282,6 +283,7 @@ std::vector<int64_t> read_sizes(const Specialization& spec, const std::string& a
                                    spec.raw(attribute) + "'");
     }
   }
+  check_sizes_addressable(spec.op_name(), "attribute '" + attribute + "'", sizes);
   return sizes;
 }
 

@@ -49,9 +49,11 @@ double non_negative_float(const Specialization& spec, const std::string& attr) {
 void check_sizes_fit(const Specialization& spec, const MhcConfig& c) {
   const double limit = std::ldexp(1.0, 62);
   double tokens = static_cast<double>(c.batch) * static_cast<double>(c.seq);
-  double largest = std::max(tokens * static_cast<double>(c.token_width()),
-                            static_cast<double>(c.mix_width()) * c.token_width());
-  largest = std::max(largest, tokens * static_cast<double>(c.mix_width()));
+  // In double: mix_width()/token_width() are i64 products that overflow (UB) for a huge n or D.
+  const double n = static_cast<double>(c.streams);
+  const double mix_width = n * n + 2 * n, token_width = n * static_cast<double>(c.dim);
+  double largest = std::max(tokens * token_width, mix_width * token_width);
+  largest = std::max(largest, tokens * mix_width);
   if (largest >= limit) {
     throw Error(spec.op_name() + ": batch=" + std::to_string(c.batch) +
                     " seq=" + std::to_string(c.seq) + " n=" + std::to_string(c.streams) +

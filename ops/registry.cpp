@@ -2,6 +2,7 @@
 // canonical text form (ints without leading zeros, shortest round-trip floats, canonical dtype
 // names) so that equal specializations print, hash and cache identically.
 #include "ops/registry.h"
+#include "ops/shape_checks.h"
 
 #include <charconv>
 #include <cmath>
@@ -200,7 +201,11 @@ std::string Specialization::to_string() const {
   return out;
 }
 
-ir::Program Specialization::build_program() const { return op_->build(*this); }
+ir::Program Specialization::build_program() const {
+  ir::Program program = op_->build(*this);
+  check_program_addressable(op_name(), program);  // every op: no shape past 64-bit indexing
+  return program;
+}
 
 const OpDefinition& find_op(std::string_view name) {
   for (const OpDefinition& op : all_ops()) {

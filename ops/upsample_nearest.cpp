@@ -3,6 +3,7 @@
 // Both programs share one index map per axis, so the backward is the adjoint of the forward by
 // construction; the tests check it against a plain-loop reference and by finite differences.
 #include "ops/upsample_nearest.h"
+#include "ops/shape_checks.h"
 
 #include <cmath>
 #include <string>
@@ -249,6 +250,9 @@ UpsampleNearestConfig upsample_nearest_config(const Specialization& spec) {
   check_output_size(spec, member.spatial_rank, output_size);
   config.output_shape = {config.input_shape[0], config.input_shape[1]};
   config.output_shape.insert(config.output_shape.end(), output_size.begin(), output_size.end());
+  check_sizes_addressable(spec.op_name(), "attribute 'input_size'", config.input_shape);
+  check_sizes_addressable(spec.op_name(), "attribute 'output_size' (grad_output N, C, output_size)",
+                          config.output_shape);
 
   std::vector<std::string> names = scale_attribute_names(member.spatial_rank);
   for (int axis = 0; axis < member.spatial_rank; ++axis) {

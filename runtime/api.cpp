@@ -1,9 +1,12 @@
 // The public C++ API (include/adjoint/adjoint.h) over the engine. The typed entry points keep a
 // small cache keyed by their raw arguments so that a warm call builds no specialization text:
-// a hash of a few integers, a lookup, and the launch.
+// a hash of a few integers, a lookup, and the launch. Every entry point is a function-try-block
+// ending in rethrow_as_error, so no other exception type (std::bad_alloc, std::length_error,
+// ...) reaches the embedding application: it gets an adjoint::Error naming the entry point.
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -52,6 +55,10 @@ class TypedCache {
   }
   void insert(const std::string& key, std::shared_ptr<const runtime::LoadedProgram> p) {
     std::unique_lock lock(mutex_);
+    // Bounded like the engine's cache, so that it cannot keep programs the engine unloaded
+    // alive: past the engine's capacity it starts over (a miss here is an engine lookup).
+    size_t capacity = runtime::Engine::instance().program_cache_capacity();
+    if (capacity != 0 && map_.size() >= capacity) map_.clear();
     map_.emplace(key, std::move(p));
   }
 
@@ -71,17 +78,38 @@ bool is_channels_last(const TensorRef& t) {
          t.strides != ir::contiguous_strides(t.shape);
 }
 
+/// Called from a catch block: rethrows an adjoint::Error unchanged and any other exception as an
+/// adjoint::Error (kInternal) naming the entry point `where` and the original message.
+[[noreturn]] void rethrow_as_error(const char* where) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string(where) + ": out of host memory (std::bad_alloc)", ErrorCode::kInternal);
+  } catch (const std::exception& e) {
+    throw Error(std::string(where) + ": internal error: " + e.what(), ErrorCode::kInternal);
+  } catch (...) {
+    throw Error(std::string(where) + ": internal error: an exception of unknown type",
+                ErrorCode::kInternal);
+  }
+}
+
 }  // namespace
 
-Program Program::prepare(const std::string& spec, Determinism determinism) {
+Program Program::prepare(const std::string& spec, Determinism determinism) try {
   return Program(runtime::Engine::instance().prepare(spec, to_compiler(determinism)));
+} catch (...) {
+  rethrow_as_error("adjoint::Program::prepare");
 }
 
-void Program::launch(const Bindings& tensors, CUstream stream) const {
+void Program::launch(const Bindings& tensors, CUstream stream) const try {
   impl_->launch(bind_all(tensors), stream);
+} catch (...) {
+  rethrow_as_error("adjoint::Program::launch");
 }
 
-std::vector<TensorInfo> Program::tensors() const {
+std::vector<TensorInfo> Program::tensors() const try {
   std::vector<TensorInfo> out;
   for (const compiler::BufferInfo& b : impl_->buffers) {
     if (b.role == ir::TensorRole::kTemporary) continue;
@@ -89,21 +117,25 @@ std::vector<TensorInfo> Program::tensors() const {
                              static_cast<DType>(b.dtype), b.shape, b.strides});
   }
   return out;
+} catch (...) {
+  rethrow_as_error("adjoint::Program::tensors");
 }
 
 bool Program::deterministic() const { return impl_->deterministic; }
 const std::string& Program::spec() const { return impl_->spec; }
 
 void run(const std::string& spec, const Bindings& tensors, CUstream stream,
-         Determinism determinism) {
+         Determinism determinism) try {
   Program::prepare(spec, determinism).launch(tensors, stream);
+} catch (...) {
+  rethrow_as_error("adjoint::run");
 }
 
 void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& grad_input,
                                  std::array<int64_t, 2> output_size,
                                  std::array<int64_t, 4> input_size,
                                  std::optional<double> scales_h, std::optional<double> scales_w,
-                                 CUstream stream) {
+                                 CUstream stream) try {
   static TypedCache cache;
   bool channels_last = is_channels_last(grad_output);
   std::string key;
@@ -132,13 +164,21 @@ void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& 
   }
   runtime::BoundTensor bound[2] = {bind("grad_output", grad_output), bind("grad_input", grad_input)};
   program->launch({bound[0], bound[1]}, stream);
+} catch (...) {
+  rethrow_as_error("adjoint::upsample_nearest2d_backward");
 }
 
-void load_package(const std::string& directory) {
+void load_package(const std::string& directory) try {
   runtime::PackageRegistry::instance().add(directory);
+} catch (...) {
+  rethrow_as_error("adjoint::load_package");
 }
 
-void set_jit_enabled(bool enabled) { runtime::Engine::instance().set_jit_enabled(enabled); }
+void set_jit_enabled(bool enabled) try {
+  runtime::Engine::instance().set_jit_enabled(enabled);
+} catch (...) {
+  rethrow_as_error("adjoint::set_jit_enabled");
+}
 
 const char* version() { return ADJOINT_VERSION_STRING; }
 

@@ -19,7 +19,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -221,6 +223,39 @@ std::optional<uint64_t> parse_byte_count(std::string text) {
   return value * multiplier;
 }
 
+/// Logs a failure of the cache's environment (a read-only or unreadable directory, a full
+/// disk) at warning level the first time `kind` happens for `directory` in this process, and
+/// at debug level afterwards: a degraded cache keeps working without caching, with one warning
+/// instead of one per kernel.
+template <typename... Args>
+void warn_once(const fs::path& directory, const std::string& kind,
+               fmt::format_string<Args...> format, Args&&... args) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  bool first;
+  {
+    std::lock_guard lock(mutex);
+    first = reported.insert(directory.string() + '\n' + kind).second;
+  }
+  std::string message = fmt::format(format, std::forward<Args>(args)...);
+  if (first) {
+    logger().warn("{} (further '{}' failures in this directory are logged at debug level)",
+                  message, kind);
+  } else {
+    logger().debug("{}", message);
+  }
+}
+
+/// Removes what occupies an entry's name when it is not a regular file (a directory, a FIFO, a
+/// socket), if it is still the object described by `seen`.
+void remove_non_file_if_unchanged(const fs::path& path, const struct stat& seen) {
+  struct stat now {};
+  if (::lstat(path.c_str(), &now) != 0 || now.st_ino != seen.st_ino || now.st_dev != seen.st_dev)
+    return;
+  std::error_code ignored;
+  fs::remove_all(path, ignored);
+}
+
 const char* non_empty_env(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
@@ -303,10 +338,19 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
   require_valid_key(key);
   if (!enabled_) return std::nullopt;
   const fs::path path = entry_path(key);
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO at an entry's name must be a discarded entry, not a reader blocked
+  // forever; it changes nothing for regular files.
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) {
-    if (errno != ENOENT)
-      logger().warn("disk cache: cannot open {}: {}", path.string(), errno_text());
+    // Unreadable (EACCES, ELOOP, ...): a miss; the store after the compile renames a fresh
+    // entry over it.
+    if (errno != ENOENT) {
+      const std::string reason = errno_text();
+      // One warning per unreadable entry, or one in all when the directory itself is.
+      const bool directory_readable = ::access(directory_.c_str(), R_OK | X_OK) == 0;
+      warn_once(directory_, directory_readable ? "open " + key : "open",
+                "disk cache: cannot open {}: {}", path.string(), reason);
+    }
     return std::nullopt;
   }
   struct stat info {};
@@ -317,7 +361,7 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
   std::string problem;
   std::vector<char> bytes;
   if (!S_ISREG(info.st_mode)) {
-    problem = "not a regular file";
+    problem = S_ISDIR(info.st_mode) ? "a directory, not a file" : "not a regular file";
   } else {
     bytes.resize(static_cast<size_t>(info.st_size));
     problem = read_all(file.get(), bytes.data(), bytes.size()) ? entry_problem(bytes, key)
@@ -325,7 +369,11 @@ std::optional<std::vector<char>> DiskCache::load(const std::string& key) const {
   }
   if (!problem.empty()) {
     logger().warn("disk cache: discarding corrupt entry {} ({})", path.string(), problem);
-    remove_if_unchanged(path, info);
+    if (S_ISREG(info.st_mode)) {
+      remove_if_unchanged(path, info);
+    } else {
+      remove_non_file_if_unchanged(path, info);
+    }
     return std::nullopt;
   }
   // Mark as recently used for eviction; failing to do so only makes eviction less exact.
@@ -348,8 +396,9 @@ bool DiskCache::store(const std::string& key, std::span<const char> payload) con
   const fs::path temporary = directory_ / temporary_name(key);
   const fs::path destination = entry_path(key);
   auto fail = [&](const std::string& what) {
-    logger().warn("disk cache: cannot store {}: {} failed: {}", destination.string(), what,
-                  errno_text());
+    const std::string reason = errno_text();
+    warn_once(directory_, "store", "disk cache: cannot store {}: {} failed: {}",
+              destination.string(), what, reason);
     ::unlink(temporary.c_str());
     return false;
   };
@@ -362,7 +411,17 @@ bool DiskCache::store(const std::string& key, std::span<const char> payload) con
   }
   if (::fsync(file.get()) != 0) return fail("fsync");
   if (!file.close()) return fail("close");
-  if (::rename(temporary.c_str(), destination.c_str()) != 0) return fail("rename");
+  if (::rename(temporary.c_str(), destination.c_str()) != 0) {
+    // A directory occupying the entry's name (EISDIR, ENOTEMPTY, EEXIST) is damage: remove it
+    // and publish once more.
+    struct stat occupant {};
+    if (::lstat(destination.c_str(), &occupant) != 0 || !S_ISDIR(occupant.st_mode)) {
+      return fail("rename");
+    }
+    logger().warn("disk cache: replacing a directory found at {}", destination.string());
+    remove_non_file_if_unchanged(destination, occupant);
+    if (::rename(temporary.c_str(), destination.c_str()) != 0) return fail("rename");
+  }
   // Make the rename itself durable; a failure here loses at most this entry on a crash.
   FileDescriptor directory(::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (directory.get() >= 0) ::fsync(directory.get());

@@ -228,7 +228,37 @@ struct Engine::Caches {
   OnceCache<std::string, std::shared_ptr<const LoadedProgram>> programs;
 };
 
-Engine::Engine() : caches_(std::make_unique<Caches>()) {}
+namespace {
+
+/// ADJOINT_MEMORY_CACHE_MAX_PROGRAMS: how many loaded programs the in-memory cache keeps
+/// (least recently used ones are unloaded past it; 0: unbounded). A malformed value is warned
+/// about and ignored.
+size_t memory_cache_capacity_from_environment() {
+  const char* text = std::getenv("ADJOINT_MEMORY_CACHE_MAX_PROGRAMS");
+  if (text == nullptr || *text == '\0') return Engine::kDefaultProgramCacheCapacity;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-') {
+    logger().warn("ADJOINT_MEMORY_CACHE_MAX_PROGRAMS: expected a count such as 1024, got '{}'; "
+                  "using {}",
+                  text, Engine::kDefaultProgramCacheCapacity);
+    return Engine::kDefaultProgramCacheCapacity;
+  }
+  return static_cast<size_t>(value);
+}
+
+}  // namespace
+
+Engine::Engine() : caches_(std::make_unique<Caches>()) {
+  caches_->programs.set_capacity(memory_cache_capacity_from_environment());
+}
+
+void Engine::set_program_cache_capacity(size_t programs) {
+  caches_->programs.set_capacity(programs);
+}
+size_t Engine::program_cache_capacity() const { return caches_->programs.capacity(); }
+size_t Engine::cached_programs() const { return caches_->programs.size(); }
 
 Engine& Engine::instance() {
   static Engine engine;

@@ -7,7 +7,9 @@
 //
 // The in-memory cache is keyed by (specialization text, determinism, context) and is
 // single-flight: many threads asking for the same new program compile it once, with no global
-// lock held while NVRTC runs; a failed compile is remembered and rethrown, not retried.
+// lock held while NVRTC runs; a failed compile is remembered and rethrown, not retried. It
+// keeps at most ADJOINT_MEMORY_CACHE_MAX_PROGRAMS programs (default 1024), unloading the least
+// recently used, so a process that prepares many specializations keeps bounded memory.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +81,16 @@ class Engine {
   /// entry; packages and the disk cache apply by kernel source as usual).
   std::shared_ptr<const LoadedProgram> prepare(const ir::Program& program,
                                                compiler::Determinism determinism);
+
+  /// The in-memory cache keeps at most this many loaded programs by default
+  /// (ADJOINT_MEMORY_CACHE_MAX_PROGRAMS overrides it); past it the least recently used are
+  /// unloaded once no caller holds them.
+  static constexpr size_t kDefaultProgramCacheCapacity = 1024;
+  /// Sets the cap (0: unbounded), unloading least recently used programs over it now.
+  void set_program_cache_capacity(size_t programs);
+  size_t program_cache_capacity() const;
+  /// Programs in the in-memory cache (loaded, failed or being built).
+  size_t cached_programs() const;
 
   void set_jit_enabled(bool enabled) { jit_enabled_ = enabled; }
   bool jit_enabled() const { return jit_enabled_; }

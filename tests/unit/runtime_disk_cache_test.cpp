@@ -290,13 +290,14 @@ TEST_F(RuntimeDiskCache, IoFailuresDegradeToMisses) {
   DiskCache below_a_file(root_ / "not_a_directory" / "cache");
   EXPECT_FALSE(below_a_file.enabled());
 
-  // An entry path occupied by a directory: load misses, store fails, both quietly.
+  // An entry path occupied by a directory: store replaces it (load reports and removes it;
+  // tests/unit/runtime_disk_cache_stress_test.cpp covers that path).
   DiskCache cache(root_ / "cache");
   const std::string key = key_of("occupied");
   fs::create_directories(cache.entry_path(key) / "child");
-  EXPECT_FALSE(cache.load(key).has_value());
-  EXPECT_FALSE(cache.store(key, payload_of(10, 1)));
-  EXPECT_TRUE(fs::is_directory(cache.entry_path(key)));
+  EXPECT_TRUE(cache.store(key, payload_of(10, 1)));
+  EXPECT_TRUE(fs::is_regular_file(cache.entry_path(key)));
+  EXPECT_EQ(cache.load(key), payload_of(10, 1));
   for (const std::string& name : files_in(cache.directory())) {
     EXPECT_FALSE(name.starts_with(".tmp-")) << "temporary file left behind: " << name;
   }

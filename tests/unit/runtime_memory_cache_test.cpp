@@ -139,5 +139,87 @@ TEST(RuntimeOnceCache, NoLockIsHeldWhileAFactoryRuns) {
   EXPECT_EQ(slow.get(), 1);
 }
 
+TEST(RuntimeOnceCache, CapacityDropsTheLeastRecentlyUsed) {
+  OnceCache<int, std::shared_ptr<int>> cache;
+  cache.set_capacity(3);
+  int factories = 0;
+  auto get = [&](int key) {
+    return cache.get_or_create(key, [&] {
+      ++factories;
+      return std::make_shared<int>(key);
+    });
+  };
+  get(1);
+  get(2);
+  get(3);
+  get(1);  // 1 is now the most recent; 2 the least
+  get(4);
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_TRUE(cache.contains(1));
+  EXPECT_FALSE(cache.contains(2));
+  EXPECT_TRUE(cache.contains(3));
+  EXPECT_TRUE(cache.contains(4));
+  EXPECT_EQ(factories, 4);
+  get(2);  // recreated
+  EXPECT_EQ(factories, 5);
+  EXPECT_FALSE(cache.contains(3));
+  cache.set_capacity(1);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_TRUE(cache.contains(2));
+}
+
+TEST(RuntimeOnceCache, DroppedValuesLiveWhileACallerHoldsThem) {
+  OnceCache<int, std::shared_ptr<int>> cache;
+  cache.set_capacity(1);
+  std::shared_ptr<int> held = cache.get_or_create(1, [] { return std::make_shared<int>(7); });
+  std::weak_ptr<int> dropped_later = cache.get_or_create(2, [] { return std::make_shared<int>(8); });
+  EXPECT_FALSE(cache.contains(1));
+  EXPECT_EQ(*held, 7);  // still alive: the caller holds it
+  cache.get_or_create(3, [] { return std::make_shared<int>(9); });
+  EXPECT_TRUE(dropped_later.expired());  // nobody held 2: released when dropped
+}
+
+TEST(RuntimeOnceCache, AnEntryBeingCreatedIsNeverDropped) {
+  OnceCache<int, int> cache;
+  cache.set_capacity(1);
+  std::promise<void> release;
+  std::shared_future<void> go = release.get_future().share();
+  std::latch started(1);
+  std::thread slow([&] {
+    cache.get_or_create(1, [&] {
+      started.count_down();
+      go.wait();
+      return 1;
+    });
+  });
+  started.wait();
+  for (int k = 2; k < 10; ++k) cache.get_or_create(k, [k] { return k; });
+  EXPECT_TRUE(cache.contains(1));  // in flight: kept although over capacity
+  release.set_value();
+  slow.join();
+  cache.get_or_create(10, [] { return 10; });
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST(RuntimeOnceCache, SixteenThreadsUnderATightCapacityAgreeOnValues) {
+  OnceCache<int, std::shared_ptr<int>> cache;
+  cache.set_capacity(8);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        int key = (i * 7 + t) % 40;
+        if (*cache.get_or_create(key, [key] { return std::make_shared<int>(key * 3); }) !=
+            key * 3)
+          ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(cache.size(), 8u);
+}
+
 }  // namespace
 }  // namespace adjoint::runtime
