@@ -9,6 +9,9 @@ What it measures (issue 4 and issue 5):
     (torch.cuda._sleep) while the host queues each block of calls, so the events bracket the
     kernels and not Python's launch overhead. Inputs rotate among enough copies to exceed L2.
     Effective bandwidth = (grad_output bytes read once + grad_input bytes written once) / time;
+  * the grid_sampler_2d_backward cases of issue 10 (bench_grid_sampler.py: three shapes x
+    every mode and padding, --grid-sampler dtypes): adjoint's default and allow_atomics programs
+    next to ATen, kernel time, the Python call to completion and bandwidth against copy;
   * the small case's API-to-completion latency on the host clock (call + synchronize), for
     adjoint's function, a prepared Program's launch, and PyTorch's op;
   * JIT figures from Python (cold compile, disk-cache hit in a fresh process, in-memory hit),
@@ -34,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import torch  # noqa: E402
 
 import adjoint  # noqa: E402
+from bench_grid_sampler import bench_grid_sampler, print_grid_sampler_table  # noqa: E402
 
 UPSAMPLE_CASES = [  # (input N, C, H, W), output (H, W): issue 5's cases, then the small one
     ((8, 64, 128, 128), (256, 256)),
@@ -283,6 +287,9 @@ def main():
     parser.add_argument("--chart", default="bench.png")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per case (>= 50)")
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--grid-sampler", default="f32,bf16",
+                        help="dtypes of the grid_sampler_2d_backward cases (comma list; "
+                             "empty: skip them)")
     parser.add_argument("--jit-bench", default=os.path.join(
         os.environ.get("ADJOINT_BUILD_DIR", os.path.join(ROOT, "build")), "bin",
         "adjoint_jit_bench"))
@@ -311,6 +318,11 @@ def main():
                                                                 output_size,
                                                                 type(error).__name__, error))
             torch.cuda.empty_cache()
+    grid_dtypes = {d: DTYPES[d] for d in args.grid_sampler.split(",") if d}
+    grid_cases, grid_errors = bench_grid_sampler(timer, rotating_inputs, cycle, grid_dtypes,
+                                                 copy_gbps, args.runs, args.warmup, l2_bytes)
+    results["cases"] += grid_cases
+    results["errors"] += grid_errors
     for name, measure in (("latency", lambda: small_case_latency(max(args.runs, 200))),
                           ("jit", jit_figures),
                           ("jit_bench", lambda: jit_bench(args.jit_bench))):
@@ -331,6 +343,8 @@ def main():
         print("%-52s %-5s %10.4f %10.4f %7.2f %8.0f %5.0f%% %5.0f%%" % (
             c["case"], c["dtype"], c["adjoint_ms"], c["torch_ms"], c["ratio"], c["adjoint_GBps"],
             100 * c["adjoint_fraction_of_copy"], 100 * c["torch_fraction_of_copy"]))
+    print_grid_sampler_table([c for c in results["cases"]
+                              if c["op"] == "grid_sampler_2d_backward"])
     if "latency" in results:
         print("small case, call to completion (us): " + ", ".join(
             "%s %.1f" % (k, v) for k, v in results["latency"].items() if k.endswith("_us")))
