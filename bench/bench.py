@@ -11,6 +11,9 @@ What it measures (issue 4 and issue 5):
     Effective bandwidth = (grad_output bytes read once + grad_input bytes written once) / time;
   * grid_sampler_3d_backward (bench/bench_grid_sampler_3d.py: trilinear and nearest, f32 and
     bf16, deterministic and atomics programs, kernel time and the Python call to completion);
+  * the grid_sampler_2d_backward cases of issue 10 (bench_grid_sampler.py: three shapes x
+    every mode and padding, --grid-sampler dtypes): adjoint's default and allow_atomics programs
+    next to ATen, kernel time, the Python call to completion and bandwidth against copy;
   * the small case's API-to-completion latency on the host clock (call + synchronize), for
     adjoint's function, a prepared Program's launch, and PyTorch's op;
   * JIT figures from Python (cold compile, disk-cache hit in a fresh process, in-memory hit),
@@ -40,6 +43,7 @@ import torch  # noqa: E402
 
 import adjoint  # noqa: E402
 import bench_mhc  # noqa: E402  (the mHC cases, issue 9)
+from bench_grid_sampler import bench_grid_sampler, print_grid_sampler_table  # noqa: E402
 
 UPSAMPLE_CASES = [  # (input N, C, H, W), output (H, W): issue 5's cases, then the small one
     ((8, 64, 128, 128), (256, 256)),
@@ -291,6 +295,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--mhc-budget", type=float, default=220.0,
                         help="seconds for the mHC cases (bench_mhc.py); 0 skips them")
+    parser.add_argument("--grid-sampler", default="f32,bf16",
+                        help="dtypes of the grid_sampler_2d_backward cases (comma list; "
+                             "empty: skip them)")
     parser.add_argument("--jit-bench", default=os.path.join(
         os.environ.get("ADJOINT_BUILD_DIR", os.path.join(ROOT, "build")), "bin",
         "adjoint_jit_bench"))
@@ -332,6 +339,11 @@ def main():
             results["mhc_seconds"] = mhc["seconds"]
         except Exception as error:
             results["errors"].append("mhc: %s: %s" % (type(error).__name__, error))
+    grid_dtypes = {d: DTYPES[d] for d in args.grid_sampler.split(",") if d}
+    grid_cases, grid_errors = bench_grid_sampler(timer, rotating_inputs, cycle, grid_dtypes,
+                                                 copy_gbps, args.runs, args.warmup, l2_bytes)
+    results["cases"] += grid_cases
+    results["errors"] += grid_errors
     for name, measure in (("latency", lambda: small_case_latency(max(args.runs, 200))),
                           ("jit", jit_figures),
                           ("jit_bench", lambda: jit_bench(args.jit_bench))):
@@ -355,6 +367,8 @@ def main():
     bench_mhc.print_table(results["cases"], copy_gbps)
     if cases_3d:
         print("\n".join(bench_grid_sampler_3d.table(cases_3d)))
+    print_grid_sampler_table([c for c in results["cases"]
+                              if c["op"] == "grid_sampler_2d_backward"])
     if "latency" in results:
         print("small case, call to completion (us): " + ", ".join(
             "%s %.1f" % (k, v) for k, v in results["latency"].items() if k.endswith("_us")))
