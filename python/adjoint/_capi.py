@@ -172,8 +172,14 @@ class Library:
         return bool(result.value)
 
     def launch(self, handle, count, names, tensors, stream):
-        """adjoint_launch; `names` is a (c_char_p * count), `tensors` an (AdjointTensor * count)."""
-        self.call("adjoint_launch", handle, count, names, tensors, stream)
+        """adjoint_launch; `names` is a (c_char_p * count), `tensors` an (AdjointTensor * count).
+        The function is looked up once: this is the per-call path."""
+        function = self.__dict__.get("_launch_function")
+        if function is None:
+            function = self._launch_function = self._function("adjoint_launch")
+        status = function(handle, count, names, tensors, stream)
+        if status:
+            self.check(status, "adjoint_launch")
 
     def release(self, handle):
         self.call("adjoint_program_release", handle)

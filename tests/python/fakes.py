@@ -24,6 +24,14 @@ class FakeDevice:
     def __repr__(self):
         return "%s:%s" % (self.type, self.index)
 
+    # Compared by value, as torch.device is (the binding's fast paths compare devices).
+    def __eq__(self, other):
+        return isinstance(other, FakeDevice) and (self.type, self.index) == (other.type,
+                                                                            other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
 
 class FakeDType:
     def __init__(self, torch_name):
@@ -31,6 +39,12 @@ class FakeDType:
 
     def __str__(self):
         return "torch." + self.torch_name
+
+    def __eq__(self, other):
+        return isinstance(other, FakeDType) and self.torch_name == other.torch_name
+
+    def __hash__(self):
+        return hash(self.torch_name)
 
 
 class FakeTensor:
