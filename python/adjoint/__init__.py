@@ -35,8 +35,9 @@ upsample_nearest_exact3d_backward = _upsample_nearest_exact3d_backward
 
 
 def __getattr__(name):
-    """adjoint.torch (the drop-in registration) is imported on first use: it needs PyTorch."""
-    if name == "torch":
+    """adjoint.torch (the drop-in registration) and adjoint.mhc (autograd operators) are
+    imported on first use: they need PyTorch."""
+    if name in ("torch", "mhc"):
         import importlib
         return importlib.import_module(".torch", __name__)
     raise AttributeError("module 'adjoint' has no attribute %r" % name)
