@@ -10,7 +10,9 @@ import ctypes
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+# $ADJOINT_PYTHON_PATH: test an installed package instead of the checkout's (check_package.py).
+sys.path.insert(0, os.environ.get("ADJOINT_PYTHON_PATH") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 from adjoint import _capi, _torch  # noqa: E402
 from adjoint.tensors import DTYPE_BY_NAME, contiguous_strides  # noqa: E402
