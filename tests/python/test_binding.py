@@ -144,6 +144,15 @@ class TensorDescriptionTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "grid: .* are not contiguous"):
             layout_of(cl, "grid", ("contiguous",))
 
+    def test_self_overlap(self):
+        from adjoint.tensors import overlaps_itself
+        self.assertFalse(overlaps_itself((2, 3, 4), (12, 4, 1)))
+        self.assertFalse(overlaps_itself((2, 3, 4), (1, 8, 2)))  # permuted, disjoint
+        self.assertFalse(overlaps_itself((2, 3, 4), (24, 8, 2)))  # sliced with gaps
+        self.assertFalse(overlaps_itself((1, 3, 0), (0, 0, 0)))  # no elements
+        self.assertTrue(overlaps_itself((2, 3, 4), (0, 4, 1)))  # expanded
+        self.assertTrue(overlaps_itself((2, 3, 4), (4, 2, 1)))  # interleaved
+
     def test_dtypes(self):
         self.assertEqual(dtype_of(FakeTensor((1,), "bf16"), "x").name, "bf16")
         self.assertEqual(dtype_of(FakeTensor((1,), "f64"), "x").code, 3)
@@ -296,6 +305,9 @@ class FakeLibraryTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "tensor 'grad_output': expected a CUDA tensor, "
                                                 "got int"):
             program(grad_output=3)
+        with self.assertRaisesRegex(ValueError, r"tensor 'grad_output' overlaps itself \(shape "
+                                                r"\(1, 2, 10\), strides \(0, 0, 1\)"):
+            program(grad_output=FakeTensor((1, 2, 10), strides=(0, 0, 1)))
         program(grad_output=first)
         self.assertEqual(len(self.fake.launches), 3)
 
