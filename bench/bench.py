@@ -345,6 +345,7 @@ def main():
     results["cases"] += grid_cases
     results["errors"] += grid_errors
     for name, measure in (("latency", lambda: small_case_latency(max(args.runs, 200))),
+                          ("overhead", lambda: __import__("bench_overhead").measure()),
                           ("jit", jit_figures),
                           ("jit_bench", lambda: jit_bench(args.jit_bench))):
         try:
@@ -372,6 +373,10 @@ def main():
     if "latency" in results:
         print("small case, call to completion (us): " + ", ".join(
             "%s %.1f" % (k, v) for k, v in results["latency"].items() if k.endswith("_us")))
+    if "overhead" in results:
+        print("call overhead, call to completion (us): " + ", ".join(
+            "%s %.1f" % (k, v) for k, v in results["overhead"].items()
+            if k.endswith("_us") and not isinstance(v, dict)))
     if "jit" in results:
         print("jit: " + ", ".join("%s %s" % (k, v if isinstance(v, str) else "%.3g" % v)
                                   for k, v in results["jit"].items() if k != "spec"))

@@ -39,6 +39,15 @@ upsample_nearest_exact2d_backward = _upsample_nearest_exact2d_backward
 upsample_nearest_exact3d_backward = _upsample_nearest_exact3d_backward
 
 
+def __getattr__(name):
+    """adjoint.torch (the drop-in registration) and adjoint.mhc (autograd operators) are
+    imported on first use: they need PyTorch."""
+    if name in ("torch", "mhc"):
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'adjoint' has no attribute %r" % name)
+
+
 def library_path():
     """The path of the loaded libadjoint (loading it if needed)."""
     from ._capi import library

@@ -4,8 +4,9 @@ adjoint_last_error().
 
 Nothing here knows about PyTorch. The library is loaded lazily, on the first call that needs
 it, so `import adjoint` works (and spec texts can be built) on a machine without the library or
-a GPU. Where it is looked for, in order: $ADJOINT_LIBRARY, then build/lib/libadjoint.so of the
-checkout this package lives in (python/adjoint/../../build/lib), then the system's search path
+a GPU. Where it is looked for, in order: $ADJOINT_LIBRARY, then lib/libadjoint.so inside the
+package (where `pip install .` puts it), then build/lib/libadjoint.so of the checkout this
+package lives in (python/adjoint/../../build/lib), then the system's search path
 (ctypes.util.find_library("adjoint")).
 """
 
@@ -172,8 +173,14 @@ class Library:
         return bool(result.value)
 
     def launch(self, handle, count, names, tensors, stream):
-        """adjoint_launch; `names` is a (c_char_p * count), `tensors` an (AdjointTensor * count)."""
-        self.call("adjoint_launch", handle, count, names, tensors, stream)
+        """adjoint_launch; `names` is a (c_char_p * count), `tensors` an (AdjointTensor * count).
+        The function is looked up once: this is the per-call path."""
+        function = self.__dict__.get("_launch_function")
+        if function is None:
+            function = self._launch_function = self._function("adjoint_launch")
+        status = function(handle, count, names, tensors, stream)
+        if status:
+            self.check(status, "adjoint_launch")
 
     def release(self, handle):
         self.call("adjoint_program_release", handle)
@@ -191,6 +198,11 @@ def default_library_path():
     return os.path.normpath(os.path.join(package_dir, "..", "..", "build", "lib", "libadjoint.so"))
 
 
+def installed_library_path():
+    """lib/libadjoint.so inside the package, where `pip install .` puts it."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "libadjoint.so")
+
+
 def locate_library():
     """The path of libadjoint to load; raises AdjointError listing the places tried."""
     from_env = os.environ.get("ADJOINT_LIBRARY")
@@ -198,6 +210,9 @@ def locate_library():
         if not os.path.exists(from_env):
             raise AdjointError("ADJOINT_LIBRARY=%s: no such file" % from_env, STATUS_NOT_AVAILABLE)
         return from_env
+    installed = installed_library_path()
+    if os.path.exists(installed):
+        return installed
     beside = default_library_path()
     if os.path.exists(beside):
         return beside

@@ -41,21 +41,43 @@ def device_index(device):
     return 0 if device.index is None else int(device.index)
 
 
+_NO_GUARD = contextlib.nullcontext()
+
+
+def _current_device_index():
+    """The index of the current CUDA device. torch._C._cuda_getDevice skips the Python-level
+    lazy-init checks of torch.cuda.current_device() (about 1 us); used once CUDA is up."""
+    t = torch()
+    raw = getattr(t._C, "_cuda_getDevice", None)
+    if raw is not None and t.cuda.is_initialized():
+        return raw()
+    return t.cuda.current_device()
+
+
 def device_guard(device):
     """Makes `device` current for the calls inside (the library uses the thread's context)."""
-    t = torch()
-    if t.cuda.current_device() == device_index(device):
-        return contextlib.nullcontext()
-    return t.cuda.device(device)
+    if _current_device_index() == device_index(device):
+        return _NO_GUARD
+    return torch().cuda.device(device)
 
 
 def current_stream(device):
-    """The CUstream handle (an int) of PyTorch's current stream on `device`."""
-    return torch().cuda.current_stream(device).cuda_stream
+    """The CUstream handle (an int) of PyTorch's current stream on `device`. The raw getter
+    (what PyTorch's own Triton launches use) avoids building a torch.cuda.Stream object."""
+    t = torch()
+    raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index(device))
+    return t.cuda.current_stream(device).cuda_stream
+
+
+_DTYPES = {}
 
 
 def empty_strided(shape, strides, torch_dtype_name, device):
     """An uninitialized tensor with exactly these shape and strides."""
     t = torch()
-    return t.empty_strided(tuple(shape), tuple(strides), dtype=getattr(t, torch_dtype_name),
-                           device=device)
+    dtype = _DTYPES.get(torch_dtype_name)
+    if dtype is None:
+        dtype = _DTYPES.setdefault(torch_dtype_name, getattr(t, torch_dtype_name))
+    return t.empty_strided(tuple(shape), tuple(strides), dtype=dtype, device=device)

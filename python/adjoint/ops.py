@@ -9,7 +9,7 @@ specialization gives them (channels_last in, channels_last out).
 
 from . import _torch, spec
 from .errors import InvalidArgumentError
-from .program import prepare
+from .program import call_cache, prepare
 from .tensors import dtype_of, layout_of, require_rank, shape_of
 
 
@@ -21,7 +21,38 @@ def _int_list(values, argument):
                                    % (argument, values)) from None
 
 
+# (call signature) -> Program for calls already checked once: a warm call with an alike
+# grad_output (same dtype, shape, strides, device) and the same sizes skips the argument checks
+# and the spec text. The Program still compares every tensor it binds before each launch.
+_programs_by_call = call_cache()
+
+
+def _call_key(*parts):
+    try:
+        hash(parts)
+    except TypeError:  # e.g. sizes given as a list of tensors: take the checked path
+        return None
+    return parts
+
+
 def _upsample_backward(spatial_rank, exact, grad_output, output_size, input_size, scales):
+    try:
+        key = _call_key(spatial_rank, exact, tuple(output_size), tuple(input_size),
+                        tuple(scales), grad_output.dtype, grad_output.shape,
+                        grad_output.stride(), grad_output.device)
+    except (AttributeError, TypeError):
+        key = None
+    program = _programs_by_call.get(key) if key is not None else None
+    if program is None:
+        program = _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size,
+                                             input_size, scales)
+        if key is not None:
+            _programs_by_call[key] = program
+    return program(grad_output=grad_output)["grad_input"]
+
+
+def _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size, input_size,
+                               scales):
     op = spec.upsample_nearest_op_name(spatial_rank, exact)
     device = _torch.cuda_device_of(grad_output, "%s: grad_output" % op)
     dtype = dtype_of(grad_output, "%s: grad_output" % op)
@@ -42,7 +73,7 @@ def _upsample_backward(spatial_rank, exact, grad_output, output_size, input_size
                        ("contiguous", "channels_last") if spatial_rank > 1 else ("contiguous",))
     text = spec.upsample_nearest_backward(spatial_rank, exact, dtype.name, input_size,
                                           output_size, scales, layout)
-    return prepare(text, device=device)(grad_output=grad_output)["grad_input"]
+    return prepare(text, device=device)
 
 
 def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
@@ -104,6 +135,37 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     """(grad_input or None, grad_grid) of 2-d grid sampling (ATen grid_sampler_2d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    program = grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mode,
+                                               padding_mode, align_corners, output_mask)
+    outputs = program(grad_output=grad_output, input=input, grid=grid)
+    return outputs.get("grad_input"), outputs["grad_grid"]
+
+
+def grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
+                                     align_corners, output_mask):
+    """The Program grid_sampler_2d_backward runs for these arguments (checked, memoized)."""
+    try:
+        key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
+                        grad_output.device, input.dtype, input.shape, input.stride(),
+                        input.device, grid.dtype, grid.shape, grid.stride(), grid.device,
+                        interpolation_mode, padding_mode, bool(align_corners),
+                        tuple(bool(m) for m in output_mask))
+    except (AttributeError, TypeError):
+        key = None
+    program = _grid_programs_by_call.get(key) if key is not None else None
+    if program is None:
+        program = _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
+                                                    padding_mode, align_corners, output_mask)
+        if key is not None:
+            _grid_programs_by_call[key] = program
+    return program
+
+
+_grid_programs_by_call = call_cache()
+
+
+def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                                      align_corners, output_mask):
     op = "grid_sampler_2d_backward"
     named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
     device, dtype = _same_device_and_dtype(op, named)
@@ -122,8 +184,7 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     text = spec.grid_sampler_2d_backward(dtype.name, in_shape, grid_shape[1:3],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    outputs = prepare(text, device=device)(grad_output=grad_output, input=input, grid=grid)
-    return outputs.get("grad_input"), outputs["grad_grid"]
+    return prepare(text, device=device)
 
 
 def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,

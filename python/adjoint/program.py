@@ -50,8 +50,10 @@ class Program:
         self.outputs = tuple(t.name for t in self.tensors if t.role == "output")
         self.deterministic = library.is_deterministic(handle)
         self._by_name = {t.name: t for t in self.tensors}
+        self._order = tuple(t.name for t in self.tensors)
         self._names = (ctypes.c_char_p * len(self.tensors))(
             *[t.name.encode("utf-8") for t in self.tensors])
+        self._prepare_launch_data()
 
     def _tensor_info(self, raw):
         dtype = DTYPE_BY_CODE.get(raw.dtype_code)
@@ -80,11 +82,25 @@ class Program:
         return "Program(%r, determinism=%r, deterministic=%r)" % (
             self.spec, self.determinism, self.deterministic)
 
-    def launch(self, tensors, stream=None):
-        """Queues the program with every tensor bound (`tensors`: name -> tensor) on `stream`
-        (a CUstream handle; default: PyTorch's current stream on the program's device)."""
-        if self._handle is None:
-            raise InvalidArgumentError("%s: the program was released" % self.op)
+    def _prepare_launch_data(self):
+        """Precomputed once per Program, so a launch only writes data pointers: the descriptor
+        array with every dtype, shape and stride filled in, the output allocations, and, per
+        tensor, the (dtype, shape, strides, device) last accepted by the full checks."""
+        count = len(self.tensors)
+        self._descriptors = (_capi.AdjointTensor * count)()
+        for index, info in enumerate(self.tensors):
+            descriptor = self._descriptors[index]
+            descriptor.dtype = DTYPE_BY_NAME[info.dtype].code
+            descriptor.rank = len(info.shape)
+            for axis, size in enumerate(info.shape):
+                descriptor.shape[axis] = size
+                descriptor.strides[axis] = info.strides[axis]
+        self._accepted = [None] * count
+        self._allocations = tuple((t.name, t.shape, t.strides, _dtype_torch_name(t.dtype))
+                                  for t in self.tensors if t.role == "output")
+        self._launch_lock = threading.Lock()
+
+    def _check_names(self, tensors):
         unknown = [name for name in tensors if name not in self._by_name]
         if unknown:
             raise InvalidArgumentError("%s: no tensor named %s; it binds %s"
@@ -93,31 +109,66 @@ class Program:
         missing = [t.name for t in self.tensors if t.name not in tensors]
         if missing:
             raise InvalidArgumentError("%s: tensors %s not given" % (self.op, ", ".join(missing)))
-        descriptors = (_capi.AdjointTensor * len(self.tensors))()
-        for index, info in enumerate(self.tensors):
-            tensor = tensors[info.name]
-            device = _torch.cuda_device_of(tensor, "%s: tensor '%s'" % (self.op, info.name))
-            if _torch.device_index(device) != _torch.device_index(self.device):
-                raise InvalidArgumentError("%s: tensor '%s' is on %s, the program on %s"
-                                           % (self.op, info.name, device, self.device))
-            descriptors[index] = describe(tensor, info, info.name, self.op)
-        if stream is None:
-            stream = _torch.current_stream(self.device)
-        with _torch.device_guard(self.device):
-            self._library.launch(self._handle, len(self.tensors), self._names, descriptors,
-                                 stream)
+
+    def _accept(self, index, tensor):
+        """The full checks of tensor `index` (InvalidArgumentError naming it); remembers what
+        passed so that the next launch with an alike tensor only compares four attributes."""
+        info = self.tensors[index]
+        device = _torch.cuda_device_of(tensor, "%s: tensor '%s'" % (self.op, info.name))
+        if _torch.device_index(device) != _torch.device_index(self.device):
+            raise InvalidArgumentError("%s: tensor '%s' is on %s, the program on %s"
+                                       % (self.op, info.name, device, self.device))
+        self._descriptors[index] = describe(tensor, info, info.name, self.op)
+        self._accepted[index] = (tensor.dtype, tensor.shape, tensor.stride(), device)
+
+    def launch(self, tensors, stream=None):
+        """Queues the program with every tensor bound (`tensors`: name -> tensor) on `stream`
+        (a CUstream handle; default: PyTorch's current stream on the program's device)."""
+        if self._handle is None:
+            raise InvalidArgumentError("%s: the program was released" % self.op)
+        if len(tensors) != len(self.tensors):
+            self._check_names(tensors)
+        with self._launch_lock:
+            descriptors = self._descriptors
+            accepted = self._accepted
+            for index, name in enumerate(self._order):
+                try:
+                    tensor = tensors[name]
+                except KeyError:
+                    self._check_names(tensors)
+                    raise
+                seen = accepted[index]
+                try:
+                    same = (seen is not None and tensor.dtype == seen[0]
+                            and tensor.shape == seen[1] and tensor.stride() == seen[2]
+                            and tensor.device == seen[3])
+                except (AttributeError, TypeError):
+                    same = False
+                if same:
+                    descriptors[index].data = tensor.data_ptr()
+                else:
+                    self._accept(index, tensor)
+            if stream is None:
+                stream = _torch.current_stream(self.device)
+            with _torch.device_guard(self.device):
+                self._library.launch(self._handle, len(descriptors), self._names, descriptors,
+                                     stream)
 
     def __call__(self, tensors=None, stream=None, **named):
         """Binds `tensors` (a dict) and keyword tensors, allocates the outputs not given, launches,
         and returns {output name: tensor}."""
-        bound = dict(tensors or {})
-        bound.update(named)
-        for info in self.tensors:
-            if info.role == "output" and info.name not in bound:
-                bound[info.name] = _torch.empty_strided(
-                    info.shape, info.strides, _dtype_torch_name(info.dtype), self.device)
+        bound = dict(tensors) if tensors else {}
+        if named:
+            bound.update(named)
+        outputs = {}
+        for name, shape, strides, torch_dtype_name in self._allocations:
+            tensor = bound.get(name)
+            if tensor is None:
+                tensor = bound[name] = _torch.empty_strided(shape, strides, torch_dtype_name,
+                                                            self.device)
+            outputs[name] = tensor
         self.launch(bound, stream)
-        return {name: bound[name] for name in self.outputs}
+        return outputs
 
     def release(self):
         """Releases the library's handle (the program cannot be launched afterwards)."""
@@ -161,11 +212,24 @@ def prepare(spec, determinism="default", device=None):
     return winner
 
 
+_call_caches = []
+
+
+def call_cache():
+    """A new dict for a caller's own (call signature) -> Program memo; clear_cache empties it
+    with the Program cache, so no memo keeps a released Program."""
+    memo = {}
+    _call_caches.append(memo)
+    return memo
+
+
 def clear_cache():
     """Releases every cached Program (for tests and long-running processes)."""
     with _cache_lock:
         programs = list(_cache.values())
         _cache.clear()
+        for memo in _call_caches:
+            memo.clear()
     for program in programs:
         program.release()
 

@@ -184,6 +184,19 @@ def mhc_pre_backward(batch, seq, n, dim, dtype, hc_eps, with_grad_x_post):
     ])
 
 
+def mhc_pre(batch, seq, n, dim, dtype, norm_eps, hc_eps):
+    """The specialization of the mhc_pre forward (attributes as in ops/mhc.h)."""
+    return make("mhc_pre", [
+        ("batch", format_int(batch, "batch")),
+        ("seq", format_int(seq, "seq")),
+        ("n", format_int(n, "n")),
+        ("dim", format_int(dim, "dim")),
+        ("dtype", dtype),
+        ("norm_eps", format_float(norm_eps, "norm_eps")),
+        ("hc_eps", format_float(hc_eps, "hc_eps")),
+    ])
+
+
 def _mhc_shape(batch, seq, n, dim=None):
     items = [("batch", format_int(batch, "batch")), ("seq", format_int(seq, "seq")),
              ("n", format_int(n, "n"))]

@@ -92,6 +92,21 @@ def same_addressing(shape, strides, expected_strides):
     return all(size == 1 or s == e for size, s, e in zip(shape, strides, expected_strides))
 
 
+def overlaps_itself(shape, strides):
+    """True when two indices may address the same element (an expanded tensor, stride 0, or
+    interleaved strides): with dimensions of size > 1 ordered by stride, each stride must
+    exceed the extent of the smaller ones."""
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    if any(n == 0 for n in shape):
+        return False
+    extent = 0
+    for stride, size in dims:
+        if stride <= extent:
+            return True
+        extent += stride * (size - 1)
+    return False
+
+
 def shape_of(tensor):
     return tuple(int(size) for size in tensor.shape)
 
@@ -138,6 +153,11 @@ def describe(tensor, expected, argument, op):
                                    % (op, argument, expected.shape, shape))
     strides = strides_of(tensor)
     if not same_addressing(shape, strides, expected.strides):
+        if overlaps_itself(shape, strides):
+            raise InvalidArgumentError(
+                "%s: tensor '%s' overlaps itself (shape %s, strides %s: several indices share "
+                "one address, as after .expand()); pass one with its own memory, e.g. "
+                ".contiguous()" % (op, argument, shape, strides))
         raise InvalidArgumentError("%s: tensor '%s' expected strides %s, got %s"
                                    % (op, argument, expected.strides, strides))
     if len(shape) > MAX_RANK:

@@ -10,7 +10,9 @@ import ctypes
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+# $ADJOINT_PYTHON_PATH: test an installed package instead of the checkout's (check_package.py).
+sys.path.insert(0, os.environ.get("ADJOINT_PYTHON_PATH") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
 from adjoint import _capi, _torch  # noqa: E402
 from adjoint.tensors import DTYPE_BY_NAME, contiguous_strides  # noqa: E402
@@ -24,6 +26,14 @@ class FakeDevice:
     def __repr__(self):
         return "%s:%s" % (self.type, self.index)
 
+    # Compared by value, as torch.device is (the binding's fast paths compare devices).
+    def __eq__(self, other):
+        return isinstance(other, FakeDevice) and (self.type, self.index) == (other.type,
+                                                                            other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
 
 class FakeDType:
     def __init__(self, torch_name):
@@ -31,6 +41,12 @@ class FakeDType:
 
     def __str__(self):
         return "torch." + self.torch_name
+
+    def __eq__(self, other):
+        return isinstance(other, FakeDType) and self.torch_name == other.torch_name
+
+    def __hash__(self):
+        return hash(self.torch_name)
 
 
 class FakeTensor:

@@ -199,6 +199,15 @@ class TensorDescriptionTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "grid: .* are not contiguous"):
             layout_of(cl, "grid", ("contiguous",))
 
+    def test_self_overlap(self):
+        from adjoint.tensors import overlaps_itself
+        self.assertFalse(overlaps_itself((2, 3, 4), (12, 4, 1)))
+        self.assertFalse(overlaps_itself((2, 3, 4), (1, 8, 2)))  # permuted, disjoint
+        self.assertFalse(overlaps_itself((2, 3, 4), (24, 8, 2)))  # sliced with gaps
+        self.assertFalse(overlaps_itself((1, 3, 0), (0, 0, 0)))  # no elements
+        self.assertTrue(overlaps_itself((2, 3, 4), (0, 4, 1)))  # expanded
+        self.assertTrue(overlaps_itself((2, 3, 4), (4, 2, 1)))  # interleaved
+
     def test_dtypes(self):
         self.assertEqual(dtype_of(FakeTensor((1,), "bf16"), "x").name, "bf16")
         self.assertEqual(dtype_of(FakeTensor((1,), "f64"), "x").code, 3)
@@ -333,6 +342,44 @@ class FakeLibraryTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "determinism: expected one of default, "
                                                 "allow_atomics"):
             adjoint.prepare(program.spec, determinism="fast")
+
+    def test_warm_launch_rebinds_data_and_still_checks_every_tensor(self):
+        program = adjoint.prepare("upsample_nearest1d_backward dtype=f32 input_size=1,2,5 "
+                                  "output_size=10")
+        first, second = FakeTensor((1, 2, 10)), FakeTensor((1, 2, 10))
+        program(grad_output=first)
+        program(grad_output=second)  # the precomputed path: only the pointer changes
+        self.assertEqual([launch[1]["grad_output"][0] for launch in self.fake.launches],
+                         [first.data_ptr(), second.data_ptr()])
+        self.assertEqual(self.fake.launches[1][1]["grad_output"][2:], ((1, 2, 10), (20, 10, 1)))
+        with self.assertRaisesRegex(ValueError, r"tensor 'grad_output' expected strides "
+                                                r"\(20, 10, 1\), got \(40, 20, 2\)"):
+            program(grad_output=FakeTensor((1, 2, 10), strides=(40, 20, 2)))
+        with self.assertRaisesRegex(ValueError, "tensor 'grad_output': expected a CUDA tensor, got one on cpu"):
+            program(grad_output=FakeTensor((1, 2, 10), device=FakeDevice("cpu", None)))
+        with self.assertRaisesRegex(ValueError, "tensor 'grad_output': expected a CUDA tensor, "
+                                                "got int"):
+            program(grad_output=3)
+        with self.assertRaisesRegex(ValueError, r"tensor 'grad_output' overlaps itself \(shape "
+                                                r"\(1, 2, 10\), strides \(0, 0, 1\)"):
+            program(grad_output=FakeTensor((1, 2, 10), strides=(0, 0, 1)))
+        program(grad_output=first)
+        self.assertEqual(len(self.fake.launches), 3)
+
+    def test_function_memo_skips_checks_only_for_alike_calls(self):
+        grad_output = FakeTensor((1, 2, 8, 8))
+        for _ in range(3):
+            adjoint.upsample_nearest2d_backward(grad_output, [8, 8], [1, 2, 4, 4])
+        self.assertEqual(len(self.fake.prepared), 1)
+        with self.assertRaisesRegex(ValueError, r"grad_output: expected shape \(1, 2, 8, 8\)"):
+            adjoint.upsample_nearest2d_backward(FakeTensor((1, 2, 8, 9)), [8, 8], [1, 2, 4, 4])
+        with self.assertRaisesRegex(ValueError, "grad_output: expected a CUDA tensor"):
+            adjoint.upsample_nearest2d_backward(
+                FakeTensor((1, 2, 8, 8), device=FakeDevice("cpu", None)), [8, 8], [1, 2, 4, 4])
+        adjoint.clear_cache()  # the memo must not keep the released Program
+        adjoint.upsample_nearest2d_backward(grad_output, [8, 8], [1, 2, 4, 4])
+        self.assertEqual(len(self.fake.prepared), 2)
+        self.assertEqual(len(self.fake.launches), 4)
 
     def test_release_and_cache_clear(self):
         program = adjoint.prepare("upsample_nearest1d_backward dtype=f32 input_size=1,2,5 "
