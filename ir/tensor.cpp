@@ -2,6 +2,7 @@
 #include "ir/tensor.h"
 
 #include <algorithm>
+#include <string>
 
 #include "ir/error.h"
 #include "ir/program.h"
@@ -34,12 +35,34 @@ int64_t TensorNode::storage_elements() const {
 
 bool TensorNode::is_contiguous() const { return strides == contiguous_strides(shape); }
 
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+/// s * size, or an Error when the product leaves the i64 range (a stride of a tensor whose
+/// element count overflows 64-bit indexing; never computed with wrapping arithmetic).
+int64_t checked_stride_product(int64_t s, int64_t size, const std::vector<int64_t>& shape) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(s, std::max<int64_t>(size, 1), &product)) {
+    throw Error("a tensor of shape " + shape_text(shape) +
+                    " has more elements than 64-bit indexing can address",
+                ErrorCode::kInvalidArgument);
+  }
+  return product;
+}
+
+}  // namespace
+
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    s = checked_stride_product(s, shape[i], shape);
   }
   return strides;
 }
@@ -50,10 +73,10 @@ std::vector<int64_t> channels_last_strides(const std::vector<int64_t>& shape) {
   auto sz = [&](size_t i) { return std::max<int64_t>(shape[i], 1); };
   int64_t s = 1;
   strides[1] = s;  // C is innermost
-  s *= sz(1);
+  s = checked_stride_product(s, sz(1), shape);
   for (size_t i = shape.size() - 1; i >= 2; --i) {
     strides[i] = s;
-    s *= sz(i);
+    s = checked_stride_product(s, sz(i), shape);
   }
   strides[0] = s;
   return strides;
@@ -67,6 +90,14 @@ Tensor make_tensor(std::string name, DType dtype, std::vector<int64_t> shape, Te
       throw Error("tensor '" + name + "': dimension " + std::to_string(i) + " has size " +
                       std::to_string(shape[i]) + ", expected a size >= 0",
                   ErrorCode::kInvalidProgram);
+    }
+  }
+  int64_t elements = 1;
+  for (int64_t size : shape) {
+    if (__builtin_mul_overflow(elements, std::max<int64_t>(size, 1), &elements)) {
+      throw Error("tensor '" + name + "' of shape " + shape_text(shape) +
+                      " has more elements than 64-bit indexing can address",
+                  ErrorCode::kInvalidArgument);
     }
   }
   if (strides.empty()) strides = contiguous_strides(shape);

@@ -9,6 +9,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/shape_checks.h"
 
 namespace adjoint::ops {
 namespace {
@@ -221,6 +222,7 @@ std::vector<int64_t> read_sizes(const Specialization& spec, const std::string& a
     bad_attribute(attribute, "expected " + std::to_string(count) + " sizes of at least 1 (" +
                                  layout + "), got '" + spec.raw(attribute) + "'");
   }
+  check_sizes_addressable(spec.op_name(), "attribute '" + attribute + "'", sizes);
   return sizes;
 }
 
