@@ -10,6 +10,7 @@
 #include "compiler/derive_grid.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/simplify.h"
@@ -76,6 +77,12 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
+  ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  if (options.determinism == Determinism::kDefault) {
+    p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
+      return lower_scatter_to_binned_gather(x, &claims);
+    });
+  }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
   ScheduleNotes notes;
   p = passes.run("split_reductions", p, [&](const ir::Program& x) {
@@ -93,9 +100,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k]};
+    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}};
     if (auto note = notes.find(kernel.name); note != notes.end())
       emit_options.schedule_note = note->second;
+    if (auto claim = claims.find(kernel.name); claim != claims.end())
+      emit_options.claim_slot_tensor = claim->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
