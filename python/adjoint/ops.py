@@ -192,6 +192,38 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
     """(grad_input or None, grad_grid) of 3-d grid sampling (ATen grid_sampler_3d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, i.e. trilinear, 1 nearest; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    program = grid_sampler_3d_backward_program(grad_output, input, grid, interpolation_mode,
+                                               padding_mode, align_corners, output_mask)
+    outputs = program(grad_output=grad_output, input=input, grid=grid)
+    return outputs.get("grad_input"), outputs["grad_grid"]
+
+
+def grid_sampler_3d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
+                                     align_corners, output_mask):
+    """The Program grid_sampler_3d_backward runs for these arguments (checked, memoized: a warm
+    call skips the argument checks, the spec text and the library's lookup, as in 2-d)."""
+    try:
+        key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
+                        grad_output.device, input.dtype, input.shape, input.stride(),
+                        input.device, grid.dtype, grid.shape, grid.stride(), grid.device,
+                        interpolation_mode, padding_mode, bool(align_corners),
+                        tuple(bool(m) for m in output_mask))
+    except (AttributeError, TypeError):
+        key = None
+    program = _grid3d_programs_by_call.get(key) if key is not None else None
+    if program is None:
+        program = _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode,
+                                                    padding_mode, align_corners, output_mask)
+        if key is not None:
+            _grid3d_programs_by_call[key] = program
+    return program
+
+
+_grid3d_programs_by_call = call_cache()
+
+
+def _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                                      align_corners, output_mask):
     op = "grid_sampler_3d_backward"
     named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
     device, dtype = _same_device_and_dtype(op, named)
@@ -210,8 +242,7 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
     text = spec.grid_sampler_3d_backward(dtype.name, in_shape, grid_shape[1:4],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    outputs = prepare(text, device=device)(grad_output=grad_output, input=input, grid=grid)
-    return outputs.get("grad_input"), outputs["grad_grid"]
+    return prepare(text, device=device)
 
 
 MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",
