@@ -11,6 +11,7 @@
 
 #include "compiler/program_utils.h"
 #include "ir/builder.h"
+#include "ir/visitor.h"
 
 namespace adjoint::compiler {
 namespace {
@@ -115,13 +116,56 @@ std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
 Expr as_i64(const Expr& e) { return e.dtype() == DType::kI64 ? e : ir::cast(DType::kI64, e); }
 Expr at(const Tensor& t, Expr i) { return as_i64(ir::load(t, {std::move(i)})); }
 
+/// Replaces the largest float subexpressions of a scatter's value that depend on no broadcast
+/// axis and read memory (grid_sampler's tap weights) by loads of per-record factors in bucket
+/// order, `factor[q]`: computed once per record instead of once per broadcast index, and read
+/// contiguously by the gather. The same expression in the same dtype: the same bits.
+class FactorHoister : public ir::ExprMutator {
+ public:
+  FactorHoister(std::vector<const ir::VarNode*> broadcast, Var q,
+                std::function<Tensor(const Expr&)> make_factor)
+      : broadcast_(std::move(broadcast)), q_(std::move(q)), make_factor_(std::move(make_factor)) {}
+
+ protected:
+  Expr visit_Unary(const ir::UnaryNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Unary(n, self);
+  }
+  Expr visit_Binary(const ir::BinaryNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Binary(n, self);
+  }
+  Expr visit_Select(const ir::SelectNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Select(n, self);
+  }
+  Expr visit_Cast(const ir::CastNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Cast(n, self);
+  }
+
+ private:
+  bool hoistable(const Expr& e) const {
+    if (!ir::is_float(e.dtype())) return false;
+    for (const ir::VarNode* v : broadcast_) {
+      if (depends_on(e, v)) return false;
+    }
+    bool reads = false;
+    for_each_node(e, [&](const Expr& node) {
+      reads |= node.kind() == ir::ExprKind::kLoad || node.kind() == ir::ExprKind::kReduce;
+    });
+    return reads;
+  }
+  Expr hoist(const Expr& e) { return ir::load(make_factor_(e), {Expr(q_)}); }
+
+  std::vector<const ir::VarNode*> broadcast_;
+  Var q_;
+  std::function<Tensor(const Expr&)> make_factor_;
+};
+
 /// Builds the kernels and temporaries of one program rewrite, with names unique in it.
 class Rewriter {
  public:
   explicit Rewriter(ir::Program& out) : out_(out) {}
 
-  Tensor temporary(const std::string& base, int64_t size) {
-    Tensor t = ir::make_tensor(unique_tensor_name(out_, base), DType::kI32, {size},
+  Tensor temporary(const std::string& base, int64_t size, DType dtype = DType::kI32) {
+    Tensor t = ir::make_tensor(unique_tensor_name(out_, base), dtype, {size},
                                ir::TensorRole::kTemporary);
     out_.temporaries.push_back(t);
     return t;
@@ -216,12 +260,32 @@ class Rewriter {
                                             : "i" + std::to_string(j));
       indices.push_back(vars.back());
     }
-    Expr body = stage.value;
+    Var q("q");
+    // Per-record factors, in bucket order (a slot past the last filled one reads record 0,
+    // whose factor is never used: the guard keeps its loads from running).
+    std::vector<const ir::VarNode*> broadcast;
+    for (const auto& axis : b.component_axis) {
+      if (axis) broadcast.push_back(stage.domain[*axis].var.get());
+    }
+    std::vector<ir::Stage> factor_stages;
+    const Expr filled = at(offset, Expr(b.cells));
+    Var f("q");  // the factor kernel's slot (one domain variable shared by its stages)
+    FactorHoister hoister(broadcast, q, [&](const Expr& e) {
+      Tensor factor = temporary(prefix + "_factor", b.records, e.dtype());
+      Expr value = decode_records(b, stage, e, at(sorted, Expr(f)));
+      factor_stages.push_back(ir::compute(
+          factor, ir::over({f}, {b.records}),
+          ir::select(Expr(f) < filled, value, ir::constant(e.dtype(), 0))));
+      return factor;
+    });
+    Expr body = hoister.mutate(stage.value);
+    if (!factor_stages.empty()) {
+      kernels.push_back(ir::Kernel{prefix + "_factors", std::move(factor_stages), {}});
+    }
     for (int j = 0; j < target->rank(); ++j) {
       if (b.component_axis[j])
         body = substitute(body, stage.domain[*b.component_axis[j]].var.get(), vars[j]);
     }
-    Var q("q");
     body = decode_records(b, stage, body, at(sorted, Expr(q)));
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
     const Expr cell = cell_of(b, target, indices);

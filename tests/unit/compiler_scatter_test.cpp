@@ -477,8 +477,8 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
             (std::vector<std::string>{
                 "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
                 "grad_input_bin_scan1_partial", "grad_input_bin_scan2", "grad_input_bin_scan1",
-                "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort", "grad_input",
-                "grad_grid"}));
+                "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
+                "grad_input_bin_factors", "grad_input", "grad_grid"}));
   EXPECT_EQ(claims, (ClaimSlotTensors{{"grad_input_bin_fill", "grad_input_bin_count"}}));
   // Records are (n, h_out, w_out, tap): 2 x 5 x 4 x 16, channels excluded; cells (n, y, x).
   ir::Tensor count = out.find_tensor("grad_input_bin_count");
@@ -487,10 +487,17 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   EXPECT_EQ(count->shape, (std::vector<int64_t>{2400}));
   EXPECT_EQ(sorted->shape, (std::vector<int64_t>{2 * 5 * 4 * 16}));
   EXPECT_EQ(out.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{2401}));
-  const ir::Stage& gather = out.kernels[9].stages[0];
+  // The tap weight (no channel in it) is computed once per record, in bucket order.
+  ASSERT_EQ(out.kernels[9].stages.size(), 1u);
+  EXPECT_EQ(out.kernels[9].stages[0].target->name, "grad_input_bin_factor");
+  EXPECT_EQ(out.kernels[9].stages[0].target->dtype, DType::kF32);
+  const ir::Stage& gather = out.kernels[10].stages[0];
   EXPECT_EQ(gather.kind, ir::StageKind::kCompute);
   EXPECT_EQ(gather.target->name, "grad_input");
   EXPECT_EQ(gather.domain.size(), 4u);
+  const std::string text = ir::to_string(gather.value);
+  EXPECT_NE(text.find("grad_input_bin_factor[q"), std::string::npos) << text;
+  EXPECT_EQ(text.find("source_coordinate"), std::string::npos) << text;
 }
 
 TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
