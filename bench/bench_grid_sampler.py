@@ -15,12 +15,15 @@ Inputs rotate among enough copies to exceed L2 (bench.py's rotating_inputs).
 """
 
 import math
+import os
 import statistics
+import sys
 import time
 
 import torch
 
-import adjoint
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import adjoint  # noqa: E402
 
 GRID_SAMPLER_SHAPES = [  # (input N, C, H, W), grid (H_out, W_out): issue 10's cases
     ((8, 64, 128, 128), (128, 128)),
@@ -168,8 +171,6 @@ def main():
     [--dtypes f32,bf16] [--modes ...] [--paddings ...] [--runs N] [--out file.json]."""
     import argparse
     import json
-    import os
-    import sys
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench
     parser = argparse.ArgumentParser(description="grid_sampler_2d_backward vs PyTorch")
@@ -204,5 +205,4 @@ def main():
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(main())
