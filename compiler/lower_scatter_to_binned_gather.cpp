@@ -115,6 +115,12 @@ std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
 
 Expr as_i64(const Expr& e) { return e.dtype() == DType::kI64 ? e : ir::cast(DType::kI64, e); }
 Expr at(const Tensor& t, Expr i) { return as_i64(ir::load(t, {std::move(i)})); }
+/// A loaded record id or bucket bound, clamped to the range it always has: a no-op on the
+/// values the kernels write, which tells the bounds analysis their range (plain division and
+/// modulo instead of floor ones, and 32-bit index math where everything fits).
+Expr within(const Expr& e, int64_t lo, int64_t hi) {
+  return ir::min(ir::max(e, Expr(lo)), Expr(hi));
+}
 
 /// Replaces the largest float subexpressions of a scatter's value that depend on no broadcast
 /// axis and read memory (grid_sampler's tap weights) by loads of per-record factors in bucket
@@ -238,10 +244,11 @@ class Rewriter {
     {
       Var p("p"), q("q");
       const Expr record = ir::load(unsorted, {Expr(p)});
-      const Expr cell = decode_records(b, stage, key, as_i64(record));
-      const Expr begin = at(offset, cell);
+      const Expr cell = decode_records(b, stage, key, within(as_i64(record), 0, b.records - 1));
+      const Expr begin = within(at(offset, cell), 0, b.records);
       const Expr rank =
-          ir::sum({ir::range(q, begin, at(offset, cell + Expr(int64_t{1})) - begin)},
+          ir::sum({ir::range(q, begin,
+                             within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
                   ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
                              ir::constant(DType::kI32, 0)),
                   DType::kI32);
@@ -272,7 +279,7 @@ class Rewriter {
     Var f("q");  // the factor kernel's slot (one domain variable shared by its stages)
     FactorHoister hoister(broadcast, q, [&](const Expr& e) {
       Tensor factor = temporary(prefix + "_factor", b.records, e.dtype());
-      Expr value = decode_records(b, stage, e, at(sorted, Expr(f)));
+      Expr value = decode_records(b, stage, e, within(at(sorted, Expr(f)), 0, b.records - 1));
       factor_stages.push_back(ir::compute(
           factor, ir::over({f}, {b.records}),
           ir::select(Expr(f) < filled, value, ir::constant(e.dtype(), 0))));
@@ -286,11 +293,13 @@ class Rewriter {
       if (b.component_axis[j])
         body = substitute(body, stage.domain[*b.component_axis[j]].var.get(), vars[j]);
     }
-    body = decode_records(b, stage, body, at(sorted, Expr(q)));
+    body = decode_records(b, stage, body, within(at(sorted, Expr(q)), 0, b.records - 1));
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
     const Expr cell = cell_of(b, target, indices);
-    const Expr begin = at(offset, cell);
-    Expr total = ir::sum({ir::range(q, begin, at(offset, cell + Expr(int64_t{1})) - begin)}, body,
+    const Expr begin = within(at(offset, cell), 0, b.records);
+    Expr total = ir::sum(
+        {ir::range(q, begin, within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
+        body,
                          stage.accumulation);
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
     kernels.push_back(
