@@ -556,5 +556,22 @@ TEST(ScatterToBinnedGather, ScattersItCannotTakeAreLeftToAtomics) {
   EXPECT_EQ(binned.kernels.back().stages[0].kind, ir::StageKind::kCompute);
 }
 
+TEST(ScatterToBinnedGather, EmptyRecordsOrCellsLower) {
+  for (auto [records, cells] : {std::pair<int64_t, int64_t>{0, 4}, {6, 0}, {0, 0}}) {
+    ir::ProgramBuilder b("empty");
+    ir::Tensor index = b.input("index", DType::kI32, {records});
+    ir::Tensor v = b.input("v", DType::kF32, {3, records});
+    ir::Tensor out = b.output("out", DType::kF32, {3, cells});
+    Var c("c"), k("k");
+    Expr at_k = ir::cast(DType::kI64, ir::load(index, {k}));
+    b.kernel("bins", {ir::scatter_add(out, {c, at_k}, ir::load(v, {c, k}),
+                                      ir::over({c, k}, {3, records}), DType::kF32,
+                                      at_k >= 0 && at_k < cells)});
+    ir::Program p = std::move(b).build();
+    CompiledProgram lowered = lower(p, LowerOptions{});
+    EXPECT_TRUE(lowered.deterministic) << records << " records, " << cells << " cells";
+  }
+}
+
 }  // namespace
 }  // namespace adjoint::compiler
