@@ -101,6 +101,7 @@ Expr decode_records(const Binning& b, const ir::Stage& stage, const Expr& e, con
   for (size_t i = b.record_axes.size(); i-- > 0;) {
     Expr value = stride == 1 ? id : id / Expr(stride);
     if (i > 0) value = value % Expr(b.record_extents[i]);
+    if (b.record_extents[i] == 1) value = Expr(int64_t{0});  // nothing to decode
     out = substitute(out, stage.domain[b.record_axes[i]].var.get(), value);
     stride *= b.record_extents[i];
   }
