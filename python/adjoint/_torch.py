@@ -71,6 +71,17 @@ def current_stream(device):
     return t.cuda.current_stream(device).cuda_stream
 
 
+def launch_getters(device):
+    """(get_device() -> the current device index, get_stream(device index) -> the current
+    CUstream) for the compiled launch path: PyTorch's raw builtins where it has them."""
+    t = torch()
+    raw_device = getattr(t._C, "_cuda_getDevice", None)
+    raw_stream = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    if raw_device is None or raw_stream is None:
+        return _current_device_index, lambda index: current_stream(device)
+    return raw_device, raw_stream
+
+
 _DTYPES = {}
 
 

@@ -196,6 +196,7 @@ def fake_environment(fake):
         "current_device": lambda: FakeDevice("cuda", 0),
         "device_guard": lambda device: contextlib.nullcontext(),
         "current_stream": lambda device: 0xABC,
+        "launch_getters": lambda device: (lambda: 0, lambda index: 0xABC),
         "empty_strided": empty_strided,
     }
     saved = {name: getattr(_torch, name) for name in replacements}
