@@ -66,6 +66,26 @@ def profile_function_call(call, calls=2000):
 
 
 def measure(runs=1000):
+    """Every figure with the compiled launch path (adjoint._fastlaunch) where it is built,
+    beside the adjoint figures with the ctypes path, in one run."""
+    from adjoint import _fast
+    results = _measure(runs)
+    results["launch_path"] = "fastlaunch" if _fast.module() is not None else "ctypes"
+    if _fast.module() is None:
+        results["fastlaunch_missing"] = _fast.reason
+        return results
+    _fast.set_enabled(False)
+    adjoint.clear_cache()
+    try:
+        plain = _measure(runs, adjoint_only=True)
+    finally:
+        _fast.set_enabled(True)
+        adjoint.clear_cache()
+    results["ctypes_path"] = {k: v for k, v in plain.items() if k.startswith("adjoint_")}
+    return results
+
+
+def _measure(runs, adjoint_only=False):
     device = torch.device("cuda")
     input_size, output_size = SMALL_INPUT_SIZE, SMALL_OUTPUT_SIZE
     grad_output = torch.randn(input_size[:2] + output_size, device=device)
@@ -95,6 +115,8 @@ def measure(runs=1000):
         "targets_us": {"adjoint_function_us": 20, "adjoint_program_launch_us": 8,
                        "adjoint_prepare_hit_us": 2},
     }
+    if adjoint_only:
+        return results
     try:
         import adjoint.torch as dropin
         with dropin.enabled():

@@ -104,6 +104,7 @@ class Program:
         self._allocations = tuple((t.name, t.shape, t.strides, _dtype_torch_name(t.dtype))
                                   for t in self.tensors if t.role == "output")
         self._launch_lock = threading.Lock()
+        self._allocators = None  # (name, allocate()) per output, made on the first call
         self._fast = self._fast_launcher()
 
     def _fast_launcher(self):
@@ -195,15 +196,22 @@ class Program:
     def __call__(self, tensors=None, stream=None, **named):
         """Binds `tensors` (a dict) and keyword tensors, allocates the outputs not given, launches,
         and returns {output name: tensor}."""
-        bound = dict(tensors) if tensors else {}
-        if named:
-            bound.update(named)
+        if tensors:
+            bound = dict(tensors)
+            if named:
+                bound.update(named)
+        else:
+            bound = named
         outputs = {}
-        for name, shape, strides, torch_dtype_name in self._allocations:
+        allocators = self._allocators
+        if allocators is None:
+            allocators = self._allocators = tuple(
+                (name, _torch.allocator(shape, strides, torch_dtype_name, self.device))
+                for name, shape, strides, torch_dtype_name in self._allocations)
+        for name, allocate in allocators:
             tensor = bound.get(name)
             if tensor is None:
-                tensor = bound[name] = _torch.empty_strided(shape, strides, torch_dtype_name,
-                                                            self.device)
+                tensor = bound[name] = allocate()
             outputs[name] = tensor
         fast = self._fast
         if fast is None or not fast(bound, stream):
@@ -229,15 +237,31 @@ _cache_lock = threading.Lock()
 def prepare(spec, determinism="default", device=None):
     """The Program for specialization text `spec` on `device` (default: the current CUDA
     device), from the cache or compiled and loaded now."""
+    # A warm hit: these exact arguments were resolved before (one dict lookup).
+    try:
+        return _warm[(spec, determinism,
+                      _torch.current_device_index() if device is None else device)]
+    except (KeyError, TypeError):
+        pass
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError("spec: expected 'op key=value ...', got %r" % (spec,))
     code = determinism_code(determinism)
+    given = device
     if device is None:
         device = _torch.current_device()
     key = (spec, code, _torch.device_index(device))
     program = _cache.get(key)
-    if program is not None:
-        return program
+    if program is None:
+        program = _load(spec, determinism, code, device, key)
+    try:
+        _warm[(spec, determinism, _torch.device_index(device) if given is None else given)] = \
+            program
+    except TypeError:  # an unhashable device or determinism: no warm entry
+        pass
+    return program
+
+
+def _load(spec, determinism, code, device, key):
     library = _capi.library()
     with _torch.device_guard(device):
         handle = library.prepare(spec, code)
@@ -254,6 +278,10 @@ def prepare(spec, determinism="default", device=None):
 
 
 _call_caches = []
+
+
+_warm = {}
+_call_caches.append(_warm)  # (spec, determinism as given, device as given or current index)
 
 
 def call_cache():

@@ -197,6 +197,9 @@ def fake_environment(fake):
         "device_guard": lambda device: contextlib.nullcontext(),
         "current_stream": lambda device: 0xABC,
         "launch_getters": lambda device: (lambda: 0, lambda index: 0xABC),
+        "current_device_index": lambda: 0,
+        "allocator": lambda shape, strides, name, device: (
+            lambda: empty_strided(shape, strides, name, device)),
         "empty_strided": empty_strided,
     }
     saved = {name: getattr(_torch, name) for name in replacements}
