@@ -107,13 +107,15 @@ class Program:
         self._allocators = None  # (name, allocate()) per output, made on the first call
         self._fast = self._fast_launcher()
 
-    def _fast_launcher(self):
+    def _fast_launcher(self, function=None):
         """The compiled launcher of this program (adjoint._fastlaunch.Launcher), or None where
-        the extension or the library's function address is not available."""
+        the extension or the library's function address is not available. `function`: another
+        launch function's address (bench_overhead.py measures the binding with one that does
+        nothing)."""
         fast = _fast.module()
         if fast is None:
             return None
-        function = self._library.function_address("adjoint_launch")
+        function = function or self._library.function_address("adjoint_launch")
         if not function:
             return None
         get_device, get_stream = _torch.launch_getters(self.device)

@@ -301,6 +301,25 @@ static PyObject* launcher_forget(Launcher* self, PyObject* unused) {
   Py_RETURN_NONE;
 }
 
+/* A launch function that does nothing and succeeds: a Launcher built on it measures the
+   binding's own cost per call, without the library's launch (bench/bench_overhead.py). */
+static int launch_nothing(void* program, int count, const char* const* names,
+                          const adjoint_tensor* tensors, void* stream) {
+  (void)program, (void)count, (void)names, (void)tensors, (void)stream;
+  return 0;
+}
+
+static PyObject* module_launch_nothing_address(PyObject* module, PyObject* unused) {
+  (void)module, (void)unused;
+  return PyLong_FromVoidPtr((void*)launch_nothing);
+}
+
+static PyMethodDef module_methods[] = {
+    {"launch_nothing_address", module_launch_nothing_address, METH_NOARGS,
+     "The address of a launch function that does nothing (to measure the binding alone)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef launcher_methods[] = {
     {"forget", (PyCFunction)launcher_forget, METH_NOARGS,
      "Drops every accepted record: the next call runs the full checks on every tensor."},
@@ -326,7 +345,7 @@ static PyType_Spec launcher_spec = {
 static struct PyModuleDef module_definition = {
     PyModuleDef_HEAD_INIT, "_fastlaunch",
     "The per-call launch of prepared adjoint programs in C (see python/adjoint/program.py).", -1,
-    NULL, NULL, NULL, NULL, NULL,
+    module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
