@@ -69,6 +69,14 @@ class FakeTensor:
     def data_ptr(self):
         return self._address
 
+    def contiguous(self):
+        """Itself when contiguous, else a contiguous copy (a new address), as torch's."""
+        if self._strides == contiguous_strides(self.shape):
+            return self
+        copy = FakeTensor(self.shape, self.dtype.torch_name, None, self.device)
+        self.copies = getattr(self, "copies", 0) + 1
+        return copy
+
 
 class FakeProgramDefinition:
     def __init__(self, tensors, deterministic=True):
