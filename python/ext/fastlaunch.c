@@ -230,10 +230,18 @@ static PyObject* launcher_call(Launcher* self, PyObject* args, PyObject* kwargs)
   if (device != self->device) Py_RETURN_FALSE;
 
   adjoint_tensor stack[kStackTensors];
+  PyObject* held_stack[kStackTensors];
   adjoint_tensor* bound = stack;
+  PyObject** held = held_stack; /* the bound tensors, alive until the launch is queued */
+  int held_count = 0;
   if (self->count > kStackTensors) {
     bound = (adjoint_tensor*)PyMem_Malloc(sizeof(adjoint_tensor) * (size_t)self->count);
-    if (bound == NULL) return PyErr_NoMemory();
+    held = (PyObject**)PyMem_Malloc(sizeof(PyObject*) * (size_t)self->count);
+    if (bound == NULL || held == NULL) {
+      PyMem_Free(bound);
+      PyMem_Free(held);
+      return PyErr_NoMemory();
+    }
   }
   PyObject* result = NULL;
   for (int i = 0; i < self->count; ++i) {
@@ -244,8 +252,14 @@ static PyObject* launcher_call(Launcher* self, PyObject* args, PyObject* kwargs)
       Py_INCREF(result);
       goto done;
     }
+    Py_INCREF(tensor);
+    held[held_count++] = tensor;
     PyObject* fresh = NULL;
-    int same = matches_record(tensor, self->records[i], &fresh);
+    /* held across the comparison: another thread may replace the record meanwhile */
+    PyObject* record = self->records[i];
+    Py_XINCREF(record);
+    int same = matches_record(tensor, record, &fresh);
+    Py_XDECREF(record);
     if (same < 0) goto done;
     if (same) {
       memcpy(&bound[i], &self->templates[i], sizeof(adjoint_tensor));
@@ -291,7 +305,11 @@ static PyObject* launcher_call(Launcher* self, PyObject* args, PyObject* kwargs)
   result = Py_True;
   Py_INCREF(result);
 done:
-  if (bound != stack) PyMem_Free(bound);
+  for (int i = 0; i < held_count; ++i) Py_DECREF(held[i]);
+  if (bound != stack) {
+    PyMem_Free(bound);
+    PyMem_Free(held);
+  }
   return result;
 }
 

@@ -9,7 +9,8 @@ when CMake built it), where its absence fails.
 import os
 import unittest
 
-from fakes import FakeDevice, FakeLibrary, FakeTensor, fake_environment
+from fakes import (FakeDevice, FakeLibrary, FakeProgramDefinition, FakeTensor,
+                   fake_environment)
 from test_binding import fake_definitions
 
 import adjoint
@@ -124,6 +125,21 @@ class FastLaunchTest(unittest.TestCase):
         finally:
             _torch.launch_getters = saved
         self.assertEqual(len(self.fake.launches), 2)
+
+    def test_more_tensors_than_the_stack_holds(self):
+        names = ["t%d" % i for i in range(40)]
+        wide = FakeLibrary(lambda text: FakeProgramDefinition(
+            [(n, "input", "f32", (i + 1,), (1,)) for i, n in enumerate(names)]))
+        with fake_environment(wide):
+            program = adjoint.prepare("wide dtype=f32")
+            tensors = {n: FakeTensor((i + 1,)) for i, n in enumerate(names)}
+            for _ in range(2):
+                self.assertTrue(program._fast(tensors, None))
+            with self.assertRaisesRegex(ValueError, r"tensor 't39' expected shape \(40,\)"):
+                program(dict(tensors, t39=FakeTensor((41,))))
+        bound = wide.launches[1][1]
+        self.assertEqual(len(wide.launches), 2)
+        self.assertEqual([bound[n][0] for n in names], [tensors[n].data_ptr() for n in names])
 
     def test_released_program_is_not_launched(self):
         program = adjoint.prepare(SPEC)
