@@ -3,7 +3,8 @@ absence, in which case programs launch through ctypes (program.py).
 
 Where it is looked for, in order: inside the package (where `pip install .` puts it), then
 build/lib/ of the checkout this package lives in (where the CMake build writes it, beside
-libadjoint). ADJOINT_FASTLAUNCH=0 turns it off (the ctypes path then runs everywhere).
+libadjoint). ADJOINT_FASTLAUNCH=0 turns it off (the ctypes path then runs everywhere);
+ADJOINT_FASTLAUNCH=<path of a _fastlaunch*.so> loads that build instead.
 """
 
 import glob
@@ -30,9 +31,16 @@ def _load_from(path):
 def _find():
     global reason
     reason = None
-    if os.environ.get("ADJOINT_FASTLAUNCH", "1") == "0":
+    setting = os.environ.get("ADJOINT_FASTLAUNCH", "")
+    if setting == "0":
         reason = "ADJOINT_FASTLAUNCH=0"
         return None
+    if setting not in ("", "1"):
+        try:
+            return _load_from(setting)
+        except ImportError as error:
+            reason = "ADJOINT_FASTLAUNCH=%s: %s" % (setting, error)
+            return None
     try:
         from . import _fastlaunch
         return _fastlaunch
