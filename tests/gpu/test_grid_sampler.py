@@ -163,9 +163,16 @@ def test_mismatched_dtypes_are_rejected():
     with pytest.raises(ValueError, match="interpolation_mode: expected one of bilinear, nearest, "
                                          "bicubic"):
         adjoint.grid_sampler_2d_backward(grad_output, input, grid, 3, 0, False, [True, True])
-    with pytest.raises(ValueError, match="input: .* are not contiguous"):
-        adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3), grid, 0, 0, False,
-                                         [True, True])
+    # other strides are bound as a contiguous copy; a tensor overlapping itself is refused
+    transposed = adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3), grid, 0, 0,
+                                                  False, [True, True])
+    copied = adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3).contiguous(),
+                                              grid, 0, 0, False, [True, True])
+    for got, want in zip(transposed, copied):
+        torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="input: overlaps itself"):
+        adjoint.grid_sampler_2d_backward(grad_output, input[:, :1].expand(1, 2, 4, 4), grid, 0,
+                                         0, False, [True, True])
 
 
 # --- edge cases -------------------------------------------------------------------------------
