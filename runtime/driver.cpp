@@ -4,7 +4,12 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "ir/error.h"
@@ -119,6 +124,57 @@ bool memory_pools_supported_here() {
   return supported != 0;
 }
 
+/// ADJOINT_TEMPORARY_POOL_BYTES (bytes, default 1 GiB, 0 leaves the pool alone): how much freed
+/// stream-ordered memory the device's default pool keeps reserved across synchronizations. The
+/// pool's own default (0) hands every freed byte back to the driver at each synchronize, so a
+/// program with temporaries (binned gathers, split reductions) mapped them again on every call:
+/// ~150 us per grid_sampler call on the H100. Malformed values are warned about and ignored.
+uint64_t temporary_pool_bytes() {
+  constexpr uint64_t kDefault = uint64_t{1} << 30;
+  const char* text = std::getenv("ADJOINT_TEMPORARY_POOL_BYTES");
+  if (text == nullptr || *text == '\0') return kDefault;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || text[0] == '-') {
+    logger().warn("ADJOINT_TEMPORARY_POOL_BYTES: expected a byte count such as 1073741824, got "
+                  "'{}'; using {}",
+                  text, kDefault);
+    return kDefault;
+  }
+  return value;
+}
+
+/// Raises the release threshold of `device`'s default memory pool to temporary_pool_bytes()
+/// once per device (never lowers a threshold someone else raised). Optional entry points that
+/// are missing, or a driver that refuses, leave the pool as it was.
+void keep_temporaries_reserved(CUdevice device) {
+  static std::mutex mutex;
+  static std::set<CUdevice> done;
+  std::lock_guard lock(mutex);
+  if (!done.insert(device).second) return;
+  Driver& table = driver();
+  const uint64_t wanted = temporary_pool_bytes();
+  if (wanted == 0 || !table.DeviceGetDefaultMemPool || !table.MemPoolGetAttribute ||
+      !table.MemPoolSetAttribute) {
+    return;
+  }
+  CUmemoryPool pool = nullptr;
+  if (table.DeviceGetDefaultMemPool(&pool, device) != CUDA_SUCCESS) return;
+  uint64_t threshold = 0;
+  if (table.MemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) !=
+          CUDA_SUCCESS ||
+      threshold >= wanted) {
+    return;
+  }
+  threshold = wanted;
+  if (table.MemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) !=
+      CUDA_SUCCESS) {
+    logger().debug("cuMemPoolSetAttribute(RELEASE_THRESHOLD) refused; temporaries are remapped "
+                   "after each synchronize");
+  }
+}
+
 }  // namespace
 
 Driver& driver() {
@@ -156,6 +212,9 @@ DeviceAllocation allocate_device_memory(size_t bytes, CUstream stream) {
   if (bytes == 0) return allocation;  // the driver rejects empty allocations; nothing to hold
   Driver& table = driver();
   if (memory_pools_supported_here()) {
+    CUdevice device = 0;
+    check(table.CtxGetDevice(&device), "cuCtxGetDevice");
+    keep_temporaries_reserved(device);
     CUresult result = table.MemAllocAsync(&allocation.pointer, bytes, stream);
     if (result == CUDA_SUCCESS) {
       allocation.stream_ordered = true;

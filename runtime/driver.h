@@ -46,6 +46,9 @@ namespace adjoint::runtime {
   X(MemFree, 3020, true)                  \
   X(MemAllocAsync, 11020, false)          \
   X(MemFreeAsync, 11020, false)           \
+  X(DeviceGetDefaultMemPool, 11020, false) \
+  X(MemPoolGetAttribute, 11020, false)    \
+  X(MemPoolSetAttribute, 11020, false)    \
   X(MemsetD8Async, 3020, true)            \
   X(MemcpyHtoD, 3020, true)               \
   X(MemcpyDtoH, 3020, true)               \
