@@ -6,9 +6,10 @@
 //    running it to completion; and, in other fresh processes, the same split into steps (parse,
 //    locate NVRTC, build IR, lower, binaries, module load, launch and synchronize), with proof
 //    that the hit left NVRTC unloaded;
-//  - cold prepare (issue 12): per op, a fresh process with an empty cache directory, one
-//    compile thread against the default count, split into phases (IR, emission, NVRTC load,
-//    NVRTC compile wall and summed, module load), then that program's disk hit;
+//  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
+//    compile thread against the default count, NVRTC's own cache on and off, split into phases
+//    (IR, emission, NVRTC load, NVRTC compile wall and summed, module load), then that
+//    program's disk hit;
 //  - in-memory hit: the typed API call up to launch submission, against a raw cuLaunchKernel of
 //    the same cubin with the same arguments, per call, in batches that never fill the queue.
 #include <algorithm>
@@ -147,46 +148,58 @@ int cold_prepare_child(const std::string& spec_text) {
   return 0;
 }
 
-/// Cold prepare per op in fresh processes with an empty cache directory each, compiled on one
-/// thread (one unit, as before issue 12) and on the default thread count (one unit per kernel,
-/// concurrently), 3 repetitions each (median); then the disk hit of the same program in
+/// Cold prepare per op in fresh processes, each with an empty adjoint cache directory and an
+/// empty CUDA compute cache (NVRTC 13 keeps its own cache of compiles there, across processes,
+/// whenever a driver is present: without a fresh CUDA_CACHE_PATH a "cold" compile would be one
+/// of its hits), 3 repetitions each (median), in four settings: one compile thread (one unit for
+/// the program, as before issue 12) or the default count (one unit per kernel, concurrently),
+/// each with NVRTC's cache on or off (CUDA_CACHE_DISABLE=1); then that program's disk hit in
 /// another fresh process.
 nlohmann::json cold_prepare_figures(const char* self) {
   nlohmann::json result = nlohmann::json::array();
   const std::string root =
       (std::filesystem::temp_directory_path() / ("adjoint_cold_" + std::to_string(getpid())))
           .string();
+  struct Setting {
+    const char* label;
+    const char* threads;
+    bool nvrtc_cache;
+  };
+  const Setting settings[] = {{"one unit, NVRTC cache on", "1", true},
+                              {"concurrent units, NVRTC cache on", "0", true},
+                              {"one unit, NVRTC cache off", "1", false},
+                              {"concurrent units, NVRTC cache off", "0", false}};
   int run = 0;
   for (const auto& [label, spec] : kColdPrepareSpecs) {
-    for (const char* threads : {"1", "0"}) {
+    for (const Setting& setting : settings) {
       std::vector<nlohmann::json> runs;
-      std::string directory;
+      std::string directory, environment;
+      const std::string mode = std::string("--cold-prepare-child '") + spec + "'";
       for (int r = 0; r < 3; ++r) {
         directory = root + "/" + std::to_string(run++);
-        const std::string mode = std::string("--cold-prepare-child '") + spec + "'";
-        const std::string env =
-            "ADJOINT_CACHE_DIR='" + directory + "' ADJOINT_COMPILE_THREADS=" + threads + " ";
+        environment = "ADJOINT_CACHE_DIR='" + directory + "/adjoint' CUDA_CACHE_PATH='" +
+                      directory + "/cuda' ADJOINT_COMPILE_THREADS=" + setting.threads +
+                      (setting.nvrtc_cache ? " " : " CUDA_CACHE_DISABLE=1 ");
         try {
-          runs.push_back(nlohmann::json::parse(run_child((env + "'" + self + "'").c_str(),
-                                                         mode.c_str(), true)));
+          runs.push_back(nlohmann::json::parse(
+              run_child((environment + "'" + self + "'").c_str(), mode.c_str(), true)));
         } catch (const nlohmann::json::exception&) {
         }
       }
       if (runs.empty()) continue;
+      std::vector<double> all;
+      for (const nlohmann::json& r : runs) all.push_back(r.value("prepare_ms", 0.0));
       std::sort(runs.begin(), runs.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
         return a.value("prepare_ms", 0.0) < b.value("prepare_ms", 0.0);
       });
       nlohmann::json entry = runs[runs.size() / 2];
       entry["op"] = label;
       entry["spec"] = spec;
-      entry["threads_setting"] = threads;
-      entry["prepare_ms_all"] = nlohmann::json::array();
-      for (const nlohmann::json& r : runs) entry["prepare_ms_all"].push_back(r["prepare_ms"]);
+      entry["setting"] = setting.label;
+      entry["prepare_ms_runs"] = all;
       try {
-        const std::string mode = std::string("--cold-prepare-child '") + spec + "'";
-        const std::string env = "ADJOINT_CACHE_DIR='" + directory + "' ";
         entry["disk_hit"] = nlohmann::json::parse(
-            run_child((env + "'" + self + "'").c_str(), mode.c_str(), true));
+            run_child((environment + "'" + self + "'").c_str(), mode.c_str(), true));
       } catch (const nlohmann::json::exception&) {
       }
       result.push_back(entry);

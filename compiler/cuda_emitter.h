@@ -41,6 +41,11 @@ struct EmitOptions {
   /// The kernel's index width as narrow_index_math decided it; derived again (with
   /// kernel_index_width) when absent, for programs that did not go through that pass.
   std::optional<IndexWidth> index_width;
+  /// Loops with a constant trip count above 8 that are not unrolled completely get
+  /// `#pragma unroll N` with this N; 0 writes no pragma and leaves the choice to NVVM, which unrolls such loops
+  /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
+  /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
+  int partial_unroll = 0;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

@@ -41,12 +41,16 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
+  /// (0: NVVM's choice, full unrolling). In [0, 64].
+  int partial_unroll = 4;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
 /// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
-/// `options.split_target_threads` is not one of the values documented above.
+/// `options.split_target_threads` or `options.partial_unroll` is not one of the values
+/// documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
 }  // namespace adjoint::compiler

@@ -77,6 +77,7 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int split_threads_log2 = 0;
+  int partial_unroll = 4;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -117,6 +118,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
+  knobs.partial_unroll = integer_knob(
+      "ADJOINT_TUNE_PARTIAL_UNROLL", 4, [](int v) { return v >= 0 && v <= 64; },
+      "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
+      "[1, 64]");
   return knobs;
 }
 
@@ -321,6 +326,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
+  options.partial_unroll = tuning_knobs().partial_unroll;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
