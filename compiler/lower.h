@@ -42,8 +42,10 @@ struct LowerOptions {
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
   /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
-  /// (0: NVVM's choice, full unrolling). In [0, 64].
-  int partial_unroll = 4;
+  /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
+  /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
+  /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
+  int partial_unroll = 0;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

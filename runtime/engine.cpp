@@ -77,7 +77,7 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int split_threads_log2 = 0;
-  int partial_unroll = 4;
+  int partial_unroll = 0;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -119,7 +119,7 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
   knobs.partial_unroll = integer_knob(
-      "ADJOINT_TUNE_PARTIAL_UNROLL", 4, [](int v) { return v >= 0 && v <= 64; },
+      "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
   return knobs;
