@@ -14,6 +14,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <fmt/format.h>
@@ -151,20 +152,16 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
   };
   const int workers = static_cast<int>(
       std::min<size_t>(missing.size(), static_cast<size_t>(std::max(threads, 1))));
-  profile.threads = workers;
-  if (workers == 1) {
-    work();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(workers - 1);
-    try {
-      for (int t = 1; t < workers; ++t) pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      // no more threads to be had: the ones started (and this one) do all the work
-    }
-    work();
-    for (std::thread& thread : pool) thread.join();
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  try {
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // no more threads to be had: the ones started (and this one) do all the work
   }
+  profile.threads = static_cast<int>(pool.size()) + 1;
+  work();
+  for (std::thread& thread : pool) thread.join();
   Clock::time_point first = missing.front()->started, last = missing.front()->finished;
   for (const Unit* unit : missing) {
     first = std::min(first, unit->started);
