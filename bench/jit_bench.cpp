@@ -6,12 +6,18 @@
 //    running it to completion; and, in other fresh processes, the same split into steps (parse,
 //    locate NVRTC, build IR, lower, binaries, module load, launch and synchronize), with proof
 //    that the hit left NVRTC unloaded;
+//  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
+//    compile thread against the default count, NVRTC's own cache on and off, split into phases
+//    (IR, emission, NVRTC load, NVRTC compile wall and summed, module load), then that
+//    program's disk hit;
 //  - in-memory hit: the typed API call up to launch submission, against a raw cuLaunchKernel of
 //    the same cubin with the same arguments, per call, in batches that never fill the queue.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -99,6 +105,110 @@ int disk_hit_breakdown_child() {
   return 0;
 }
 
+std::string run_child(const char* self, const char* mode, bool raw_self = false);
+
+/// The cold-prepare cases of issue 12: a fresh process, an empty disk cache, one op.
+const std::vector<std::pair<const char*, const char*>> kColdPrepareSpecs = {
+    {"upsample_nearest2d_backward",
+     "upsample_nearest2d_backward dtype=f32 input_size=1,3,101,67 output_size=203,134"},
+    {"grid_sampler_2d_backward bicubic",
+     "grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 "
+     "interpolation_mode=bicubic padding_mode=zeros align_corners=false"},
+    {"mhc_pre_backward",
+     "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16"},
+};
+
+/// Child mode: with the context already made, prepares the spec given on the command line
+/// (ADJOINT_CACHE_DIR names the cache, empty or not) and prints where the time went as one JSON
+/// line: the prepare's wall time and the engine's phases.
+int cold_prepare_child(const std::string& spec_text) {
+  runtime::current_context();
+  ops::Specialization spec = ops::parse_specialization(spec_text);
+  const auto start = Clock::now();
+  auto program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
+  const double prepare_ms = ms_since(start);
+  const runtime::PrepareProfile& profile = runtime::last_prepare_profile();
+  nlohmann::json out;
+  out["prepare_ms"] = prepare_ms;
+  out["build_ir_ms"] = profile.build_ir_ms;
+  out["emission_ms"] = profile.lower_ms;
+  out["nvrtc_load_ms"] = profile.nvrtc_load_ms;
+  out["nvrtc_compile_wall_ms"] = profile.compile_wall_ms;
+  out["nvrtc_compile_sum_ms"] = profile.compile_ms;
+  out["binaries_ms"] = profile.binaries_ms;
+  out["module_load_ms"] = profile.load_modules_ms;
+  out["kernels"] = profile.kernels;
+  out["units_compiled"] = profile.units_compiled;
+  out["compile_threads"] = profile.compile_threads;
+  out["modules"] = profile.images;
+  out["source"] = profile.source == runtime::BinarySource::kCompiled    ? "compiled"
+                  : profile.source == runtime::BinarySource::kDiskCache ? "disk cache"
+                                                                        : "package";
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+/// Cold prepare per op in fresh processes, each with an empty adjoint cache directory and an
+/// empty CUDA compute cache (NVRTC 13 keeps its own cache of compiles there, across processes,
+/// whenever a driver is present: without a fresh CUDA_CACHE_PATH a "cold" compile would be one
+/// of its hits), 3 repetitions each (median), in four settings: one compile thread (one unit for
+/// the program, as before issue 12) or the default count (one unit per kernel, concurrently),
+/// each with NVRTC's cache on or off (CUDA_CACHE_DISABLE=1); then that program's disk hit in
+/// another fresh process.
+nlohmann::json cold_prepare_figures(const char* self) {
+  nlohmann::json result = nlohmann::json::array();
+  const std::string root =
+      (std::filesystem::temp_directory_path() / ("adjoint_cold_" + std::to_string(getpid())))
+          .string();
+  struct Setting {
+    const char* label;
+    const char* threads;
+    bool nvrtc_cache;
+  };
+  const Setting settings[] = {{"one unit, NVRTC cache on", "1", true},
+                              {"concurrent units, NVRTC cache on", "0", true},
+                              {"one unit, NVRTC cache off", "1", false},
+                              {"concurrent units, NVRTC cache off", "0", false}};
+  int run = 0;
+  for (const auto& [label, spec] : kColdPrepareSpecs) {
+    for (const Setting& setting : settings) {
+      std::vector<nlohmann::json> runs;
+      std::string directory, environment;
+      const std::string mode = std::string("--cold-prepare-child '") + spec + "'";
+      for (int r = 0; r < 3; ++r) {
+        directory = root + "/" + std::to_string(run++);
+        environment = "ADJOINT_CACHE_DIR='" + directory + "/adjoint' CUDA_CACHE_PATH='" +
+                      directory + "/cuda' ADJOINT_COMPILE_THREADS=" + setting.threads +
+                      (setting.nvrtc_cache ? " " : " CUDA_CACHE_DISABLE=1 ");
+        try {
+          runs.push_back(nlohmann::json::parse(
+              run_child((environment + "'" + self + "'").c_str(), mode.c_str(), true)));
+        } catch (const nlohmann::json::exception&) {
+        }
+      }
+      if (runs.empty()) continue;
+      std::vector<double> all;
+      for (const nlohmann::json& r : runs) all.push_back(r.value("prepare_ms", 0.0));
+      std::sort(runs.begin(), runs.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+        return a.value("prepare_ms", 0.0) < b.value("prepare_ms", 0.0);
+      });
+      nlohmann::json entry = runs[runs.size() / 2];
+      entry["op"] = label;
+      entry["spec"] = spec;
+      entry["setting"] = setting.label;
+      entry["prepare_ms_runs"] = all;
+      try {
+        entry["disk_hit"] = nlohmann::json::parse(
+            run_child((environment + "'" + self + "'").c_str(), mode.c_str(), true));
+      } catch (const nlohmann::json::exception&) {
+      }
+      result.push_back(entry);
+    }
+  }
+  std::filesystem::remove_all(root);
+  return result;
+}
+
 runtime::CompileRequest compile_request(const std::string& source, const std::string& name,
                                         int arch) {
   runtime::CompileRequest request;
@@ -160,8 +270,9 @@ void add_cold_compile_figures(nlohmann::json& out, int arch) {
 }
 
 /// Runs this binary with `mode` in a fresh process and returns what it printed.
-std::string run_child(const char* self, const char* mode) {
-  std::string command = std::string("'") + self + "' " + mode;
+/// With `raw_self`, `self` is used as written (it may carry environment assignments).
+std::string run_child(const char* self, const char* mode, bool raw_self) {
+  std::string command = (raw_self ? std::string(self) : std::string("'") + self + "'") + " " + mode;
   std::string output;
   if (FILE* pipe = popen(command.c_str(), "r")) {
     char buffer[4096];
@@ -175,6 +286,16 @@ std::string run_child(const char* self, const char* mode) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--disk-hit-child") return disk_hit_child();
+  if (argc > 2 && std::string(argv[1]) == "--cold-prepare-child") {
+    return cold_prepare_child(argv[2]);
+  }
+  if (argc > 1 && std::string(argv[1]) == "--cold-prepare-only") {
+    if (!runtime::driver_available()) return 1;
+    nlohmann::json out;
+    out["cold_prepare"] = cold_prepare_figures(argv[0]);
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "--disk-hit-breakdown-child") {
     return disk_hit_breakdown_child();
   }
@@ -197,6 +318,8 @@ int main(int argc, char** argv) {
   out["arch"] = arch;
 
   add_cold_compile_figures(out, arch);
+
+  out["cold_prepare"] = cold_prepare_figures(argv[0]);
 
   // Warm the disk cache, then time fresh processes.
   Program warm = Program::prepare(kSmallSpec);

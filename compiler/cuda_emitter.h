@@ -46,6 +46,11 @@ struct EmitOptions {
   /// fill kernel, where t holds each bucket's count; empty: none). Integer atomics whose final
   /// values do not depend on their order leave the kernel deterministic.
   std::string claim_slot_tensor;
+  /// Loops with a constant trip count above 8 that are not unrolled completely get
+  /// `#pragma unroll N` with this N; 0 writes no pragma and leaves the choice to NVVM, which unrolls such loops
+  /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
+  /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
+  int partial_unroll = 0;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

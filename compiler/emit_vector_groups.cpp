@@ -157,6 +157,8 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
     if (bounds[i].unrolled) out_->line("#pragma unroll");
+    else if (bounds[i].long_constant && options_.partial_unroll > 0)
+      out_->line("#pragma unroll " + std::to_string(options_.partial_unroll));
     loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
                                 strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
                                 "; ++" + v + ") {"));

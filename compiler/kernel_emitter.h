@@ -147,6 +147,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   struct LoopBounds {
     std::string start, end;
     bool unrolled = false;
+    bool long_constant = false;  ///< a constant trip count above kMaxUnrolledTrips
   };
   LoopBounds loop_bounds(const ir::Axis& axis, int64_t& unrolled_trips);
   std::string reduce_init(const ir::ReduceNode& n);

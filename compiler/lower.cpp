@@ -13,6 +13,7 @@
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
+#include "ir/error.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "ir/printer.h"
@@ -70,6 +71,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   check_reduction_split_options(split_options);
+  if (options.partial_unroll < 0 || options.partial_unroll > 64) {
+    throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "
+                "[1, 64], got " + std::to_string(options.partial_unroll),
+                ErrorCode::kInvalidArgument);
+  }
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", input);
@@ -101,6 +107,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}};
+    emit_options.partial_unroll = options.partial_unroll;
     if (auto note = notes.find(kernel.name); note != notes.end())
       emit_options.schedule_note = note->second;
     if (auto claim = claims.find(kernel.name); claim != claims.end())

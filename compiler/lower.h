@@ -43,12 +43,18 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
+  /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
+  /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
+  /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
+  int partial_unroll = 0;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
 /// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
-/// `options.split_target_threads` is not one of the values documented above.
+/// `options.split_target_threads` or `options.partial_unroll` is not one of the values
+/// documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
 }  // namespace adjoint::compiler

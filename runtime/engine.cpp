@@ -77,6 +77,7 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int split_threads_log2 = 0;
+  int partial_unroll = 0;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -117,6 +118,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
+  knobs.partial_unroll = integer_knob(
+      "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
+      "[1, 64]");
   return knobs;
 }
 
@@ -321,6 +326,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
+  options.partial_unroll = tuning_knobs().partial_unroll;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
@@ -365,12 +371,18 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.jit_enabled = jit_enabled_;
   request.spec = program->spec;
   request.dump_key = dump_key;
+  request.compile_threads = compile_threads_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});
   }
-  std::vector<KernelImage> images = acquire_kernel_images(request, disk_cache());
+  AcquireProfile acquired;
+  std::vector<KernelImage> images = acquire_kernel_images(request, disk_cache(), &acquired);
   profile.binaries_ms = milliseconds_since(step);
+  profile.nvrtc_load_ms = acquired.nvrtc_load_ms;
+  profile.compile_wall_ms = acquired.compile_wall_ms;
+  profile.units_compiled = acquired.units_compiled;
+  profile.compile_threads = acquired.threads;
 
   step = Clock::now();
   program->kernels.resize(compiled.kernels.size());
@@ -408,10 +420,12 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   last_profile = profile;
   logger().debug(
       "prepared '{}' for sm_{} in {:.2f} ms from {} ({} kernels, {} modules): IR {:.3f}, "
-      "lower {:.3f}, binaries {:.3f} (NVRTC {:.1f}), modules {:.3f} ms",
+      "lower {:.3f}, binaries {:.3f} (NVRTC load {:.1f}, {} units compiled on {} threads in "
+      "{:.1f} ms wall, {:.1f} ms summed), modules {:.3f} ms",
       program->spec, arch, profile.total_ms, binary_source_name(program->source), profile.kernels,
       profile.images, profile.build_ir_ms, profile.lower_ms, profile.binaries_ms,
-      profile.compile_ms, profile.load_modules_ms);
+      profile.nvrtc_load_ms, profile.units_compiled, profile.compile_threads,
+      profile.compile_wall_ms, profile.compile_ms, profile.load_modules_ms);
   return program;
 }
 

@@ -4,10 +4,18 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -49,26 +57,50 @@ void dump_compile_output(const BinaryRequest& request, const std::string& unit,
   if (dump.sass && !result.cubin.empty()) write_sass_dump(dump, prefix + ".sass", result.cubin);
 }
 
-/// The image of `kernels` (indices into request.kernels) from the disk cache or NVRTC.
-KernelImage jit_image(const BinaryRequest& request, const std::vector<size_t>& kernels,
-                      const DiskCache& cache) {
-  CompileRequest compile = unit_compile_request(request, kernels);
-  compile.also_ptx = dump_settings().ptx;  // not an NVRTC option: the key does not change
+using Clock = std::chrono::steady_clock;
+
+double milliseconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+/// One translation unit to acquire: its kernels, request, key and, once done, its image.
+struct Unit {
+  std::vector<size_t> kernels;
+  CompileRequest compile;
   KernelImage image;
-  image.kernels = kernels;
-  image.disk_cache_key = unit_cache_key(compile, locate_nvrtc());
-  if (std::optional<std::vector<char>> hit = cache.load(image.disk_cache_key)) {
-    image.bytes = std::move(*hit);
-    image.source = BinarySource::kDiskCache;
-    return image;
+  std::exception_ptr error;
+  Clock::time_point started, finished;
+};
+
+/// A unit for `kernels` (indices into request.kernels), its disk-cache key computed and looked
+/// up: on a hit its image is complete (source kDiskCache), otherwise it is still to compile.
+Unit look_up_unit(const BinaryRequest& request, const std::vector<size_t>& kernels,
+                  const DiskCache& cache) {
+  Unit unit;
+  unit.kernels = kernels;
+  unit.compile = unit_compile_request(request, kernels);
+  unit.compile.also_ptx = dump_settings().ptx;  // not an NVRTC option: the key does not change
+  unit.image.kernels = kernels;
+  unit.image.disk_cache_key = unit_cache_key(unit.compile, locate_nvrtc());
+  if (std::optional<std::vector<char>> hit = cache.load(unit.image.disk_cache_key)) {
+    unit.image.bytes = std::move(*hit);
+    unit.image.source = BinarySource::kDiskCache;
   }
+  return unit;
+}
+
+/// Compiles a unit the disk cache missed with NVRTC and stores the result in `cache`.
+void compile_unit(const BinaryRequest& request, Unit& unit, const DiskCache& cache) {
+  const CompileRequest& compile = unit.compile;
+  const std::vector<size_t>& kernels = unit.kernels;
+  KernelImage& image = unit.image;
   CompileResult result;
   try {
     result = Nvrtc::instance().compile(compile);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kCompileFailed) throw;
-    const std::string unit = compile.name.substr(0, compile.name.size() - 3);  // drop ".cu"
-    const std::string path = write_failed_source(unit, compile.source);
+    const std::string unit_name = compile.name.substr(0, compile.name.size() - 3);  // no ".cu"
+    const std::string path = write_failed_source(unit_name, compile.source);
     throw Error(std::string(e.what()) + "\nthe CUDA source was written to " + path + " (op '" +
                     request.spec + "')",
                 ErrorCode::kCompileFailed);
@@ -85,10 +117,82 @@ KernelImage jit_image(const BinaryRequest& request, const std::vector<size_t>& k
     image.bytes.push_back('\0');
   }
   cache.store(image.disk_cache_key, image.bytes);
-  return image;
+}
+
+/// Compiles every unit the disk cache missed, on up to `threads` threads (the largest sources
+/// first, so the longest compiles start early), then rethrows the error of the first failed
+/// unit in program order once all have finished.
+void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& units,
+                           const DiskCache& cache, int threads, AcquireProfile& profile) {
+  std::vector<Unit*> missing;
+  for (Unit& unit : units) {
+    if (unit.image.source != BinarySource::kDiskCache) missing.push_back(&unit);
+  }
+  if (missing.empty()) return;
+  std::stable_sort(missing.begin(), missing.end(), [](const Unit* a, const Unit* b) {
+    return a->compile.source.size() > b->compile.source.size();
+  });
+  const auto load_start = Clock::now();
+  const bool was_loaded = nvrtc_loaded();
+  Nvrtc::instance();  // load once, before the threads (its errors are not compile errors)
+  if (!was_loaded) profile.nvrtc_load_ms = milliseconds_between(load_start, Clock::now());
+
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < missing.size(); i = next++) {
+      Unit& unit = *missing[i];
+      unit.started = Clock::now();
+      try {
+        compile_unit(request, unit, cache);
+      } catch (...) {
+        unit.error = std::current_exception();
+      }
+      unit.finished = Clock::now();
+    }
+  };
+  const int workers = static_cast<int>(
+      std::min<size_t>(missing.size(), static_cast<size_t>(std::max(threads, 1))));
+  std::vector<std::thread> pool;
+  pool.reserve(workers - 1);
+  try {
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // no more threads to be had: the ones started (and this one) do all the work
+  }
+  profile.threads = static_cast<int>(pool.size()) + 1;
+  work();
+  for (std::thread& thread : pool) thread.join();
+  Clock::time_point first = missing.front()->started, last = missing.front()->finished;
+  for (const Unit* unit : missing) {
+    first = std::min(first, unit->started);
+    last = std::max(last, unit->finished);
+    profile.compile_sum_ms += unit->image.compile_milliseconds;
+  }
+  profile.compile_wall_ms = milliseconds_between(first, last);
+  profile.units_compiled = missing.size();
+  for (const Unit& unit : units) {
+    if (unit.error) std::rethrow_exception(unit.error);
+  }
 }
 
 }  // namespace
+
+int compile_threads_from_environment() {
+  const char* text = std::getenv("ADJOINT_COMPILE_THREADS");
+  if (text == nullptr || *text == '\0') text = "0";
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < 0 || value > 256) {
+    throw Error(std::string("ADJOINT_COMPILE_THREADS: expected 0 (the hardware's thread count, "
+                            "at most 16) or a thread count in [1, 256], got '") +
+                    text + "'",
+                ErrorCode::kInvalidArgument);
+  }
+  if (value > 0) return static_cast<int>(value);
+  const unsigned hardware = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(hardware, 1u, 16u));
+}
 
 std::string combined_translation_unit(const std::vector<KernelSource>& kernels) {
   if (kernels.size() == 1) return kernels.front().source;
@@ -135,7 +239,8 @@ std::string unit_cache_key(const CompileRequest& compile, const NvrtcLocation& l
 }
 
 std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
-                                               const DiskCache& cache) {
+                                               const DiskCache& cache,
+                                               AcquireProfile* profile_out) {
   std::vector<KernelImage> images;
   std::vector<size_t> not_packaged;
   for (size_t k = 0; k < request.kernels.size(); ++k) {
@@ -161,11 +266,17 @@ std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
                 ErrorCode::kNotAvailable);
   }
   const DumpSettings& dump = dump_settings();
-  if (dump.log || dump.ptx || dump.sass) {
-    for (size_t k : not_packaged) images.push_back(jit_image(request, {k}, cache));
+  const bool per_kernel = dump.log || dump.ptx || dump.sass || request.compile_threads > 1;
+  std::vector<Unit> units;
+  if (per_kernel) {
+    for (size_t k : not_packaged) units.push_back(look_up_unit(request, {k}, cache));
   } else {
-    images.push_back(jit_image(request, not_packaged, cache));
+    units.push_back(look_up_unit(request, not_packaged, cache));
   }
+  AcquireProfile profile;
+  compile_missing_units(request, units, cache, request.compile_threads, profile);
+  for (Unit& unit : units) images.push_back(std::move(unit.image));
+  if (profile_out) *profile_out = profile;
   return images;
 }
 

@@ -11,6 +11,13 @@
 // kernel is the same as when it is compiled alone (docs/runtime.md). With ADJOINT_DUMP asking
 // for log, ptx or sass, kernels are compiled one by one so that each gets its own files.
 //
+// With more than one compile thread (BinaryRequest::compile_threads, ADJOINT_COMPILE_THREADS),
+// a program's kernels are instead compiled one translation unit per kernel, all at once on that
+// many threads: NVRTC programs are independent, so the wall time of a cold prepare becomes that
+// of its slowest kernel rather than the sum. Each unit is its own disk-cache entry, published
+// atomically as before; a failed unit's error (NVRTC log, written source) is rethrown after
+// every thread has finished, the first failing kernel in program order winning.
+//
 // A disk-cache hit never loads NVRTC: the key comes from locate_nvrtc() (a file lookup and the
 // library's ELF build-id) and compile_cache_inputs(), not from the loaded library.
 #pragma once
@@ -39,6 +46,23 @@ struct BinaryRequest {
   bool jit_enabled = true;  ///< false: only kernel packages may provide binaries
   std::string spec;         ///< canonical specialization text, for messages
   std::string dump_key;     ///< file name prefix of ADJOINT_DUMP output
+  /// Threads compiling a program's kernels: 1 compiles them as one translation unit; more
+  /// compiles one unit per kernel, that many at a time (compile_threads_from_environment()).
+  int compile_threads = 1;
+};
+
+/// The compile thread count ADJOINT_COMPILE_THREADS asks for: unset, empty or 0 means the
+/// hardware's thread count, at most 16; otherwise an integer in [1, 256]. Read on every call;
+/// throws adjoint::Error (kInvalidArgument) naming the variable for any other value.
+int compile_threads_from_environment();
+
+/// Where the time of one acquire_kernel_images call went.
+struct AcquireProfile {
+  double nvrtc_load_ms = 0;    ///< locating and loading NVRTC, when this call did it first
+  double compile_wall_ms = 0;  ///< wall time of the NVRTC compiles, from first start to last end
+  double compile_sum_ms = 0;   ///< the NVRTC compile times added up over units
+  size_t units_compiled = 0;   ///< translation units NVRTC compiled
+  int threads = 1;             ///< threads that compiled them
 };
 
 /// A loadable image, a cubin or NUL-terminated PTX, holding some of a program's kernels.
@@ -55,8 +79,11 @@ struct KernelImage {
 /// from `cache` or compiled by NVRTC and stored in `cache`. Throws adjoint::Error:
 /// kNotAvailable naming the kernel when JIT is disabled and no package covers it, or when
 /// NVRTC cannot be found; kCompileFailed with NVRTC's log and the path of the rejected source.
+/// With compile_threads > 1 (and no per-kernel dumps asked for), one image per kernel compiled
+/// concurrently. `profile`, when given, receives where the time went.
 std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
-                                               const DiskCache& cache);
+                                               const DiskCache& cache,
+                                               AcquireProfile* profile = nullptr);
 
 /// The translation unit compiled for `kernels`: the source itself for one kernel; for several,
 /// their #include lines once at the top, then each source in `namespace adjoint_kernel_<i>`

@@ -1,5 +1,6 @@
 // Where the time of the engine's most recent program build on this thread went: building the
-// IR, lowering, acquiring binaries (package, disk cache or NVRTC) and loading modules. Cheap
+// IR, lowering (emission), acquiring binaries (package, disk cache, NVRTC load and compiles,
+// their wall time and their sum when they run concurrently) and loading modules. Cheap
 // enough to record always (a few steady_clock reads per build); logged at debug level and read
 // by adjoint_jit_bench to break a disk-cache hit down into its steps.
 #pragma once
@@ -15,7 +16,11 @@ struct PrepareProfile {
   double build_ir_ms = 0;      ///< Specialization::build_program
   double lower_ms = 0;         ///< compiler::lower
   double binaries_ms = 0;      ///< acquire_kernel_images: package, disk cache or NVRTC
-  double compile_ms = 0;       ///< the NVRTC part of binaries_ms (0 on a hit)
+  double compile_ms = 0;       ///< NVRTC compile time summed over units (0 on a hit)
+  double nvrtc_load_ms = 0;    ///< locating and loading NVRTC, when this build did it first
+  double compile_wall_ms = 0;  ///< wall time of the (concurrent) NVRTC compiles
+  size_t units_compiled = 0;   ///< translation units NVRTC compiled
+  int compile_threads = 1;     ///< threads that compiled them
   double load_modules_ms = 0;  ///< cuModuleLoadData and cuModuleGetFunction
   double total_ms = 0;         ///< the whole build, including the above
   BinarySource source = BinarySource::kCompiled;

@@ -1,6 +1,7 @@
 // `adjoint compile SPEC --arch sm_90 [-o DIR] [--ptx]`: lowers one specialization and compiles
-// each kernel with NVRTC exactly as the runtime does, printing the lowering and compile times
-// and each kernel's registers and spills.
+// each kernel with NVRTC exactly as the runtime does (one unit per kernel, on
+// ADJOINT_COMPILE_THREADS threads at once), printing each phase's time (NVRTC load, IR,
+// emission, compile wall and summed) and each kernel's registers and spills.
 //
 // Registers and spills come from ptxas itself: the compile adds `--ptxas-options=-v`, and
 // NVRTC's log then holds ptxas's report ("Used N registers", "N bytes spill stores"). This needs
@@ -8,7 +9,10 @@
 // the very compile that produced the cubin. The option changes only the command line ptxas
 // records in the cubin's notes, not its code. With PTX only (an architecture newer than NVRTC
 // knows) ptxas does not run and the counts are reported as unavailable.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -16,10 +20,13 @@
 #include <optional>
 #include <regex>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "compiler/lower.h"
 #include "ir/error.h"
+#include "runtime/kernel_binary.h"
 #include "runtime/nvrtc.h"
 #include "tools/commands.h"
 #include "tools/spec_file.h"
@@ -59,6 +66,7 @@ std::string diagnostics_only(const std::string& log) {
   std::istringstream lines(log);
   std::string line, kept;
   while (std::getline(lines, line)) {
+    std::erase(line, '\0');  // the log may carry its terminating NUL
     if (line.starts_with("ptxas info") || line.starts_with("ptxas         .")) continue;
     if (!line.empty()) kept += line + "\n";
   }
@@ -80,17 +88,58 @@ struct CompileCommandOptions {
   bool allow_atomics = false;
 };
 
+double milliseconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// Compiles every kernel of `program` alone, on up to `threads` threads at once (as the runtime
+/// does on a cold prepare); the results in kernel order, or the first kernel's error.
+std::vector<runtime::CompileResult> compile_kernels(const runtime::Nvrtc& nvrtc,
+                                                    const compiler::CompiledProgram& program,
+                                                    int arch, int threads) {
+  const size_t count = program.kernels.size();
+  std::vector<runtime::CompileResult> results(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < count; i = next++) {
+      const compiler::CompiledKernel& kernel = program.kernels[i];
+      try {
+        results[i] = nvrtc.compile(
+            {kernel.source, kernel.entry + ".cu", arch, true, {"--ptxas-options=-v"}});
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && static_cast<size_t>(t) < count; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  return results;
+}
+
 void run_compile(const CompileCommandOptions& options) {
   SpecRequest request = parse_spec_request(join_words(options.spec));
   if (options.allow_atomics) request.determinism = compiler::Determinism::kAllowAtomics;
   const int arch = parse_arch(options.arch);
-  const runtime::Nvrtc& nvrtc = runtime::Nvrtc::instance();
+  const int threads = runtime::compile_threads_from_environment();
 
   auto start = std::chrono::steady_clock::now();
-  compiler::CompiledProgram program = compiler::lower(
-      request.specialization.build_program(), runtime::lower_options(request.determinism, arch));
-  double lower_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const runtime::Nvrtc& nvrtc = runtime::Nvrtc::instance();
+  const double load_ms = milliseconds_since(start);
+
+  start = std::chrono::steady_clock::now();
+  ir::Program ir_program = request.specialization.build_program();
+  const double build_ms = milliseconds_since(start);
+  start = std::chrono::steady_clock::now();
+  compiler::CompiledProgram program =
+      compiler::lower(ir_program, runtime::lower_options(request.determinism, arch));
+  const double lower_ms = milliseconds_since(start);
 
   std::filesystem::path directory(options.output_directory);
   if (!directory.empty()) std::filesystem::create_directories(directory);
@@ -99,11 +148,14 @@ void run_compile(const CompileCommandOptions& options) {
   std::cout << "target sm_" << arch << ", NVRTC " << nvrtc.version() << "; lowered to "
             << program.kernels.size() << " kernel(s) in " << lower_ms << " ms\n";
 
+  start = std::chrono::steady_clock::now();
+  std::vector<runtime::CompileResult> results = compile_kernels(nvrtc, program, arch, threads);
+  const double compile_wall_ms = milliseconds_since(start);
+
   double total_ms = 0;
-  for (const compiler::CompiledKernel& kernel : program.kernels) {
-    runtime::CompileRequest compile{kernel.source, kernel.entry + ".cu", arch, true,
-                                    {"--ptxas-options=-v"}};
-    runtime::CompileResult result = nvrtc.compile(compile);
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const compiler::CompiledKernel& kernel = program.kernels[i];
+    const runtime::CompileResult& result = results[i];
     total_ms += result.milliseconds;
     const bool has_cubin = !result.cubin.empty();
     std::cout << "kernel " << kernel.entry << ": "
@@ -136,6 +188,11 @@ void run_compile(const CompileCommandOptions& options) {
     }
   }
   std::cout << "total NVRTC time " << total_ms << " ms\n";
+  std::cout << "phases: NVRTC load " << load_ms << " ms, IR " << build_ms
+            << " ms, emission (lowering) " << lower_ms << " ms, NVRTC compile (front end, NVVM "
+            << "and ptxas) " << compile_wall_ms << " ms wall on "
+            << std::min<size_t>(static_cast<size_t>(threads), program.kernels.size())
+            << " thread(s), " << total_ms << " ms summed\n";
 }
 
 }  // namespace

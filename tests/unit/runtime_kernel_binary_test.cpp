@@ -233,6 +233,94 @@ TEST_F(RuntimeKernelBinary, CompileErrorNamesTheKernelFileAndLineAndWritesTheUni
   fs::remove(path);
 }
 
+/// With compile threads, every kernel is its own unit, compiled concurrently and cached on its
+/// own; a fresh process then hits every entry without loading NVRTC.
+TEST_F(RuntimeKernelBinary, ConcurrentUnitsOnePerKernelAreCachedEach) {
+  const DiskCache cache(root_ / "cache");
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  request.compile_threads = 2;
+  EXPECT_EQ(run_in_child([&] {
+              AcquireProfile profile;
+              std::vector<KernelImage> images = acquire_kernel_images(request, cache, &profile);
+              if (images.size() != 2 || profile.units_compiled != 2 || profile.threads != 2) {
+                return 2;
+              }
+              for (size_t k = 0; k < 2; ++k) {
+                if (images[k].kernels != std::vector<size_t>{k}) return 3;
+                if (images[k].source != BinarySource::kCompiled || !is_elf(images[k].bytes)) {
+                  return 4;
+                }
+                if (!contains(images[k].bytes, request.kernels[k].entry)) return 5;
+                if (images[k].disk_cache_key !=
+                    unit_cache_key(unit_compile_request(request, {k}), locate_nvrtc())) {
+                  return 6;
+                }
+              }
+              return profile.compile_wall_ms > 0 && profile.compile_sum_ms > 0 ? 0 : 7;
+            }),
+            0);
+  EXPECT_EQ(run_in_child([&] {
+              std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+              if (images.size() != 2 || nvrtc_loaded()) return 2;
+              for (const KernelImage& image : images) {
+                if (image.source != BinarySource::kDiskCache) return 3;
+              }
+              return 0;
+            }),
+            0);
+}
+
+/// A failed kernel among concurrent units: the error still names its file and line and the
+/// written source, after the other unit has finished (and been cached).
+TEST_F(RuntimeKernelBinary, ConcurrentUnitFailureNamesTheKernel) {
+  const DiskCache cache(root_ / "cache");
+  BinaryRequest request =
+      request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
+  request.compile_threads = 4;
+  const fs::path message_file = root_ / "message.txt";
+  ASSERT_EQ(run_in_child([&] {
+              try {
+                acquire_kernel_images(request, cache);
+              } catch (const Error& error) {
+                std::ofstream(message_file) << error.what();
+                if (error.code() != ErrorCode::kCompileFailed) return 2;
+                // the good kernel's unit finished and was stored
+                return cache.load(unit_cache_key(unit_compile_request(request, {0}),
+                                                 locate_nvrtc()))
+                           ? 0
+                           : 4;
+              }
+              return 3;
+            }),
+            0);
+  std::ifstream in(message_file);
+  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
+  EXPECT_NE(message.find("written to "), std::string::npos) << message;
+}
+
+TEST(CompileThreads, EnvironmentIsCheckedAndDefaultsToTheHardware) {
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_THREADS", "3", 1), 0);
+  EXPECT_EQ(compile_threads_from_environment(), 3);
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_THREADS", "0", 1), 0);
+  const int hardware = compile_threads_from_environment();
+  EXPECT_GE(hardware, 1);
+  EXPECT_LE(hardware, 16);
+  for (const char* bad : {"-1", "x", "4x", "257"}) {
+    ASSERT_EQ(setenv("ADJOINT_COMPILE_THREADS", bad, 1), 0);
+    try {
+      compile_threads_from_environment();
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("ADJOINT_COMPILE_THREADS"), std::string::npos);
+      EXPECT_NE(std::string(error.what()).find(bad), std::string::npos);
+    }
+  }
+  unsetenv("ADJOINT_COMPILE_THREADS");
+  EXPECT_EQ(compile_threads_from_environment(), hardware);
+}
+
 TEST_F(RuntimeKernelBinary, JitDisabledWithoutPackageIsNotAvailable) {
   const DiskCache cache(root_ / "cache");
   BinaryRequest request = request_of({{"unit_test_a", kKernelA}});

@@ -1,0 +1,56 @@
+"""Kernel time of programs as this process lowers them (run it once per setting of
+ADJOINT_TUNE_PARTIAL_UNROLL to compare): per spec, random inputs of the program's own shapes and
+dtypes, 10 warm-up calls, then CUDA events around 30 calls, median per call in microseconds.
+Prints one JSON object {spec: microseconds}."""
+import json
+import os
+import statistics
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import torch  # noqa: E402
+import adjoint  # noqa: E402
+
+SPECS = [
+    "mhc_pre_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16",
+    "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16",
+    "mhc_pre_backward batch=2 seq=2048 n=6 dim=1024 dtype=bf16",
+    "mhc_pre_backward batch=1 seq=65536 n=4 dim=512 dtype=bf16",
+    "mhc_pre batch=1 seq=4096 n=4 dim=4096 dtype=bf16",
+    "mhc_post_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16",
+    "grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 "
+    "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
+    "grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 "
+    "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+]
+
+
+def main():
+    results = {}
+    for spec in SPECS:
+        program = adjoint.prepare(spec)
+        tensors = {}
+        for info in program.tensors:
+            if info.role != "input":
+                continue
+            dtype = getattr(torch, {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
+                                    "f64": "float64"}[info.dtype])
+            tensors[info.name] = torch.randn(info.shape, device="cuda").to(dtype) * 0.5
+        for _ in range(10):
+            program(tensors)
+        times = []
+        for _ in range(30):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            program(tensors)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        results[spec] = round(statistics.median(times), 1)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
