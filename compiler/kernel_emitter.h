@@ -251,6 +251,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   bool uses_name(const std::string& name, const std::function<void()>& body);
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
+  /// Warp-cooperative kernels (GridConfig::reduction_lanes > 1): the name of the lane index
+  /// (threadIdx.x % 32), empty otherwise; and how many reductions enclose the one being
+  /// emitted (only those outside every other reduction are cooperative).
+  std::string lane_;
+  int reduce_depth_ = 0;
+  /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
+  /// butterfly; emit_statements.cpp stores from lane 0 only.
+  std::string emit_cooperative_reduce(const ir::ReduceNode& n);
 };
 
 }  // namespace adjoint::compiler

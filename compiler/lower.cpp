@@ -12,6 +12,7 @@
 #include "compiler/lower_scatter_to_atomics.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
+#include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "ir/printer.h"
@@ -69,6 +70,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   check_reduction_split_options(split_options);
+  ReductionScheduleOptions schedule_options;
+  schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", input);
@@ -77,7 +80,10 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  ScheduleNotes notes;
+  ScheduleNotes notes, cooperative_notes;
+  p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
+    return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
+  });
   p = passes.run("split_reductions", p, [&](const ir::Program& x) {
     return split_reductions(x, split_options, &notes);
   });
@@ -94,8 +100,12 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k]};
-    if (auto note = notes.find(kernel.name); note != notes.end())
+    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
       emit_options.schedule_note = note->second;
+    if (auto note = notes.find(kernel.name); note != notes.end()) {
+      emit_options.schedule_note +=
+          (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
+    }
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers

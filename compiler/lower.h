@@ -41,6 +41,9 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
+  /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
+  std::string reduction_schedule = "auto";
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "runtime/disk_cache.h"
@@ -77,6 +78,7 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int split_threads_log2 = 0;
+  std::string reduction_schedule = "auto";
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -117,6 +119,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
+  if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
+    compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
+    knobs.reduction_schedule = text;
+  }
   return knobs;
 }
 
@@ -321,6 +327,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
+  options.reduction_schedule = tuning_knobs().reduction_schedule;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
