@@ -142,9 +142,9 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     if (config.reduction_lanes != 32)
       fail("reduction lanes " + str(config.reduction_lanes) + " is neither 1 nor a warp (32)");
     if (m.linear_axes.empty() || !m.thread_axes.empty() || !m.block_axes.empty() ||
-        !m.serial_axes.empty() || config.vector_width != 1) {
-      fail("cooperative reduction lanes need every axis linear (and at least one) and vector "
-           "width 1: a warp's lanes must share one point");
+        !m.serial_axes.empty()) {
+      fail("cooperative reduction lanes need every axis linear (and at least one): a warp's "
+           "lanes must share one linear index");
     }
     if (block % 32 != 0) {
       fail("a block of " + str(block) + " threads is not whole warps: a warp's lanes would " +

@@ -62,6 +62,43 @@ bool shuffle_type(ir::DType t) {
          t == ir::DType::kF64 || t == ir::DType::kI32 || t == ir::DType::kI64;
 }
 
+/// The domain axis a vector group runs along: the innermost of the first target's layout
+/// (smallest stride, later axes first on ties), as grid_mapping orders linear axes.
+size_t innermost_axis(const ir::Kernel& kernel) {
+  const std::vector<int64_t>& strides = kernel.stages.front().target->strides;
+  size_t best = 0;
+  for (size_t j = 1; j < strides.size(); ++j) {
+    if (strides[j] <= strides[best]) best = j;
+  }
+  return best;
+}
+
+/// The multi-output width of a warp kernel: V points of the innermost axis per warp (one
+/// accumulator each, combined by the same butterfly), so that a load the V points share (a
+/// row of x read for every k of h_mix) is read once for all V. The largest of 8, 4, 2 dividing
+/// the axis, when some outermost reduction reads a tensor independently of that axis; else 1.
+int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions) {
+  const size_t axis = innermost_axis(kernel);
+  const ir::VarNode* x = kernel.stages.front().domain[axis].var.get();
+  const int64_t extent = domain_extents(kernel)[axis];
+  bool shared = false;
+  for (const ir::ReduceNode* r : reductions) {
+    for_each_node(r->body, [&](const Expr& node) {
+      auto* load = node.as<ir::LoadNode>();
+      bool depends = false;
+      if (load) {
+        for (const Expr& index : load->indices) depends = depends || depends_on(index, x);
+      }
+      shared = shared || (load && !depends);
+    });
+  }
+  if (!shared) return 1;
+  for (int width : {8, 4, 2}) {
+    if (extent % width == 0) return width;
+  }
+  return 1;
+}
+
 }  // namespace
 
 ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,
@@ -133,6 +170,17 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
     }
     if (warp) {
       kernel.grid.reduction_lanes = 32;
+      std::vector<const ir::ReduceNode*> outermost;
+      for (const auto& [r, stage] : reductions) outermost.push_back(r);
+      kernel.grid.vector_width = group_width(kernel, outermost);
+      if (kernel.grid.vector_width > 1) {
+        const size_t axis = innermost_axis(kernel);
+        lines.push_back("each warp computes " + std::to_string(kernel.grid.vector_width) +
+                        " points of " + kernel.stages.front().domain[axis].var.name_hint() +
+                        ", one accumulator each: loads independent of " +
+                        kernel.stages.front().domain[axis].var.name_hint() +
+                        " are read once for all of them");
+      }
       changed = true;
       // Every outermost reduction of a warp kernel is cooperative, chosen or not.
       for (std::string& line : lines) {

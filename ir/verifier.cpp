@@ -131,11 +131,9 @@ class Verifier {
     if (g.reduction_lanes > 1) {
       bool all_linear = true;
       for (AxisBinding b : g.bindings) all_linear &= b == AxisBinding::kLinear;
-      if (!all_linear || g.vector_width != 1 || g.block_size % 32 != 0)
-        fail("grid: cooperative reduction lanes",
-             "every axis linear, vector width 1 and a block of whole warps",
-             "a grid(" + std::to_string(g.block_size) + " threads, vector " +
-                 std::to_string(g.vector_width) + ") with other bindings or widths");
+      if (!all_linear || g.block_size % 32 != 0)
+        fail("grid: cooperative reduction lanes", "every axis linear and a block of whole warps",
+             "a grid of " + std::to_string(g.block_size) + " threads or other bindings");
     }
   }
 

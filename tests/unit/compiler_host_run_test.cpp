@@ -735,6 +735,7 @@ ir::Program warp_program(DType t) {
   ir::Tensor wide = b.output("wide", DType::kF64, {6, 2});
   ir::Tensor tails = b.output("tails", DType::kF32, {6});
   ir::Tensor picked = b.output("picked", DType::kF32, {6});
+  ir::Tensor mixed = b.output("mixed", DType::kF32, {6, 4});
   Var i("i"), d("d"), i2("i2"), d2("d2"), i3("i3"), c("c"), i4("i4"), h("h"), d4("d4"),
       i5("i5"), d5("d5"), i6("i6"), d6("d6"), e6("e6");
   auto f = [&](const Expr& e) { return ir::cast(DType::kF32, e); };
@@ -764,6 +765,12 @@ ir::Program warp_program(DType t) {
                         ir::select(i6 % 2 == 1,
                                    ir::sum({ir::range(d6, Expr(64))}, inner, DType::kF32),
                                    f(ir::load(x, {i6, 0}))))});
+  // x[i7, :] is the same for every k7: a warp takes the 4 k7's (derived width) and reads it once.
+  Var i7("i7"), k7("k7"), d7("d7");
+  b.kernel("mixed", {ir::compute(mixed, ir::over(mixed, {i7, k7}),
+                                 ir::sum({ir::range(d7, Expr(100))},
+                                         f(ir::load(x, {i7, d7})) * f(ir::load(x, {k7, d7})),
+                                         DType::kF32))});
   return std::move(b).build();
 }
 
@@ -777,10 +784,14 @@ TEST(HostRun, WarpReductionsMatchTheInterpreterBitForBit) {
                                                      "probe");
   ASSERT_FALSE(warp.empty());
   EXPECT_TRUE(cooperative(warp.front())) << warp.front().source;
+  std::vector<CompiledKernel> groups = compile_kernels(programs[0], Variant::schedule(0, "warp"),
+                                                       "groups");
+  EXPECT_NE(groups.back().source.find("acc[e] += __shfl_xor_sync"), std::string::npos)
+      << groups.back().source;
   expect_host_runs_match(programs,
                          {Variant::schedule(1, "serial", 0), Variant::schedule(1, "warp", 0),
                           Variant::schedule(1, "warp", -1), Variant::schedule(1, "warp", 4),
-                          Variant::schedule(2, "auto", 2)},
+                          Variant::schedule(0, "warp", 0), Variant::schedule(2, "auto", 2)},
                          0);
 }
 
@@ -793,9 +804,10 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   // The lanes change the order of the long f32 sums: close to the interpreter, not equal.
-  Variant small_blocks = Variant::schedule(1, "warp", 0);
-  small_blocks.block_size = 64;  // fewer idle warps to emulate
-  expect_host_runs_match(programs, {small_blocks}, 2e-2);
+  // Every kernel with a reduction takes warps; mhc_mix's warps take several k each.
+  Variant groups = Variant::schedule(0, "warp", 0);  // the chooser's widths: several points a warp
+  groups.block_size = 64;
+  expect_host_runs_match(programs, {groups}, 2e-2);
 }
 
 }  // namespace

@@ -69,6 +69,33 @@ TEST(ReductionSchedule, StridedShortOrSmallDomainsKeepSerialThreads) {
   EXPECT_EQ(notes.count("sums"), 0u);
 }
 
+TEST(ReductionSchedule, SharedLoadsGiveEachWarpSeveralPoints) {
+  // h[p, k] = sum over t of x[p, t] * w[k, t]: x's row is the same for every k, so a warp
+  // takes 8 k's (the largest of 8, 4, 2 dividing 24) and reads it once for all of them.
+  ir::ProgramBuilder b("mix");
+  ir::Tensor x = b.input("x", DType::kF32, {2048, 1024});
+  ir::Tensor w = b.input("w", DType::kF32, {24, 1024});
+  ir::Tensor h = b.output("h", DType::kF32, {2048, 24});
+  Var p("p"), k("k"), t("t");
+  b.kernel("mix", {ir::compute(h, ir::over(h, {p, k}),
+                               ir::sum({ir::range(t, Expr(1024))},
+                                       ir::load(x, {p, t}) * ir::load(w, {k, t}), DType::kF32))});
+  ScheduleNotes notes;
+  ir::Program chosen = choose_reduction_schedules(std::move(b).build(), {}, &notes);
+  EXPECT_EQ(lanes(chosen), 32);
+  EXPECT_EQ(chosen.kernels.front().grid.vector_width, 8);
+  EXPECT_NE(notes.at("mix").find("each warp computes 8 points of k"), std::string::npos)
+      << notes.at("mix");
+  CompiledProgram c = lower(chosen, LowerOptions{});
+  const std::string& s = c.kernels.at(0).source;
+  EXPECT_NE(s.find("acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], offset);"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("if (lane == 0) adjoint::store_elements"), std::string::npos) << s;
+  // A row sum reads nothing the group could share: one point per warp.
+  EXPECT_EQ(choose_reduction_schedules(sums(4096, 4096, false), {}).kernels[0].grid.vector_width,
+            1);
+}
+
 TEST(ReductionSchedule, KnobForcesOrSwitchesOff) {
   ReductionScheduleOptions warp{Mode::kWarp};
   EXPECT_EQ(lanes(choose_reduction_schedules(sums(8, 3, true), warp)), 32);
@@ -123,9 +150,9 @@ TEST(ReductionSchedule, VerifierAndCoverageProofCheckTheLanes) {
   EXPECT_THROW(ir::verify(p), Error);
   EXPECT_THROW(launch_dims(k), Error);
   k.grid.reduction_lanes = 32;
-  k.grid.vector_width = 2;
-  EXPECT_THROW(ir::verify(p), Error);
-  EXPECT_THROW(launch_dims(k), Error);
+  k.grid.vector_width = 2;  // two points per warp: 32 linear indices, 8 per block
+  EXPECT_NO_THROW(ir::verify(p));
+  EXPECT_EQ(launch_dims(k).grid[0], 4u);
   k.grid.vector_width = 1;
   k.grid.bindings = {ir::AxisBinding::kBlock};
   EXPECT_THROW(launch_dims(k), Error);
