@@ -1,4 +1,5 @@
-"""Per-kernel GPU times of mhc_pre_backward and mhc_pre at three of issue 9's shapes: five
+"""Per-kernel GPU times of the mHC programs named on the command line (default mhc_pre_backward
+and mhc_pre) at three of issue 9's shapes: five
 launches of each program under torch.profiler (CUPTI sees the driver-API launches), the mean
 time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
 with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest.
@@ -16,7 +17,10 @@ SHAPES = [(1, 4096, 4, 4096), (2, 2048, 6, 1024), (1, 65536, 4, 512)]
 
 
 def profile(op, shape):
-    program = adjoint.prepare("%s batch=%d seq=%d n=%d dim=%d dtype=bf16" % ((op,) + shape))
+    spec = "%s batch=%d seq=%d n=%d dim=%d dtype=bf16" % ((op,) + shape)
+    if op.startswith("mhc_sinkhorn"):
+        spec = "%s batch=%d seq=%d n=%d" % ((op,) + shape[:3])
+    program = adjoint.prepare(spec)
     bound = {}
     for index, info in enumerate(program.tensors):
         dtype = harness.DTYPES[info.dtype]
@@ -39,7 +43,8 @@ def profile(op, shape):
 
 
 def main():
-    for op in ("mhc_pre_backward", "mhc_pre"):
+    ops = sys.argv[1:] or ["mhc_pre_backward", "mhc_pre"]
+    for op in ops:
         for shape in SHAPES:
             profile(op, shape)
             torch.cuda.empty_cache()
