@@ -1,7 +1,7 @@
 // KernelEmitter: the state of emitting one kernel of a lowered program as CUDA C++, shared by
 // the three parts of the emitter, each in a file of its own:
 //   emit_expressions.cpp  expressions (an ExprFunctor<std::string>), `const` temporaries per
-//                         scope, serial reduction loops;
+//                         scope, serial and warp-cooperative reduction loops;
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
