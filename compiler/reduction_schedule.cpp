@@ -76,7 +76,8 @@ size_t innermost_axis(const ir::Kernel& kernel) {
 /// The multi-output width of a warp kernel: V points of the innermost axis per warp (one
 /// accumulator each, combined by the same butterfly), so that a load the V points share (a
 /// row of x read for every k of h_mix) is read once for all V. The largest of 8, 4, 2 dividing
-/// the axis, when some outermost reduction reads a tensor independently of that axis; else 1.
+/// the axis, when some outermost reduction reads a tensor independently of that axis and every
+/// stage's target is contiguous along it; else 1.
 int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions) {
   const size_t axis = innermost_axis(kernel);
   const ir::VarNode* x = kernel.stages.front().domain[axis].var.get();
@@ -93,6 +94,9 @@ int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode
     });
   }
   if (!shared) return 1;
+  for (const ir::Stage& stage : kernel.stages) {  // as derived_vector_width: one store a group
+    if (stage.target->strides[axis] != 1) return 1;
+  }
   for (int width : {8, 4, 2}) {
     if (extent % width == 0) return width;
   }
