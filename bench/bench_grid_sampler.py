@@ -15,12 +15,15 @@ Inputs rotate among enough copies to exceed L2 (bench.py's rotating_inputs).
 """
 
 import math
+import os
 import statistics
+import sys
 import time
 
 import torch
 
-import adjoint
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import adjoint  # noqa: E402
 
 GRID_SAMPLER_SHAPES = [  # (input N, C, H, W), grid (H_out, W_out): issue 10's cases
     ((8, 64, 128, 128), (128, 128)),
@@ -44,6 +47,21 @@ def _host_call_us(fn, runs, warmup=5):
         fn()
         torch.cuda.synchronize()
         samples.append((time.perf_counter_ns() - start) / 1e3)
+    return statistics.median(samples)
+
+
+def _host_queue_us(fn, runs, warmup=5):
+    """Median host microseconds of fn() alone, the GPU left to catch up afterwards: the Python
+    call and its launches, without the kernels' time (call_us minus this is mostly GPU time)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - start) / 1e3)
+    torch.cuda.synchronize()
     return statistics.median(samples)
 
 
@@ -89,6 +107,7 @@ def bench_grid_sampler_case(timer, rotating_inputs, cycle, input_size, grid_size
         "output_size": list(grid_size), "mode": mode, "padding": padding, "bytes": moved,
         "torch_ms": torch_ms, "torch_GBps": moved / (torch_ms * 1e6),
         "torch_call_us": _host_call_us(torch_call(grad_outputs[0]), max(runs // 2, 10)),
+        "torch_queue_us": _host_queue_us(torch_call(grad_outputs[0]), 20),
     }
     result["torch_fraction_of_copy"] = result["torch_GBps"] / copy_gbps
     for key, program in programs.items():
@@ -102,6 +121,7 @@ def bench_grid_sampler_case(timer, rotating_inputs, cycle, input_size, grid_size
         result[key + "_fraction_of_copy"] = result[key + "_GBps"] / copy_gbps
         result[key + "_call_us"] = _host_call_us(adjoint_call(program, grad_outputs[0]),
                                                  max(runs // 2, 10))
+        result[key + "_queue_us"] = _host_queue_us(adjoint_call(program, grad_outputs[0]), 20)
         result[key + "_max_abs_diff_vs_torch"] = _max_abs_diff(ours, reference)
     # bench.py's table and chart read these: the default program is the one users get.
     result["adjoint_ms"] = result["default_ms"]
@@ -134,12 +154,55 @@ def bench_grid_sampler(timer, rotating_inputs, cycle, dtypes, copy_gbps, runs, w
 
 
 def print_grid_sampler_table(cases):
-    print("%-62s %-5s %9s %9s %9s %6s %6s %7s %7s %9s %9s" % (
+    print("%-62s %-5s %9s %9s %9s %6s %6s %7s %7s %9s %9s %9s %9s" % (
         "grid_sampler_2d_backward case", "dtype", "det ms", "atom ms", "torch ms", "det x",
-        "atom x", "det%cp", "torch%", "det us", "torch us"))
+        "atom x", "det%cp", "torch%", "det us", "atom us", "torch us", "det q us"))
     for c in cases:
-        print("%-62s %-5s %9.4f %9.4f %9.4f %6.2f %6.2f %6.0f%% %6.0f%% %9.1f %9.1f%s" % (
-            c["case"], c["dtype"], c["default_ms"], c["atomics_ms"], c["torch_ms"],
-            c["default_ratio"], c["atomics_ratio"], 100 * c["default_fraction_of_copy"],
-            100 * c["torch_fraction_of_copy"], c["default_call_us"], c["torch_call_us"],
-            "" if c["default_deterministic"] else "  (default not deterministic)"))
+        print("%-62s %-5s %9.4f %9.4f %9.4f %6.2f %6.2f %6.0f%% %6.0f%% %9.1f %9.1f %9.1f %9.1f%s"
+              % (c["case"], c["dtype"], c["default_ms"], c["atomics_ms"], c["torch_ms"],
+                 c["default_ratio"], c["atomics_ratio"], 100 * c["default_fraction_of_copy"],
+                 100 * c["torch_fraction_of_copy"], c["default_call_us"], c["atomics_call_us"],
+                 c["torch_call_us"], c["default_queue_us"],
+                 "" if c["default_deterministic"] else "  (default not deterministic)"))
+
+
+def main():
+    """Only the grid_sampler_2d_backward cases: python3 bench/bench_grid_sampler.py
+    [--dtypes f32,bf16] [--modes ...] [--paddings ...] [--runs N] [--out file.json]."""
+    import argparse
+    import json
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench
+    parser = argparse.ArgumentParser(description="grid_sampler_2d_backward vs PyTorch")
+    parser.add_argument("--out", default="bench_grid_sampler.json")
+    parser.add_argument("--dtypes", default="f32,bf16")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--paddings", default=",".join(PADDINGS))
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args()
+    torch_dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                    "f64": torch.float64}
+    dtypes = {name: torch_dtypes[name] for name in args.dtypes.split(",") if name}
+    properties = torch.cuda.get_device_properties(bench.DEVICE)
+    l2_bytes = getattr(properties, "L2_cache_size", 50 << 20)
+    timer = bench.GpuTimer()
+    copy_gbps = bench.copy_bandwidth(timer, args.runs, args.warmup)
+    cases, errors = bench_grid_sampler(timer, bench.rotating_inputs, bench.cycle, dtypes,
+                                       copy_gbps, args.runs, args.warmup, l2_bytes,
+                                       modes=tuple(args.modes.split(",")),
+                                       paddings=tuple(args.paddings.split(",")))
+    with open(args.out, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(bench.DEVICE), "torch": torch.__version__,
+                   "copy_GBps": copy_gbps, "runs": args.runs, "cases": cases, "errors": errors},
+                  f, indent=1)
+    print("device: %s   copy bandwidth: %.0f GB/s" % (torch.cuda.get_device_name(bench.DEVICE),
+                                                      copy_gbps))
+    print_grid_sampler_table(cases)
+    for error in errors:
+        print("ERROR " + error)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

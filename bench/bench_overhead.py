@@ -66,6 +66,45 @@ def profile_function_call(call, calls=2000):
 
 
 def measure(runs=1000):
+    """Every figure with the compiled launch path (adjoint._fastlaunch) where it is built,
+    beside the adjoint figures with the ctypes path, in one run."""
+    from adjoint import _fast
+    results = _measure(runs)
+    results["launch_path"] = "fastlaunch" if _fast.module() is not None else "ctypes"
+    if _fast.module() is not None:
+        results["fastlaunch_binding_only_us"] = _binding_only_us(runs)
+    if _fast.module() is None:
+        results["fastlaunch_missing"] = _fast.reason
+        return results
+    _fast.set_enabled(False)
+    adjoint.clear_cache()
+    try:
+        plain = _measure(runs, adjoint_only=True)
+    finally:
+        _fast.set_enabled(True)
+        adjoint.clear_cache()
+    results["ctypes_path"] = {k: v for k, v in plain.items() if k.startswith("adjoint_")}
+    return results
+
+
+def _binding_only_us(runs):
+    """Host microseconds of a prepared program's launch through the compiled path with a launch
+    function that does nothing: the binding's own cost (the tensors' checks and pointers, the
+    stream), without the library's launch."""
+    from adjoint import _fast
+    device = torch.device("cuda")
+    text = adjoint.spec.upsample_nearest_backward(2, False, "f32", SMALL_INPUT_SIZE,
+                                                  SMALL_OUTPUT_SIZE, [None, None])
+    program = adjoint.prepare(text)
+    launcher = program._fast_launcher(_fast.module().launch_nothing_address())
+    bound = {"grad_output": torch.randn(SMALL_INPUT_SIZE[:2] + SMALL_OUTPUT_SIZE, device=device),
+             "grad_input": torch.empty(SMALL_INPUT_SIZE, device=device)}
+    if not launcher(bound, None):
+        raise RuntimeError("the compiled launcher declined the bound tensors")
+    return host_us(lambda: launcher(bound, None), runs)
+
+
+def _measure(runs, adjoint_only=False):
     device = torch.device("cuda")
     input_size, output_size = SMALL_INPUT_SIZE, SMALL_OUTPUT_SIZE
     grad_output = torch.randn(input_size[:2] + output_size, device=device)
@@ -87,14 +126,18 @@ def measure(runs=1000):
         "synchronize_only_us": completion_us(lambda: None, runs),
         "adjoint_function_us": completion_us(adjoint_call, runs),
         "adjoint_program_launch_us": completion_us(lambda: program.launch(bound), runs),
+        "adjoint_program_launch_host_only_us": host_us(lambda: program.launch(bound), runs),
         "adjoint_program_call_us": completion_us(lambda: program(bound), runs),
         "adjoint_prepare_hit_us": host_us(lambda: adjoint.prepare(text), runs),
         "torch_us": completion_us(torch_call, runs),
+        "torch_host_only_us": host_us(torch_call, runs),
         "torch_empty_us": completion_us(lambda: torch.empty(input_size, device=device), runs),
         "adjoint_function_host_only_us": host_us(adjoint_call, runs),
         "targets_us": {"adjoint_function_us": 20, "adjoint_program_launch_us": 8,
                        "adjoint_prepare_hit_us": 2},
     }
+    if adjoint_only:
+        return results
     try:
         import adjoint.torch as dropin
         with dropin.enabled():

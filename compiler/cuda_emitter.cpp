@@ -20,7 +20,8 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     std::string name = names_.fresh(t->name);
     params_[t.get()] = name;
     result.params.push_back(t->name);
-    bool is_written = std::find(written.begin(), written.end(), t) != written.end();
+    bool is_written = std::find(written.begin(), written.end(), t) != written.end() ||
+                      t->name == options_.claim_slot_tensor;
     signature.push_back(std::string(is_written ? "" : "const ") +
                         std::string(cuda_storage_type(t->dtype)) + "* __restrict__ " + name);
   }
@@ -72,7 +73,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
             std::to_string(kernel_.grid.block_size) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body_.text() + "}\n";
-  result.uses_atomics = uses_atomics_;
+  result.uses_atomics = uses_float_atomics_;
   return result;
 }
 

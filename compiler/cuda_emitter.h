@@ -43,6 +43,11 @@ struct EmitOptions {
   /// The kernel's index width as narrow_index_math decided it; derived again (with
   /// kernel_index_width) when absent, for programs that did not go through that pass.
   std::optional<IndexWidth> index_width;
+  /// Loads of this i32 tensor claim a slot: each is emitted as the atomic fetch-and-decrement
+  /// `atomicAdd(&t[i], -1) - 1`, never hoisted or shared (lower_scatter_to_binned_gather's
+  /// fill kernel, where t holds each bucket's count; empty: none). Integer atomics whose final
+  /// values do not depend on their order leave the kernel deterministic.
+  std::string claim_slot_tensor;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

@@ -131,6 +131,7 @@ bool KernelEmitter::speculatable(const Expr& e) {
   if (it != speculatable_.end()) return it->second.second;
   bool ok = e.kind() != ir::ExprKind::kReduce;
   if (auto* load = e.as<ir::LoadNode>()) {
+    ok = load->tensor->name != options_.claim_slot_tensor;  // a claim runs once, where the IR says
     for (size_t d = 0; d < load->indices.size() && ok; ++d) {
       ok = bounds_.of(load->indices[d]).within(0, load->tensor->shape[d] - 1);
     }

@@ -194,6 +194,7 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
                " = " + value + ";");
   } else {
     uses_atomics_ = true;
+    if (ir::is_float(stage.accumulation)) uses_float_atomics_ = true;
     out_->line("// scatter_add into " + target->name + ": atomic, accumulated in " +
                std::string(ir::dtype_name(stage.accumulation)));
     std::optional<CodeWriter::Block> guarded;

@@ -73,6 +73,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     } else {
       access = element(n.tensor, element_indices(n.tensor, n.indices));
     }
+    if (n.tensor->name == options_.claim_slot_tensor) return "(atomicAdd(&" + access + ", -1) - 1)";
     return is_half_precision(n.dtype) ? "adjoint::to_float(" + access + ")" : access;
   }
   std::string visit_Unary(const ir::UnaryNode& n, const ir::Expr&) override;
@@ -234,6 +235,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<int, int> uses_;
   Bounds bounds_;
   bool uses_atomics_ = false;
+  bool uses_float_atomics_ = false;  ///< some atomic add is a float's: order-dependent rounding
   bool uses_memory_helpers_ = false;
   LaunchDims launch_;
   std::optional<VectorGroup> vector_;

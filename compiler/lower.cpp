@@ -10,6 +10,7 @@
 #include "compiler/derive_grid.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/reduction_schedule.h"
@@ -79,7 +80,14 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
+  ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  if (options.determinism == Determinism::kDefault) {
+    p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
+      return lower_scatter_to_binned_gather(x, &claims);
+    });
+  }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   ScheduleNotes notes, cooperative_notes;
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
@@ -99,13 +107,15 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k]};
+    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}};
     if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
       emit_options.schedule_note = note->second;
     if (auto note = notes.find(kernel.name); note != notes.end()) {
       emit_options.schedule_note +=
           (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
     }
+    if (auto claim = claims.find(kernel.name); claim != claims.end())
+      emit_options.claim_slot_tensor = claim->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers

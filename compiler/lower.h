@@ -1,7 +1,8 @@
 // lower(): the compiler's entry point, one linear pipeline from a specialized IR program to CUDA
 // translation units the runtime can compile and launch:
 //
-//   verify -> simplify -> lower_scatter_to_gather -> simplify -> lower_scatter_to_atomics
+//   verify -> simplify -> lower_scatter_to_gather -> simplify
+//          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> split_reductions -> derive_grid -> narrow_index_math
 //          -> emit_cuda (one unit per kernel)
 //
@@ -15,8 +16,9 @@
 namespace adjoint::compiler {
 
 /// kDefault: deterministic unless a kernel has no deterministic strategy (data-dependent
-/// scatters, which use atomics under either setting for now). kAllowAtomics: atomics are
-/// welcome wherever they are faster. Part of the runtime's cache key.
+/// scatters become binned gathers, lower_scatter_to_binned_gather.h; the few it cannot take
+/// fall back to atomics). kAllowAtomics: atomics are welcome wherever they are faster. Part of
+/// the runtime's cache key.
 enum class Determinism { kDefault, kAllowAtomics };
 
 struct LowerOptions {

@@ -130,7 +130,9 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
     for (int64_t e : domain_extents(kernel)) points *= e;
     std::vector<std::string> lines;
     bool warp = false;
-    const std::string forbids = shape_forbids_warp(kernel);
+    const std::string forbids = options.excluded_kernels.count(kernel.name)
+                                    ? "it claims slots with atomics, which every lane would repeat"
+                                    : shape_forbids_warp(kernel);
     for (const auto& [r, stage] : reductions) {
       const ir::Axis& lane_axis = r->axes.back();
       int64_t trips = 1;

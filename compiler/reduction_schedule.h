@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "compiler/split_reductions.h"
@@ -33,6 +34,9 @@ struct ReductionScheduleOptions {
   int64_t min_trips = 256;
   int64_t min_lane_extent = 64;
   int64_t min_points = 1024;
+  /// Kernels that keep one thread per point whatever the mode: those whose loads claim slots
+  /// with atomics (lower_scatter_to_binned_gather), which every lane would repeat.
+  std::set<std::string> excluded_kernels;
 };
 
 /// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""An mHC block (adjoint.mhc.pre: adjoint's forward and backward as one autograd operator)
-trained for a few steps under torch.compile(fullgraph=True) on synthetic data; prints the loss
+"""A full mHC block (adjoint.mhc.pre, adjoint.mhc.sinkhorn and adjoint.mhc.post: adjoint's
+forward and backward programs as autograd operators) trained for a few steps under torch.compile(fullgraph=True) on synthetic data; prints the loss
 per step and the graph-break count (0: the custom op traces through).
 
     python3 examples/pytorch/train_mhc_compile.py [--steps 20]
@@ -18,7 +18,8 @@ import adjoint.mhc  # noqa: E402
 
 
 class MhcBlock(torch.nn.Module):
-    """x [B, S, n, D] -> mHC pre mapping -> MLP on h_in -> spread back over the n streams."""
+    """x [B, S, n, D] -> pre mapping (h_in, h_post, h_res logits) -> Sinkhorn projection of
+    h_res -> MLP on h_in -> post mapping h_res x + h_post (x) MLP(h_in)."""
 
     def __init__(self, n=4, dim=64):
         super().__init__()
@@ -32,9 +33,8 @@ class MhcBlock(torch.nn.Module):
 
     def forward(self, x):
         h_in, h_post, h_res = adjoint.mhc.pre(x, self.phi, self.alpha, self.bias, self.gamma)
-        y = self.mlp(h_in)
-        mixed = torch.einsum("bsij,bsjd->bsid", h_res, x)
-        return mixed + h_post[..., None] * y[:, :, None, :]
+        mixing = adjoint.mhc.sinkhorn(h_res)
+        return adjoint.mhc.post(x, self.mlp(h_in), mixing, h_post)
 
 
 def main():

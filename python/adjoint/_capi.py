@@ -182,6 +182,17 @@ class Library:
         if status:
             self.check(status, "adjoint_launch")
 
+    def function_address(self, name):
+        """The address of C function `name` (for the compiled launch path), or None."""
+        try:
+            function = getattr(self._f, name)
+        except AttributeError:
+            return None
+        try:
+            return ctypes.cast(function, ctypes.c_void_p).value
+        except (TypeError, ctypes.ArgumentError):
+            return None
+
     def release(self, handle):
         self.call("adjoint_program_release", handle)
 

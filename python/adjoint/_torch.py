@@ -54,6 +54,21 @@ def _current_device_index():
     return t.cuda.current_device()
 
 
+_raw_get_device = None
+
+
+def current_device_index():
+    """The current CUDA device's index, cheaply once CUDA is up (the raw getter)."""
+    global _raw_get_device
+    if _raw_get_device is None:
+        t = torch()
+        raw = getattr(t._C, "_cuda_getDevice", None)
+        if raw is None or not t.cuda.is_initialized():
+            return t.cuda.current_device()
+        _raw_get_device = raw
+    return _raw_get_device()
+
+
 def device_guard(device):
     """Makes `device` current for the calls inside (the library uses the thread's context)."""
     if _current_device_index() == device_index(device):
@@ -69,6 +84,27 @@ def current_stream(device):
     if raw is not None:
         return raw(device_index(device))
     return t.cuda.current_stream(device).cuda_stream
+
+
+def launch_getters(device):
+    """(get_device() -> the current device index, get_stream(device index) -> the current
+    CUstream) for the compiled launch path: PyTorch's raw builtins where it has them."""
+    t = torch()
+    raw_device = getattr(t._C, "_cuda_getDevice", None)
+    raw_stream = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    if raw_device is None or raw_stream is None:
+        return _current_device_index, lambda index: current_stream(device)
+    return raw_device, raw_stream
+
+
+def allocator(shape, strides, torch_dtype_name, device):
+    """A function of no arguments that allocates what empty_strided(...) would, with the
+    arguments resolved once (for a Program's outputs)."""
+    t = torch()
+    dtype = getattr(t, torch_dtype_name)
+    shape, strides = tuple(shape), tuple(strides)
+    empty_strided = t.empty_strided
+    return lambda: empty_strided(shape, strides, dtype=dtype, device=device)
 
 
 _DTYPES = {}

@@ -10,7 +10,8 @@ specialization gives them (channels_last in, channels_last out).
 from . import _torch, spec
 from .errors import InvalidArgumentError
 from .program import call_cache, prepare
-from .tensors import dtype_of, layout_of, require_rank, shape_of
+from .tensors import (dtype_of, layout_of, overlaps_itself, require_rank, shape_of,
+                      strides_of)
 
 
 def _int_list(values, argument):
@@ -19,6 +20,23 @@ def _int_list(values, argument):
     except (TypeError, ValueError):
         raise InvalidArgumentError("%s: expected a list of integers, got %r"
                                    % (argument, values)) from None
+
+
+def _input_layout(tensor, argument, allowed):
+    """(layout, copy) for input `tensor`: the layout among `allowed` its strides follow and
+    copy False; or, for any other strides, "contiguous" and copy True (the caller binds
+    tensor.contiguous(), as PyTorch's own upsample backward does). A tensor that overlaps
+    itself (an .expand()ed one) is refused with an InvalidArgumentError naming `argument`."""
+    try:
+        return layout_of(tensor, argument, allowed), False
+    except InvalidArgumentError:
+        shape, strides = shape_of(tensor), strides_of(tensor)
+        if overlaps_itself(shape, strides):
+            raise InvalidArgumentError(
+                "%s: overlaps itself (shape %s, strides %s: several indices share one "
+                "address, as after .expand()); pass one with its own memory, e.g. "
+                ".contiguous()" % (argument, shape, strides)) from None
+        return "contiguous", True
 
 
 # (call signature) -> Program for calls already checked once: a warm call with an alike
@@ -42,12 +60,15 @@ def _upsample_backward(spatial_rank, exact, grad_output, output_size, input_size
                         grad_output.stride(), grad_output.device)
     except (AttributeError, TypeError):
         key = None
-    program = _programs_by_call.get(key) if key is not None else None
-    if program is None:
-        program = _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size,
-                                             input_size, scales)
+    entry = _programs_by_call.get(key) if key is not None else None
+    if entry is None:
+        entry = _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size,
+                                           input_size, scales)
         if key is not None:
-            _programs_by_call[key] = program
+            _programs_by_call[key] = entry
+    program, copy = entry
+    if copy:
+        grad_output = grad_output.contiguous()
     return program(grad_output=grad_output)["grad_input"]
 
 
@@ -69,11 +90,12 @@ def _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size, in
         raise InvalidArgumentError(
             "%s: grad_output: expected shape %s (input_size[0:2] + output_size), got %s"
             % (op, expected, shape))
-    layout = layout_of(grad_output, "%s: grad_output" % op,
-                       ("contiguous", "channels_last") if spatial_rank > 1 else ("contiguous",))
+    layout, copy = _input_layout(
+        grad_output, "%s: grad_output" % op,
+        ("contiguous", "channels_last") if spatial_rank > 1 else ("contiguous",))
     text = spec.upsample_nearest_backward(spatial_rank, exact, dtype.name, input_size,
                                           output_size, scales, layout)
-    return prepare(text, device=device)
+    return prepare(text, device=device), copy
 
 
 def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
@@ -135,15 +157,26 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     """(grad_input or None, grad_grid) of 2-d grid sampling (ATen grid_sampler_2d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
-    program = grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mode,
-                                               padding_mode, align_corners, output_mask)
-    outputs = program(grad_output=grad_output, input=input, grid=grid)
+    program, copies = _grid_sampler_2d_backward_entry(grad_output, input, grid,
+                                                      interpolation_mode, padding_mode,
+                                                      align_corners, output_mask)
+    bound = {"grad_output": grad_output, "input": input, "grid": grid}
+    for name in copies:
+        bound[name] = bound[name].contiguous()
+    outputs = program(bound)
     return outputs.get("grad_input"), outputs["grad_grid"]
 
 
 def grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
                                      align_corners, output_mask):
     """The Program grid_sampler_2d_backward runs for these arguments (checked, memoized)."""
+    return _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
+                                           padding_mode, align_corners, output_mask)[0]
+
+
+def _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
+                                    align_corners, output_mask):
+    """(Program, names of the inputs to bind as contiguous copies) for these arguments."""
     try:
         key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
                         grad_output.device, input.dtype, input.shape, input.stride(),
@@ -152,13 +185,13 @@ def grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mod
                         tuple(bool(m) for m in output_mask))
     except (AttributeError, TypeError):
         key = None
-    program = _grid_programs_by_call.get(key) if key is not None else None
-    if program is None:
-        program = _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
-                                                    padding_mode, align_corners, output_mask)
+    entry = _grid_programs_by_call.get(key) if key is not None else None
+    if entry is None:
+        entry = _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
+                                                  padding_mode, align_corners, output_mask)
         if key is not None:
-            _grid_programs_by_call[key] = program
-    return program
+            _grid_programs_by_call[key] = entry
+    return entry
 
 
 _grid_programs_by_call = call_cache()
@@ -179,12 +212,12 @@ def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mo
     if out_shape != expected:
         raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; H_out, "
                                    "W_out of grid), got %s" % (op, expected, out_shape))
-    for name, tensor in named:
-        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    copies = tuple(name for name, tensor in named
+                   if _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1])
     text = spec.grid_sampler_2d_backward(dtype.name, in_shape, grid_shape[1:3],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    return prepare(text, device=device)
+    return prepare(text, device=device), copies
 
 
 def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
@@ -192,6 +225,49 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
     """(grad_input or None, grad_grid) of 3-d grid sampling (ATen grid_sampler_3d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, i.e. trilinear, 1 nearest; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    program, copies = _grid_sampler_3d_backward_entry(grad_output, input, grid,
+                                                      interpolation_mode, padding_mode,
+                                                      align_corners, output_mask)
+    bound = {"grad_output": grad_output, "input": input, "grid": grid}
+    for name in copies:
+        bound[name] = bound[name].contiguous()
+    outputs = program(bound)
+    return outputs.get("grad_input"), outputs["grad_grid"]
+
+
+def grid_sampler_3d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
+                                     align_corners, output_mask):
+    """The Program grid_sampler_3d_backward runs for these arguments (checked, memoized)."""
+    return _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode,
+                                           padding_mode, align_corners, output_mask)[0]
+
+
+def _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
+                                    align_corners, output_mask):
+    """(Program, names of the inputs to bind as contiguous copies) for these arguments: a warm
+    call skips the argument checks, the spec text and the library's lookup, as in 2-d."""
+    try:
+        key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
+                        grad_output.device, input.dtype, input.shape, input.stride(),
+                        input.device, grid.dtype, grid.shape, grid.stride(), grid.device,
+                        interpolation_mode, padding_mode, bool(align_corners),
+                        tuple(bool(m) for m in output_mask))
+    except (AttributeError, TypeError):
+        key = None
+    entry = _grid3d_programs_by_call.get(key) if key is not None else None
+    if entry is None:
+        entry = _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode,
+                                                  padding_mode, align_corners, output_mask)
+        if key is not None:
+            _grid3d_programs_by_call[key] = entry
+    return entry
+
+
+_grid3d_programs_by_call = call_cache()
+
+
+def _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                                      align_corners, output_mask):
     op = "grid_sampler_3d_backward"
     named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
     device, dtype = _same_device_and_dtype(op, named)
@@ -205,13 +281,12 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
     if out_shape != expected:
         raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; D_out, "
                                    "H_out, W_out of grid), got %s" % (op, expected, out_shape))
-    for name, tensor in named:
-        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    copies = tuple(name for name, tensor in named
+                   if _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1])
     text = spec.grid_sampler_3d_backward(dtype.name, in_shape, grid_shape[1:4],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    outputs = prepare(text, device=device)(grad_output=grad_output, input=input, grid=grid)
-    return outputs.get("grad_input"), outputs["grad_grid"]
+    return prepare(text, device=device), copies
 
 
 MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",

@@ -7,13 +7,18 @@ Program knows every tensor it binds (name, role, dtype, shape, strides, as the l
 them); calling it checks the given tensors against that, allocates the outputs it was not given
 with exactly the expected shape and strides (the library zeroes what it accumulates into, so
 they are left uninitialized), and queues the kernels on the current stream.
+
+The per-call path runs in C where the extension adjoint._fastlaunch is built (_fast.py,
+python/ext/fastlaunch.c): one call binds the tensors, compares each with the record last
+accepted for it, and launches. It runs the same Python checks as the ctypes path on any tensor
+that differs from that record, so errors are the same on both paths.
 """
 
 import ctypes
 import threading
 from collections import namedtuple
 
-from . import _capi, _torch
+from . import _capi, _fast, _torch
 from .errors import InvalidArgumentError
 from .tensors import DTYPE_BY_CODE, DTYPE_BY_NAME, describe
 
@@ -99,6 +104,35 @@ class Program:
         self._allocations = tuple((t.name, t.shape, t.strides, _dtype_torch_name(t.dtype))
                                   for t in self.tensors if t.role == "output")
         self._launch_lock = threading.Lock()
+        self._allocators = None  # (name, allocate()) per output, made on the first call
+        self._fast = self._fast_launcher()
+
+    def _fast_launcher(self, function=None):
+        """The compiled launcher of this program (adjoint._fastlaunch.Launcher), or None where
+        the extension or the library's function address is not available. `function`: another
+        launch function's address (bench_overhead.py measures the binding with one that does
+        nothing)."""
+        fast = _fast.module()
+        if fast is None:
+            return None
+        function = function or self._library.function_address("adjoint_launch")
+        if not function:
+            return None
+        get_device, get_stream = _torch.launch_getters(self.device)
+        return fast.Launcher(
+            function, self._handle, ctypes.addressof(self._names),
+            ctypes.addressof(self._descriptors), (self._names, self._descriptors), self._order,
+            self._checked, get_device, get_stream, self._check_status,
+            _torch.device_index(self.device))
+
+    def _check_status(self, status):
+        self._library.check(status, "adjoint_launch")
+
+    def _checked(self, index, tensor):
+        """For the compiled launcher: the full checks of tensor `index`, and the address of its
+        descriptor (with the descriptor, which must outlive the copy)."""
+        descriptor = self._check(index, tensor)
+        return ctypes.addressof(descriptor), descriptor
 
     def _check_names(self, tensors):
         unknown = [name for name in tensors if name not in self._by_name]
@@ -110,22 +144,29 @@ class Program:
         if missing:
             raise InvalidArgumentError("%s: tensors %s not given" % (self.op, ", ".join(missing)))
 
-    def _accept(self, index, tensor):
-        """The full checks of tensor `index` (InvalidArgumentError naming it); remembers what
-        passed so that the next launch with an alike tensor only compares four attributes."""
+    def _check(self, index, tensor):
+        """The full checks of tensor `index` (InvalidArgumentError naming it): its descriptor."""
         info = self.tensors[index]
         device = _torch.cuda_device_of(tensor, "%s: tensor '%s'" % (self.op, info.name))
         if _torch.device_index(device) != _torch.device_index(self.device):
             raise InvalidArgumentError("%s: tensor '%s' is on %s, the program on %s"
                                        % (self.op, info.name, device, self.device))
-        self._descriptors[index] = describe(tensor, info, info.name, self.op)
-        self._accepted[index] = (tensor.dtype, tensor.shape, tensor.stride(), device)
+        return describe(tensor, info, info.name, self.op)
+
+    def _accept(self, index, tensor):
+        """The full checks of tensor `index`; remembers what passed so that the next launch
+        with an alike tensor only compares four attributes."""
+        self._descriptors[index] = self._check(index, tensor)
+        self._accepted[index] = (tensor.dtype, tensor.shape, tensor.stride(), tensor.device)
 
     def launch(self, tensors, stream=None):
         """Queues the program with every tensor bound (`tensors`: name -> tensor) on `stream`
         (a CUstream handle; default: PyTorch's current stream on the program's device)."""
         if self._handle is None:
             raise InvalidArgumentError("%s: the program was released" % self.op)
+        fast = self._fast
+        if fast is not None and fast(tensors, stream):
+            return
         if len(tensors) != len(self.tensors):
             self._check_names(tensors)
         with self._launch_lock:
@@ -157,22 +198,32 @@ class Program:
     def __call__(self, tensors=None, stream=None, **named):
         """Binds `tensors` (a dict) and keyword tensors, allocates the outputs not given, launches,
         and returns {output name: tensor}."""
-        bound = dict(tensors) if tensors else {}
-        if named:
-            bound.update(named)
+        if tensors:
+            bound = dict(tensors)
+            if named:
+                bound.update(named)
+        else:
+            bound = named
         outputs = {}
-        for name, shape, strides, torch_dtype_name in self._allocations:
+        allocators = self._allocators
+        if allocators is None:
+            allocators = self._allocators = tuple(
+                (name, _torch.allocator(shape, strides, torch_dtype_name, self.device))
+                for name, shape, strides, torch_dtype_name in self._allocations)
+        for name, allocate in allocators:
             tensor = bound.get(name)
             if tensor is None:
-                tensor = bound[name] = _torch.empty_strided(shape, strides, torch_dtype_name,
-                                                            self.device)
+                tensor = bound[name] = allocate()
             outputs[name] = tensor
-        self.launch(bound, stream)
+        fast = self._fast
+        if fast is None or not fast(bound, stream):
+            self.launch(bound, stream)
         return outputs
 
     def release(self):
         """Releases the library's handle (the program cannot be launched afterwards)."""
         handle, self._handle = self._handle, None
+        self._fast = None
         if handle is not None:
             self._library.release(handle)
 
@@ -188,15 +239,31 @@ _cache_lock = threading.Lock()
 def prepare(spec, determinism="default", device=None):
     """The Program for specialization text `spec` on `device` (default: the current CUDA
     device), from the cache or compiled and loaded now."""
+    # A warm hit: these exact arguments were resolved before (one dict lookup).
+    try:
+        return _warm[(spec, determinism,
+                      _torch.current_device_index() if device is None else device)]
+    except (KeyError, TypeError):
+        pass
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError("spec: expected 'op key=value ...', got %r" % (spec,))
     code = determinism_code(determinism)
+    given = device
     if device is None:
         device = _torch.current_device()
     key = (spec, code, _torch.device_index(device))
     program = _cache.get(key)
-    if program is not None:
-        return program
+    if program is None:
+        program = _load(spec, determinism, code, device, key)
+    try:
+        _warm[(spec, determinism, _torch.device_index(device) if given is None else given)] = \
+            program
+    except TypeError:  # an unhashable device or determinism: no warm entry
+        pass
+    return program
+
+
+def _load(spec, determinism, code, device, key):
     library = _capi.library()
     with _torch.device_guard(device):
         handle = library.prepare(spec, code)
@@ -213,6 +280,10 @@ def prepare(spec, determinism="default", device=None):
 
 
 _call_caches = []
+
+
+_warm = {}
+_call_caches.append(_warm)  # (spec, determinism as given, device as given or current index)
 
 
 def call_cache():

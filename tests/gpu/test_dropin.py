@@ -84,16 +84,36 @@ def test_grid_sample_backward_matches_pytorch(dtype, mode, padding, align):
         assert_close(g, w, dtype)
 
 
-def test_unsupported_input_falls_through_to_pytorch():
-    # A strided grad_output (a slice) is not a layout adjoint takes yet: PyTorch's kernel runs.
+def test_strided_grad_output_runs_adjoint_and_expanded_falls_through():
+    # A sliced grad_output runs adjoint's kernel on a contiguous copy (as PyTorch's does).
     base = torch.randn(2, 3, 40, 64, device=DEVICE)
     grad_output = base[:, :, :, ::2]
     want = torch.ops.aten.upsample_nearest2d_backward(grad_output, [40, 32], [2, 3, 20, 16])
     dropin.fallthrough_counts.clear()
     with dropin.enabled():
         got = torch.ops.aten.upsample_nearest2d_backward(grad_output, [40, 32], [2, 3, 20, 16])
+        assert not dropin.fallthrough_counts, dropin.fallthrough_counts
+        # an .expand()ed one (out.sum().backward()) overlaps itself: PyTorch's kernel runs
+        ones = torch.ones(1, 1, 1, 1, device=DEVICE).expand(2, 3, 40, 32)
+        got_ones = torch.ops.aten.upsample_nearest2d_backward(ones, [40, 32], [2, 3, 20, 16])
         assert dropin.fallthrough_counts.get("upsample_nearest2d_backward") == 1
     torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got_ones, torch.full((2, 3, 20, 16), 4.0, device=DEVICE))
+
+
+def test_permuted_grid_sample_grad_output_runs_adjoint():
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, 9, 11, device=DEVICE)
+    grid = torch.rand(2, 7, 5, 2, device=DEVICE) * 2 - 1
+    grad = torch.randn(2, 5, 7, 3, device=DEVICE).permute(0, 3, 2, 1)  # [2, 3, 7, 5], strided
+    want = grid_sample_grads(x, grid, grad, "bilinear", "zeros", False)
+    dropin.fallthrough_counts.clear()
+    with dropin.enabled():
+        got = grid_sample_grads(x, grid, grad, "bilinear", "zeros", False)
+        assert not dropin.fallthrough_counts, dropin.fallthrough_counts
+    for g, w in zip(got, want):
+        assert_close(g, w, torch.float32)
 
 
 def test_disable_restores_pytorch():
@@ -139,15 +159,15 @@ def test_grid_sample_backward_under_deterministic_algorithms():
         first, second = grid_grad_only(), grid_grad_only()
     assert torch.equal(first, second)
 
-    # With grad_input too: adjoint runs it when its program is deterministic (a deterministic
-    # scatter strategy); until then the call falls through to PyTorch, which raises.
+    # With grad_input too: the default program is a binned gather, deterministic, so adjoint
+    # runs it where PyTorch alone raises; three runs agree bit for bit.
     program = adjoint.ops.grid_sampler_2d_backward_program(
         grad, x, grid, 0, 0, False, [True, True])
+    assert program.deterministic
+    dropin.fallthrough_counts.clear()
     with dropin.enabled():
-        if program.deterministic:
-            a = grid_sample_under_determinism(x, grid, grad)
+        a = grid_sample_under_determinism(x, grid, grad)
+        for _ in range(2):
             b = grid_sample_under_determinism(x, grid, grad)
             assert all(torch.equal(u, v) for u, v in zip(a, b))
-        else:
-            with pytest.raises(RuntimeError, match="deterministic"):
-                grid_sample_under_determinism(x, grid, grad)
+    assert not dropin.fallthrough_counts

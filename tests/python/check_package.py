@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The installed package, tested from outside the checkout.
 
-    check_package.py layout LIBADJOINT   the layout `pip install .` produces (adjoint/ with
-                                         lib/libadjoint.so inside), assembled in a temporary
+    check_package.py layout LIBADJOINT [FASTLAUNCH]
+                                         the layout `pip install .` produces (adjoint/ with
+                                         lib/libadjoint.so and, where built, the compiled
+                                         launch path inside), assembled in a temporary
                                          directory: import + version() from another directory
                                          with no ADJOINT_LIBRARY, then the CPU tests against it
     check_package.py pip                 `pip install .` into a temporary target (needs
@@ -10,6 +12,7 @@
                                          the same checks on what it installed
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -25,7 +28,9 @@ def check(site):
     env = {k: v for k, v in os.environ.items() if k != "ADJOINT_LIBRARY"}
     env["PYTHONPATH"] = site
     with tempfile.TemporaryDirectory() as elsewhere:
-        out = subprocess.run([sys.executable, "-c", "import adjoint; print(adjoint.version()); "
+        out = subprocess.run([sys.executable, "-c", "import adjoint, adjoint._fast as f; "
+                              "print(adjoint.version()); m = f.module(); "
+                              "print(m.__file__ if m else 'none'); "
                               "print(adjoint.library_path())"], cwd=elsewhere, env=env,
                              capture_output=True, text=True)
     print(out.stdout + out.stderr)
@@ -35,6 +40,12 @@ def check(site):
     if not library.startswith(os.path.join(site, "adjoint")):
         print("FAIL: loaded %s, not the package's own library" % library)
         return 1
+    extension = out.stdout.split()[-2]
+    if glob.glob(os.path.join(site, "adjoint", "_fastlaunch*")):
+        if not extension.startswith(os.path.join(site, "adjoint")):
+            print("FAIL: the compiled launch path came from %s, not the package" % extension)
+            return 1
+        env["ADJOINT_EXPECT_FASTLAUNCH"] = "1"
     env["ADJOINT_PYTHON_PATH"] = site  # tests/python/fakes.py imports adjoint from here
     env["ADJOINT_LIBRARY"] = library
     return subprocess.run([sys.executable, "-m", "unittest", "discover", "-s",
@@ -51,6 +62,8 @@ def main():
                             ignore=shutil.ignore_patterns("__pycache__"))
             os.makedirs(os.path.join(package, "lib"))
             shutil.copy2(sys.argv[2], os.path.join(package, "lib", "libadjoint.so"))
+            if len(sys.argv) > 3:
+                shutil.copy2(sys.argv[3], package)
         elif mode == "pip":
             try:
                 import scikit_build_core  # noqa: F401

@@ -69,6 +69,14 @@ class FakeTensor:
     def data_ptr(self):
         return self._address
 
+    def contiguous(self):
+        """Itself when contiguous, else a contiguous copy (a new address), as torch's."""
+        if self._strides == contiguous_strides(self.shape):
+            return self
+        copy = FakeTensor(self.shape, self.dtype.torch_name, None, self.device)
+        self.copies = getattr(self, "copies", 0) + 1
+        return copy
+
 
 class FakeProgramDefinition:
     def __init__(self, tensors, deterministic=True):
@@ -196,6 +204,10 @@ def fake_environment(fake):
         "current_device": lambda: FakeDevice("cuda", 0),
         "device_guard": lambda device: contextlib.nullcontext(),
         "current_stream": lambda device: 0xABC,
+        "launch_getters": lambda device: (lambda: 0, lambda index: 0xABC),
+        "current_device_index": lambda: 0,
+        "allocator": lambda shape, strides, name, device: (
+            lambda: empty_strided(shape, strides, name, device)),
         "empty_strided": empty_strided,
     }
     saved = {name: getattr(_torch, name) for name in replacements}

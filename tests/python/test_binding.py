@@ -381,6 +381,28 @@ class FakeLibraryTest(unittest.TestCase):
         self.assertEqual(len(self.fake.prepared), 2)
         self.assertEqual(len(self.fake.launches), 4)
 
+    def test_strided_inputs_are_copied_and_overlapping_ones_refused(self):
+        sliced = FakeTensor((1, 2, 8, 8), strides=(256, 128, 16, 2))
+        for _ in range(2):  # the memo remembers that the call needs a copy
+            adjoint.upsample_nearest2d_backward(sliced, [8, 8], [1, 2, 4, 4])
+        self.assertEqual(sliced.copies, 2)
+        self.assertEqual(self.fake.launches[-1][1]["grad_output"][2:],
+                         ((1, 2, 8, 8), (128, 64, 8, 1)))
+        with self.assertRaisesRegex(ValueError, r"upsample_nearest2d_backward: grad_output: "
+                                                r"overlaps itself \(shape \(1, 2, 8, 8\), "
+                                                r"strides \(0, 0, 8, 1\)"):
+            adjoint.upsample_nearest2d_backward(FakeTensor((1, 2, 8, 8), strides=(0, 0, 8, 1)),
+                                                [8, 8], [1, 2, 4, 4])
+        go, x = FakeTensor((1, 2, 3, 3)), FakeTensor((1, 2, 4, 4))
+        grid = FakeTensor((1, 3, 3, 2), strides=(36, 12, 4, 1))  # a slice of a wider grid
+        adjoint.grid_sampler_2d_backward(go, x, grid, 0, 0, False, [True, True])
+        self.assertEqual((grid.copies, getattr(go, "copies", 0)), (1, 0))
+        self.assertEqual(self.fake.launches[-1][1]["grid"][3], (18, 6, 2, 1))
+        with self.assertRaisesRegex(ValueError, "grid_sampler_2d_backward: input: overlaps "
+                                                "itself"):
+            adjoint.grid_sampler_2d_backward(go, FakeTensor((1, 2, 4, 4), strides=(0, 0, 4, 1)),
+                                             FakeTensor((1, 3, 3, 2)), 0, 0, False, [True, True])
+
     def test_release_and_cache_clear(self):
         program = adjoint.prepare("upsample_nearest1d_backward dtype=f32 input_size=1,2,5 "
                                   "output_size=10", determinism="allow_atomics")

@@ -97,11 +97,18 @@ class DropInTest(unittest.TestCase):
         self.assertEqual(grad_input.shape, (1, 2, 4, 4))
         self.assertEqual(len(self.fake.launches), 1)
         self.assertEqual(self.dropin.fallthrough_counts, {})
-        strided = FakeTensor((1, 2, 8, 8), strides=(256, 128, 16, 2))  # a sliced tensor
-        result = kernel("keyset", strided, [8, 8], [1, 2, 4, 4], None, None)
+        # a sliced grad_output runs adjoint on a contiguous copy, as PyTorch's kernel would
+        strided = FakeTensor((1, 2, 8, 8), strides=(256, 128, 16, 2))
+        grad_input = kernel("keyset", strided, [8, 8], [1, 2, 4, 4], None, None)
+        self.assertEqual((grad_input.shape, strided.copies), ((1, 2, 4, 4), 1))
+        self.assertNotEqual(self.fake.launches[-1][1]["grad_output"][0], strided.data_ptr())
+        self.assertEqual(self.dropin.fallthrough_counts, {})
+        # an expanded one (overlapping itself) is refused by adjoint: PyTorch's kernel runs
+        expanded = FakeTensor((1, 2, 8, 8), strides=(0, 0, 0, 1))
+        result = kernel("keyset", expanded, [8, 8], [1, 2, 4, 4], None, None)
         self.assertEqual(result, "pytorch:aten::upsample_nearest2d_backward")
         original = self.torch.original_kernels["aten::upsample_nearest2d_backward"]
-        self.assertEqual(original.calls, [("keyset", (strided, [8, 8], [1, 2, 4, 4], None,
+        self.assertEqual(original.calls, [("keyset", (expanded, [8, 8], [1, 2, 4, 4], None,
                                                       None))])
         self.assertEqual(self.dropin.fallthrough_counts, {"upsample_nearest2d_backward": 1})
 

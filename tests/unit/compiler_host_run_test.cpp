@@ -39,6 +39,7 @@
 #include "compiler/launch_geometry.h"
 #include "compiler/lower.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/reduction_schedule.h"
@@ -120,6 +121,12 @@ inline float __double2float_rz(double d) {
   if (std::isinf(f) && !std::isinf(d)) return std::copysign(FLT_MAX, static_cast<float>(d));
   if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
   return f;
+}
+inline int atomicAdd(int* address, int value) { int old = *address; *address += value; return old; }
+namespace adjoint {  // one thread at a time: atomics are plain adds
+inline void atomic_add(int* address, int value) { *address += value; }
+inline void atomic_add(float* address, float value) { *address += value; }
+inline void atomic_add(double* address, double value) { *address += value; }
 }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
@@ -209,6 +216,12 @@ struct Variant {
     v.reduction_split = partials;
     return v;
   }
+  /// Data-dependent scatters as binned gathers (Determinism::kDefault) at a block size.
+  static Variant binned_gather(int block_size) {
+    Variant v(0, block_size, 0, false);
+    v.binned = true;
+    return v;
+  }
   int width = 1;
   int block_size = 0;
   int vector_bytes = 0;
@@ -223,9 +236,10 @@ struct Variant {
     v.reduction_split = partials;
     return v;
   }
+  bool binned = false;
 
   std::string label() const {
-    return "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
+    return std::string(binned ? "binned_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction;
   }
@@ -239,6 +253,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
                                             std::vector<ir::Tensor>* added_temporaries = nullptr) {
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
+  ClaimSlotTensors claims;
+  if (variant.binned) p = lower_scatter_to_binned_gather(p, &claims);
   p = lower_scatter_to_atomics(p);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
@@ -270,8 +286,10 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     if (p.kernels[k].stages.empty()) continue;
-    kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k),
-                                       EmitOptions{variant.streaming}));
+    EmitOptions options{variant.streaming};
+    if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
+      options.claim_slot_tensor = claim->second;
+    kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k), options));
   }
   return kernels;
 }
@@ -462,8 +480,10 @@ void expect_outputs_equal(const ir::Program& p, const ir::HostBuffers& expected,
 /// Compiles each program in every variant, runs all of them on aligned and misaligned buffers,
 /// and expects the first variant's run (usually scalar: vector width 1) to match the
 /// interpreter (within `tolerance`) and every other run to match it bit for bit.
-void expect_host_runs_match(const std::vector<ir::Program>& programs,
-                            const std::vector<Variant>& variants, double tolerance) {
+void expect_host_runs_match(
+    const std::vector<ir::Program>& programs, const std::vector<Variant>& variants,
+    double tolerance,
+    ir::HostBuffers (*make_inputs)(const ir::Program&, unsigned) = exact_inputs) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   std::vector<HostProgram> runs;
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -483,7 +503,7 @@ void expect_host_runs_match(const std::vector<ir::Program>& programs,
   ASSERT_TRUE(error.empty()) << error;
   size_t r = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
-    ir::HostBuffers inputs = exact_inputs(programs[i], static_cast<unsigned>(i + 1));
+    ir::HostBuffers inputs = make_inputs(programs[i], static_cast<unsigned>(i + 1));
     ir::HostBuffers expected = ir::interpret(programs[i], inputs);
     std::optional<ir::HostBuffers> scalar;
     for (const Variant& variant : variants) {
@@ -808,6 +828,60 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   Variant groups = Variant::schedule(0, "warp", 0);  // the chooser's widths: several points a warp
   groups.block_size = 64;
   expect_host_runs_match(programs, {groups}, 2e-2);
+}
+
+/// grid_sampler inputs whose sums depend on their order: grad_output and input with full
+/// mantissas in (-1, 1), grids k/16 in [-1.5, 1.5] (in range, edges, pixel centres, outside).
+ir::HostBuffers rounding_inputs(const ir::Program& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  std::uniform_int_distribution<int> grid(-24, 24);
+  ir::HostBuffers in;
+  for (const ir::Tensor& t : p.inputs) {
+    std::vector<double>& v = in[t->name];
+    for (int64_t i = 0; i < t->storage_elements(); ++i)
+      v.push_back(t->name == "grid" ? grid(rng) / 16.0 : value(rng));
+  }
+  return in;
+}
+
+/// Data-dependent scatters of every grid_sampler mode, 2-d and 3-d, as binned gathers. The
+/// first run is the atomics lowering, which on the host adds in thread order, that is in
+/// record order for every destination: within rounding of the interpreter (it sums in f64).
+/// The binned gathers at three block sizes must equal it bit for bit, which they do only when
+/// every bucket is summed in record order: the fill claims slots counting down, so the sort
+/// kernel has to put each bucket back in order.
+TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=4,6 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,2,4,4 output_size=5,3 "
+        "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,2,3,1 output_size=4,4 "
+        "interpolation_mode=nearest padding_mode=border align_corners=false",
+        "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // Grids in [-8, 8] (exact inputs): most points out of range (zeros), clamped to the edge
+  // cells (border: large buckets) or reflected; then values whose sums round by order.
+  const std::vector<Variant> variants = {Variant(1), Variant::binned_gather(256),
+                                         Variant::binned_gather(32), Variant::binned_gather(1024)};
+  expect_host_runs_match(programs, variants, 1e-2);
+  expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
+}
+
+TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
+  // 2 x 40 x 30 = 2400 cells: three scan levels (2400 -> 75 -> 3).
+  ir::Program p = ops::parse_specialization(
+                      "grid_sampler_2d_backward dtype=f32 input_size=2,1,40,30 output_size=9,8 "
+                      "interpolation_mode=nearest padding_mode=border align_corners=false")
+                      .build_program();
+  expect_host_runs_match({p}, {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64)},
+                         1e-5, rounding_inputs);
 }
 
 }  // namespace

@@ -99,6 +99,11 @@ TEST(ReductionSchedule, SharedLoadsGiveEachWarpSeveralPoints) {
 TEST(ReductionSchedule, KnobForcesOrSwitchesOff) {
   ReductionScheduleOptions warp{Mode::kWarp};
   EXPECT_EQ(lanes(choose_reduction_schedules(sums(8, 3, true), warp)), 32);
+  ReductionScheduleOptions claiming{Mode::kWarp};
+  claiming.excluded_kernels = {"sums"};  // a kernel whose loads claim slots keeps its threads
+  ScheduleNotes claim_notes;
+  EXPECT_EQ(lanes(choose_reduction_schedules(sums(4096, 4096, false), claiming, &claim_notes)), 1);
+  EXPECT_NE(claim_notes.at("sums").find("claims slots with atomics"), std::string::npos);
   ReductionScheduleOptions serial{Mode::kSerial};
   ScheduleNotes notes;
   ir::Program rows = sums(4096, 4096, false);

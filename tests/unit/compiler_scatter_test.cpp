@@ -10,9 +10,12 @@
 
 #include "compiler/derive_grid.h"
 #include "compiler/index_width.h"
+#include "compiler/lower.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/preimage_window.h"
+#include "compiler/program_utils.h"
 #include "compiler/simplify.h"
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -450,6 +453,124 @@ TEST(ScatterToAtomics, ReadingATargetBetweenItsScattersIsRefused) {
            {ir::scatter_add(out, {where(k)}, ir::load(x, {k}), ir::over(x, {k}), DType::kF32)});
   ir::Program p = std::move(b).build();
   EXPECT_THROW(lower_scatter_to_atomics(p), Error);
+}
+
+
+// --- lower_scatter_to_binned_gather ---------------------------------------------------------
+
+std::vector<std::string> kernel_names(const ir::Program& p) {
+  std::vector<std::string> names;
+  for (const ir::Kernel& k : p.kernels) names.push_back(k.name);
+  return names;
+}
+
+TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
+  ir::Program p = ops::parse_specialization(
+                      "grid_sampler_2d_backward dtype=f16 input_size=2,3,40,30 output_size=5,4 "
+                      "interpolation_mode=bicubic padding_mode=zeros align_corners=false")
+                      .build_program();
+  ClaimSlotTensors claims;
+  ir::Program out = lower_scatter_to_binned_gather(p, &claims);
+  ir::verify(out);
+  // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
+  EXPECT_EQ(kernel_names(out),
+            (std::vector<std::string>{
+                "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
+                "grad_input_bin_scan1_partial", "grad_input_bin_scan2", "grad_input_bin_scan1",
+                "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
+                "grad_input_bin_factors", "grad_input", "grad_grid"}));
+  EXPECT_EQ(claims, (ClaimSlotTensors{{"grad_input_bin_fill", "grad_input_bin_count"}}));
+  // Records are (n, h_out, w_out, tap): 2 x 5 x 4 x 16, channels excluded; cells (n, y, x).
+  ir::Tensor count = out.find_tensor("grad_input_bin_count");
+  ir::Tensor sorted = out.find_tensor("grad_input_bin_sorted");
+  ASSERT_TRUE(count && sorted);
+  EXPECT_EQ(count->shape, (std::vector<int64_t>{2400}));
+  EXPECT_EQ(sorted->shape, (std::vector<int64_t>{2 * 5 * 4 * 16}));
+  EXPECT_EQ(out.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{2401}));
+  // The tap weight (no channel in it) is computed once per record, in bucket order.
+  ASSERT_EQ(out.kernels[9].stages.size(), 1u);
+  EXPECT_EQ(out.kernels[9].stages[0].target->name, "grad_input_bin_factor");
+  EXPECT_EQ(out.kernels[9].stages[0].target->dtype, DType::kF32);
+  const ir::Stage& gather = out.kernels[10].stages[0];
+  EXPECT_EQ(gather.kind, ir::StageKind::kCompute);
+  EXPECT_EQ(gather.target->name, "grad_input");
+  EXPECT_EQ(gather.domain.size(), 4u);
+  const std::string text = ir::to_string(gather.value);
+  EXPECT_NE(text.find("grad_input_bin_factor[q"), std::string::npos) << text;
+  EXPECT_EQ(text.find("source_coordinate"), std::string::npos) << text;
+}
+
+TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=bf16 input_size=1,2,5,7 output_size=4,3 "
+        "interpolation_mode=bilinear",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,2,5,7 output_size=4,3 "
+        "interpolation_mode=nearest",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,2,5,7 output_size=4,3 "
+        "interpolation_mode=bicubic",
+        "grid_sampler_3d_backward dtype=f16 input_size=1,2,3,4,5 output_size=2,3,2 "
+        "interpolation_mode=bilinear",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=2,3,2 "
+        "interpolation_mode=nearest"}) {
+    ir::Program p = ops::parse_specialization(spec).build_program();
+    CompiledProgram by_default = lower(p, LowerOptions{});
+    EXPECT_TRUE(by_default.deterministic) << spec;
+    for (const CompiledKernel& k : by_default.kernels) EXPECT_FALSE(k.uses_atomics) << k.entry;
+    LowerOptions atomics;
+    atomics.determinism = Determinism::kAllowAtomics;
+    EXPECT_FALSE(lower(p, atomics).deterministic) << spec;
+  }
+}
+
+TEST(ScatterToBinnedGather, ScattersItCannotTakeAreLeftToAtomics) {
+  // Two scatters into one target: the gather would overwrite the first one's sum.
+  ir::ProgramBuilder b("two_writers");
+  ir::Tensor index = b.input("index", DType::kI32, {6});
+  ir::Tensor v = b.input("v", DType::kF32, {6});
+  ir::Tensor out = b.output("out", DType::kF32, {4});
+  Var i("i"), j("j");
+  Expr at_i = ir::cast(DType::kI64, ir::load(index, {i}));
+  Expr at_j = ir::cast(DType::kI64, ir::load(index, {j}));
+  b.kernel("first", {ir::scatter_add(out, {at_i}, ir::load(v, {i}), ir::over({i}, {6}),
+                                     DType::kF32, at_i >= 0 && at_i < 4)});
+  b.kernel("second", {ir::scatter_add(out, {at_j}, ir::load(v, {j}), ir::over({j}, {6}),
+                                      DType::kF32, at_j >= 0 && at_j < 4)});
+  ir::Program p = std::move(b).build();
+  EXPECT_TRUE(same_program(lower_scatter_to_binned_gather(p, nullptr), p));
+  EXPECT_FALSE(lower(p, LowerOptions{}).deterministic);
+
+  // One scatter without a broadcast axis (a histogram): binned, deterministic.
+  ir::ProgramBuilder h("histogram");
+  ir::Tensor hindex = h.input("index", DType::kI32, {6});
+  ir::Tensor hv = h.input("v", DType::kF32, {6});
+  ir::Tensor hout = h.output("out", DType::kF32, {4});
+  Var k("k");
+  Expr at_k = ir::cast(DType::kI64, ir::load(hindex, {k}));
+  h.kernel("bins", {ir::scatter_add(hout, {at_k}, ir::load(hv, {k}), ir::over({k}, {6}),
+                                    DType::kF32, at_k >= 0 && at_k < 4)});
+  ir::Program hp = std::move(h).build();
+  CompiledProgram lowered = lower(hp, LowerOptions{});
+  EXPECT_TRUE(lowered.deterministic);
+  ir::Program binned = lower_scatter_to_binned_gather(hp, nullptr);
+  EXPECT_EQ(binned.kernels.back().name, "bins");
+  EXPECT_EQ(binned.kernels.back().stages[0].kind, ir::StageKind::kCompute);
+}
+
+TEST(ScatterToBinnedGather, EmptyRecordsOrCellsLower) {
+  for (auto [records, cells] : {std::pair<int64_t, int64_t>{0, 4}, {6, 0}, {0, 0}}) {
+    ir::ProgramBuilder b("empty");
+    ir::Tensor index = b.input("index", DType::kI32, {records});
+    ir::Tensor v = b.input("v", DType::kF32, {3, records});
+    ir::Tensor out = b.output("out", DType::kF32, {3, cells});
+    Var c("c"), k("k");
+    Expr at_k = ir::cast(DType::kI64, ir::load(index, {k}));
+    b.kernel("bins", {ir::scatter_add(out, {c, at_k}, ir::load(v, {c, k}),
+                                      ir::over({c, k}, {3, records}), DType::kF32,
+                                      at_k >= 0 && at_k < cells)});
+    ir::Program p = std::move(b).build();
+    CompiledProgram lowered = lower(p, LowerOptions{});
+    EXPECT_TRUE(lowered.deterministic) << records << " records, " << cells << " cells";
+  }
 }
 
 }  // namespace

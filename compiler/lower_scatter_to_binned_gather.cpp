@@ -1,0 +1,354 @@
+// lower_scatter_to_binned_gather: finds eligible scatters, splits their domain into broadcast
+// and record axes, and replaces each by the count / scan / fill / sort / gather kernels the
+// header describes.
+#include "compiler/lower_scatter_to_binned_gather.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "compiler/program_utils.h"
+#include "ir/builder.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Tensor;
+using ir::Var;
+
+/// Terms one thread of a scan level adds at most (the chunk of the level below it).
+constexpr int64_t kScanChunk = 32;
+
+/// A scatter split into broadcast and record axes.
+struct Binning {
+  std::vector<int> record_axes;                 ///< domain positions, in domain order
+  std::vector<int64_t> record_extents;
+  std::vector<std::optional<int>> component_axis;  ///< per target component: its broadcast axis
+  int64_t records = 1;
+  int64_t cells = 1;
+};
+
+int64_t constant_of(const Expr& e) {
+  auto* c = e.as<ir::IntConstNode>();
+  return c ? c->value : -1;
+}
+
+/// The broadcast/record split of `stage`, or nothing when it is not eligible.
+std::optional<Binning> plan_binning(const ir::Stage& stage) {
+  Binning b;
+  const int rank = stage.target->rank();
+  b.component_axis.assign(rank, std::nullopt);
+  for (size_t a = 0; a < stage.domain.size(); ++a) {
+    const ir::Axis& axis = stage.domain[a];
+    const int64_t extent = constant_of(axis.extent);
+    if (extent < 0 || constant_of(axis.start) != 0) return std::nullopt;
+    const ir::VarNode* v = axis.var.get();
+    int uses = 0, component = -1;
+    for (int j = 0; j < rank; ++j) {
+      if (depends_on(stage.indices[j], v)) ++uses, component = j;
+    }
+    const bool broadcast =
+        uses == 1 && stage.indices[component].as<ir::VarNode>() == v &&
+        !b.component_axis[component] && stage.target->shape[component] == extent &&
+        !(stage.condition.defined() && depends_on(stage.condition, v));
+    if (broadcast) {
+      b.component_axis[component] = static_cast<int>(a);
+    } else {
+      b.record_axes.push_back(static_cast<int>(a));
+      b.record_extents.push_back(extent);
+      b.records *= extent;
+    }
+    if (b.records > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  }
+  for (int j = 0; j < rank; ++j) {
+    if (!b.component_axis[j]) b.cells *= stage.target->shape[j];
+    if (b.cells >= std::numeric_limits<int32_t>::max()) return std::nullopt;
+  }
+  return b;
+}
+
+/// The linear cell of a target index (components not indexed by broadcast axes, row-major).
+Expr cell_of(const Binning& b, const Tensor& target, const std::vector<Expr>& indices) {
+  Expr key = Expr(int64_t{0});
+  bool first = true;
+  for (int j = 0; j < target->rank(); ++j) {
+    if (b.component_axis[j]) continue;
+    key = first ? indices[j] : key * Expr(target->shape[j]) + indices[j];
+    first = false;
+  }
+  return key;
+}
+
+/// The record id of a point of the record axes (row-major over them), as i64.
+Expr record_id(const Binning& b, const ir::Stage& stage) {
+  Expr id = Expr(int64_t{0});
+  for (size_t i = 0; i < b.record_axes.size(); ++i) {
+    Expr v = stage.domain[b.record_axes[i]].var;
+    id = i == 0 ? v : id * Expr(b.record_extents[i]) + v;
+  }
+  return id;
+}
+
+/// `e` with every record axis replaced by its value decoded from the record id `id`.
+Expr decode_records(const Binning& b, const ir::Stage& stage, const Expr& e, const Expr& id) {
+  Expr out = e;
+  int64_t stride = 1;
+  for (size_t i = b.record_axes.size(); i-- > 0;) {
+    Expr value = stride == 1 ? id : id / Expr(stride);
+    if (i > 0) value = value % Expr(b.record_extents[i]);
+    if (b.record_extents[i] == 1) value = Expr(int64_t{0});  // nothing to decode
+    out = substitute(out, stage.domain[b.record_axes[i]].var.get(), value);
+    stride *= b.record_extents[i];
+  }
+  return out;
+}
+
+std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
+  std::vector<ir::Axis> domain;
+  for (int a : b.record_axes) domain.push_back(stage.domain[a]);
+  return domain;
+}
+
+Expr as_i64(const Expr& e) { return e.dtype() == DType::kI64 ? e : ir::cast(DType::kI64, e); }
+Expr at(const Tensor& t, Expr i) { return as_i64(ir::load(t, {std::move(i)})); }
+/// A loaded record id or bucket bound, clamped to the range it always has: a no-op on the
+/// values the kernels write, which tells the bounds analysis their range (plain division and
+/// modulo instead of floor ones, and 32-bit index math where everything fits).
+Expr within(const Expr& e, int64_t lo, int64_t hi) {
+  return ir::min(ir::max(e, Expr(lo)), Expr(hi));
+}
+
+/// Replaces the largest float subexpressions of a scatter's value that depend on no broadcast
+/// axis and read memory (grid_sampler's tap weights) by loads of per-record factors in bucket
+/// order, `factor[q]`: computed once per record instead of once per broadcast index, and read
+/// contiguously by the gather. The same expression in the same dtype: the same bits.
+class FactorHoister : public ir::ExprMutator {
+ public:
+  FactorHoister(std::vector<const ir::VarNode*> broadcast, Var q,
+                std::function<Tensor(const Expr&)> make_factor)
+      : broadcast_(std::move(broadcast)), q_(std::move(q)), make_factor_(std::move(make_factor)) {}
+
+ protected:
+  Expr visit_Unary(const ir::UnaryNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Unary(n, self);
+  }
+  Expr visit_Binary(const ir::BinaryNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Binary(n, self);
+  }
+  Expr visit_Select(const ir::SelectNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Select(n, self);
+  }
+  Expr visit_Cast(const ir::CastNode& n, const Expr& self) override {
+    return hoistable(self) ? hoist(self) : ExprMutator::visit_Cast(n, self);
+  }
+
+ private:
+  bool hoistable(const Expr& e) const {
+    if (!ir::is_float(e.dtype())) return false;
+    for (const ir::VarNode* v : broadcast_) {
+      if (depends_on(e, v)) return false;
+    }
+    bool reads = false;
+    for_each_node(e, [&](const Expr& node) {
+      reads |= node.kind() == ir::ExprKind::kLoad || node.kind() == ir::ExprKind::kReduce;
+    });
+    return reads;
+  }
+  Expr hoist(const Expr& e) { return ir::load(make_factor_(e), {Expr(q_)}); }
+
+  std::vector<const ir::VarNode*> broadcast_;
+  Var q_;
+  std::function<Tensor(const Expr&)> make_factor_;
+};
+
+/// Builds the kernels and temporaries of one program rewrite, with names unique in it.
+class Rewriter {
+ public:
+  explicit Rewriter(ir::Program& out) : out_(out) {}
+
+  Tensor temporary(const std::string& base, int64_t size, DType dtype = DType::kI32) {
+    Tensor t = ir::make_tensor(unique_tensor_name(out_, base), dtype, {size},
+                               ir::TensorRole::kTemporary);
+    out_.temporaries.push_back(t);
+    return t;
+  }
+
+  /// Appends kernels computing the exclusive scan of `x` (n entries): n + 1 entries, the last
+  /// one the total. Every thread adds at most kScanChunk (or, at the top, fewer) terms, in
+  /// index order: integers, so any order gives the same result anyway.
+  Tensor exclusive_scan(const Tensor& x, int64_t n, const std::string& prefix,
+                        std::vector<ir::Kernel>& kernels, int level = 0) {
+    const std::string name = prefix + "_scan" + std::to_string(level);
+    Tensor offsets = temporary(name, n + 1);
+    Var i("i"), j("j");
+    if (n < kScanChunk) {
+      Expr value = ir::sum({ir::range(j, Expr(int64_t{0}), Expr(i))}, ir::load(x, {Expr(j)}),
+                           DType::kI32);
+      kernels.push_back(
+          ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + 1}), value)}, {}});
+      return offsets;
+    }
+    const int64_t groups = (n + kScanChunk - 1) / kScanChunk;
+    Tensor partial = temporary(name + "_partial", groups);
+    Var g("g"), k("k");
+    Expr chunk_start = Expr(g) * Expr(kScanChunk);
+    Expr chunk = ir::sum({ir::range(k, Expr(int64_t{0}),
+                                    ir::min(Expr(kScanChunk), Expr(n) - chunk_start))},
+                         ir::load(x, {chunk_start + Expr(k)}), DType::kI32);
+    kernels.push_back(ir::Kernel{name + "_partial",
+                                 {ir::compute(partial, ir::over({g}, {groups}), chunk)}, {}});
+    Tensor upper = exclusive_scan(partial, groups, prefix, kernels, level + 1);
+    Expr start = (Expr(i) / Expr(kScanChunk)) * Expr(kScanChunk);
+    Expr value = ir::load(upper, {Expr(i) / Expr(kScanChunk)}) +
+                 ir::sum({ir::range(j, start, Expr(i) - start)}, ir::load(x, {Expr(j)}),
+                         DType::kI32);
+    kernels.push_back(ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + 1}), value)}, {}});
+    return offsets;
+  }
+
+  /// Rewrites `stage` (the only stage of `kernel`) into kernels appended to `kernels`.
+  void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
+               std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims) {
+    const Tensor& target = stage.target;
+    const std::string prefix = target->name + "_bin";
+    const Expr true_ = Expr(int64_t{0}) == Expr(int64_t{0});
+    const Expr condition = stage.condition.defined() ? stage.condition : true_;
+    const Expr key = cell_of(b, target, stage.indices);
+    const Expr one = ir::constant(DType::kI32, 1);
+
+    // Counts per cell.
+    Tensor count = temporary(prefix + "_count", b.cells);
+    kernels.push_back(ir::Kernel{
+        prefix + "_count",
+        {ir::scatter_add(count, {key}, one, record_domain(b, stage), DType::kI32, condition)},
+        {}});
+    // Offsets: bucket c is [offset[c], offset[c + 1]).
+    Tensor offset = exclusive_scan(count, b.cells, prefix, kernels);
+    // Fill: every record claims a slot of its bucket (counting bin_count down to zero).
+    Tensor unsorted = temporary(prefix + "_unsorted", b.records);
+    const Expr id = record_id(b, stage);
+    const std::string fill_name = prefix + "_fill";
+    kernels.push_back(ir::Kernel{
+        fill_name,
+        {ir::scatter_add(unsorted, {at(offset, key) + at(count, key)},
+                         ir::cast(DType::kI32, id), record_domain(b, stage), DType::kI32,
+                         condition)},
+        {}});
+    if (claims) (*claims)[fill_name] = count->name;
+    // Sort: slot p's record goes to its rank (by id) within its bucket.
+    Tensor sorted = temporary(prefix + "_sorted", b.records);
+    {
+      Var p("p"), q("q");
+      const Expr record = ir::load(unsorted, {Expr(p)});
+      const Expr cell = decode_records(b, stage, key, within(as_i64(record), 0, b.records - 1));
+      const Expr begin = within(at(offset, cell), 0, b.records);
+      const Expr rank =
+          ir::sum({ir::range(q, begin,
+                             within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
+                  ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
+                             ir::constant(DType::kI32, 0)),
+                  DType::kI32);
+      kernels.push_back(ir::Kernel{
+          prefix + "_sort",
+          {ir::scatter_add(sorted, {begin + as_i64(rank)}, record,
+                           ir::over({p}, {b.records}), DType::kI32,
+                           Expr(p) < at(offset, Expr(b.cells)))},
+          {}});
+    }
+    // Gather: every target element sums its bucket in record order.
+    std::vector<Var> vars;
+    std::vector<Expr> indices;
+    for (int j = 0; j < target->rank(); ++j) {
+      vars.emplace_back(b.component_axis[j] ? stage.domain[*b.component_axis[j]].var.name_hint()
+                                            : "i" + std::to_string(j));
+      indices.push_back(vars.back());
+    }
+    Var q("q");
+    // Per-record factors, in bucket order (a slot past the last filled one reads record 0,
+    // whose factor is never used: the guard keeps its loads from running).
+    std::vector<const ir::VarNode*> broadcast;
+    for (const auto& axis : b.component_axis) {
+      if (axis) broadcast.push_back(stage.domain[*axis].var.get());
+    }
+    std::vector<ir::Stage> factor_stages;
+    const Expr filled = at(offset, Expr(b.cells));
+    Var f("q");  // the factor kernel's slot (one domain variable shared by its stages)
+    FactorHoister hoister(broadcast, q, [&](const Expr& e) {
+      Tensor factor = temporary(prefix + "_factor", b.records, e.dtype());
+      Expr value = decode_records(b, stage, e, within(at(sorted, Expr(f)), 0, b.records - 1));
+      factor_stages.push_back(ir::compute(
+          factor, ir::over({f}, {b.records}),
+          ir::select(Expr(f) < filled, value, ir::constant(e.dtype(), 0))));
+      return factor;
+    });
+    Expr body = hoister.mutate(stage.value);
+    if (!factor_stages.empty()) {
+      kernels.push_back(ir::Kernel{prefix + "_factors", std::move(factor_stages), {}});
+    }
+    for (int j = 0; j < target->rank(); ++j) {
+      if (b.component_axis[j])
+        body = substitute(body, stage.domain[*b.component_axis[j]].var.get(), vars[j]);
+    }
+    body = decode_records(b, stage, body, within(at(sorted, Expr(q)), 0, b.records - 1));
+    if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
+    const Expr cell = cell_of(b, target, indices);
+    const Expr begin = within(at(offset, cell), 0, b.records);
+    Expr total = ir::sum(
+        {ir::range(q, begin, within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
+        body,
+                         stage.accumulation);
+    if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
+    kernels.push_back(
+        ir::Kernel{kernel.name, {ir::compute(target, ir::over(target, vars), total)}, {}});
+  }
+
+ private:
+  ir::Program& out_;
+};
+
+/// How many stages of the program write `t`, and whether a kernel before `before` reads it.
+bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size_t before) {
+  int writers = 0;
+  for (const ir::Kernel& k : program.kernels) {
+    for (const ir::Stage& s : k.stages) writers += s.target == t;
+  }
+  if (writers != 1) return false;
+  for (size_t k = 0; k < before; ++k) {
+    for (const Tensor& r : tensors_read(program.kernels[k])) {
+      if (r == t) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims) {
+  ir::Program out = program;
+  out.kernels.clear();
+  Rewriter rewriter(out);
+  bool changed = false;
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    const ir::Kernel& kernel = program.kernels[k];
+    std::optional<Binning> plan;
+    if (kernel.stages.size() == 1 && kernel.stages[0].kind == ir::StageKind::kScatterAdd &&
+        kernel.stages[0].target->role != ir::TensorRole::kInput &&
+        sole_writer_unread_before(program, kernel.stages[0].target, k)) {
+      plan = plan_binning(kernel.stages[0]);
+    }
+    if (!plan) {
+      out.kernels.push_back(kernel);
+      continue;
+    }
+    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims);
+    changed = true;
+  }
+  return changed ? out : program;
+}
+
+}  // namespace adjoint::compiler

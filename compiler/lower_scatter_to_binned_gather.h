@@ -1,0 +1,48 @@
+// lower_scatter_to_binned_gather: the deterministic strategy for scatter-adds whose target index
+// depends on data (DESIGN.md, scatter strategy 3), such as grid_sampler's grad_input. Chosen by
+// lower() under Determinism::kDefault; kAllowAtomics leaves these scatters to
+// lower_scatter_to_atomics.
+//
+// A scatter `T[idx(d)] += value(d) if cond(d) over D` is split into broadcast axes (domain
+// axes that index one component of T as themselves and appear in no other component nor in the
+// condition: grid_sampler's channels) and record axes R (the rest). A record r in R lands in
+// the cell key(r) (the components of T that broadcast axes do not index, linearized). The
+// rewrite, shared by every broadcast index:
+//   bin_count     scatter_add bin_count[key(r)] += 1 if cond(r), over R
+//                 (integer atomics: the final counts do not depend on their order)
+//   bin_scan_*    bin_offset = exclusive scan of bin_count (cells + 1 entries), integer
+//                 reductions of at most kScanChunk terms per thread, one level per kernel
+//   bin_fill      bin_unsorted[bin_offset[key(r)] + claim(bin_count[key(r)])] += r
+//                 where claim is the emitter's fetch-and-decrement (EmitOptions::
+//                 claim_slot_tensor): each record takes a distinct slot of its bucket, in an
+//                 order that varies from run to run
+//   bin_sort      every filled slot p ranks its record among its bucket's (how many ids are
+//                 smaller) and writes it to bin_sorted[bin_offset[key] + rank]: each bucket
+//                 in increasing record id, the same every run
+//   <kernel>      T[t] = sum over q in [bin_offset[key(t)], bin_offset[key(t) + 1]) of
+//                 value(record bin_sorted[q], broadcast axes = t's components), a serial sum
+//                 in record order per element: no float atomics, bitwise the same every run
+//                 and for every launch configuration
+// The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
+// bin_count stands for the claim); `claim_slot_tensors` names it for the emitter.
+//
+// Applies to a scatter that is the only stage of its kernel and the only writer of its target,
+// whose target is not an input and is read by no earlier kernel, with fewer than 2^31 records
+// and cells. Anything else is left to lower_scatter_to_atomics.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+/// Kernel name -> the tensor whose loads in that kernel are slot claims (EmitOptions).
+using ClaimSlotTensors = std::map<std::string, std::string>;
+
+/// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
+/// fills `claims` (may be null) for the fill kernels it adds.
+ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims);
+
+}  // namespace adjoint::compiler
