@@ -7,7 +7,9 @@
 // inputs, outputs, temporaries; read-only ones const, all __restrict__), and bakes every size
 // and stride in as a constant. Index math uses the kernel's IndexWidth. Loads and stores
 // convert f16/bf16 storage to and from float in the kernel; f16/bf16 operations are computed in
-// float and rounded back after each one; a Reduce is a serial loop in the thread accumulating
+// float and rounded back after each one; a Reduce is a serial loop in the thread (in warp
+// kernels, GridConfig::reduction_lanes = 32, one outside every other Reduce is shared by the
+// warp's lanes and combined by a fixed shuffle butterfly, and lane 0 stores) accumulating
 // in its dtype (f16/bf16 accumulators are held in float and rounded once at the end); a
 // select or && / || whose untaken side needs statements (loads bound to temporaries,
 // reductions) becomes an if/else, so only the branch the IR picks is evaluated; integer `/`

@@ -49,8 +49,11 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
   bool changed = false;
   for (ir::Kernel& kernel : out.kernels) {
     if (!kernel.grid.is_set) {
+      // reduction_schedule's choice: warp lanes with their own vector width
+      const int lanes = kernel.grid.reduction_lanes, width = kernel.grid.vector_width;
       kernel.grid = default_grid(domain_extents(kernel).size(), block_size);
-      kernel.grid.vector_width = derived_vector_width(kernel, group_bytes);
+      kernel.grid.reduction_lanes = lanes;
+      kernel.grid.vector_width = lanes > 1 ? width : derived_vector_width(kernel, group_bytes);
       changed = true;
     }
     launch_dims(kernel);  // throws, naming the kernel, unless the launch covers the domain

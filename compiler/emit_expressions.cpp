@@ -372,6 +372,7 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
     std::string acc = group->second + "[" + vector_->element + "]";
     return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
   }
+  if (!lane_.empty() && reduce_depth_ == 0) return emit_cooperative_reduce(n);
   // Loop bounds depend only on outer variables: evaluate them all before the loops.
   std::vector<LoopBounds> bounds;
   int64_t unrolled_trips = 1;
@@ -394,9 +395,58 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
                                 strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
                                 "; ++" + v + ") {"));
   }
+  ++reduce_depth_;
   out_->line(accumulate(n, acc, emit_expr(n.body)));
+  --reduce_depth_;
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();  // innermost closes first
+  return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
+}
+
+// Every lane of the warp evaluates the same point and reaches this code together (conditions
+// and early exits depend only on the point), so the full-mask shuffles are well defined.
+std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
+  std::vector<LoopBounds> bounds;
+  int64_t unrolled_trips = 1;
+  for (const ir::Axis& axis : n.axes) {
+    bounds.push_back(loop_bounds(axis, unrolled_trips));
+    bounds_.bind_reduce_axis(axis);
+  }
+  const std::string type(cuda_value_type(n.dtype));
+  std::string acc = names_.fresh("acc");
+  out_->line("// " + std::string(ir::reduce_op_name(n.op)) + " over " +
+             n.axes.back().var.name_hint() +
+             ": each lane takes every 32nd iteration, then a shuffle butterfly in fixed order");
+  out_->line(type + " " + acc + " = " + reduce_init(n) + ";");
+  scopes_.push_back(Scope{{}, out_, false});
+  std::vector<CodeWriter::Block> loops;
+  for (size_t i = 0; i < n.axes.size(); ++i) {
+    std::string v = names_.fresh(n.axes[i].var.name_hint());
+    var_names_[n.axes[i].var.get()] = v;
+    var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
+    const bool strided = i + 1 == n.axes.size();
+    if (bounds[i].unrolled && !strided) out_->line("#pragma unroll");
+    std::string start = strip_parens(bounds[i].start);
+    if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + start + "; " + v +
+                                " < " + bounds[i].end + (strided ? "; " + v + " += 32" : "; ++" + v) +
+                                ") {"));
+  }
+  ++reduce_depth_;
+  out_->line(accumulate(n, acc, emit_expr(n.body)));
+  --reduce_depth_;
+  scopes_.pop_back();
+  while (!loops.empty()) loops.pop_back();
+  std::string offset = names_.fresh("offset");
+  out_->line("#pragma unroll");
+  {
+    CodeWriter::Block loop = out_->block("for (int " + offset + " = 16; " + offset + " > 0; " +
+                                         offset + " /= 2) {");
+    out_->line(accumulate(n, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", " + offset + ")"));
+  }
+  // Sums give every lane the same bits (addition commutes); max/min of signed zeros may not,
+  // so every lane continues with lane 0's value, the one lane 0 stores.
+  out_->line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
   return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
 }
 

@@ -67,7 +67,9 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   const int64_t vector_width = kernel_.grid.vector_width;
   const std::string lanes = std::to_string(m.lanes);
   const std::string count = std::to_string(m.linear_points);
-  std::string lane = m.thread_points == 1 ? "threadIdx.x" : "threadIdx.x / " + points;
+  const int64_t per_index = m.thread_points * m.reduction_lanes;
+  std::string lane =
+      per_index == 1 ? "threadIdx.x" : "threadIdx.x / " + std::to_string(per_index);
   std::string linear = names_.fresh("linear");
   std::string first_index = "(" + type + ")blockIdx.x * " + lanes + " + " + lane;
   // One linear index per thread when the grid covers them all (the usual case: at most
@@ -92,6 +94,11 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     divisor *= extent;
   }
   if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
+  if (m.reduction_lanes > 1) {
+    lane_ = names_.fresh("lane");
+    out_->line("const int " + lane_ + " = threadIdx.x % " + std::to_string(m.reduction_lanes) +
+               ";  // the warp's lanes share one point");
+  }
   decode_blocks();
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
     int axis = m.linear_axes[i];
@@ -125,6 +132,8 @@ void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>
                                 ") {"));
   }
   for (const ir::Stage& stage : kernel_.stages) {
+    // Lane 0 stored the previous stage's value; the lanes that read it wait for it.
+    if (!lane_.empty() && &stage != &kernel_.stages.front()) out_->line("__syncwarp();");
     if (vector_) {
       emit_vector_stage(stage, names);
     } else {
@@ -180,7 +189,9 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
   const ir::Tensor& target = stage.target;
   if (stage.kind == ir::StageKind::kCompute) {
     out_->line("// compute " + target->name + "[" + join(axis_names, ", ") + "]");
-    out_->line(element(target, axis_names) + " = " + strip_parens(stored_value(stage)) + ";");
+    const std::string value = strip_parens(stored_value(stage));
+    out_->line((lane_.empty() ? "" : "if (" + lane_ + " == 0) ") + element(target, axis_names) +
+               " = " + value + ";");
   } else {
     uses_atomics_ = true;
     if (ir::is_float(stage.accumulation)) uses_float_atomics_ = true;

@@ -87,6 +87,7 @@ void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_
 bool KernelEmitter::plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
                                          std::optional<GroupWindows>& windows) {
   if (n.axes.empty()) return false;
+  if (!lane_.empty() && reduce_depth_ > 0) return false;
   auto uniform = [&](const ir::Axis& axis) {
     return !depends_on(axis.start, x) && !depends_on(axis.extent, x);
   };
@@ -94,6 +95,7 @@ bool KernelEmitter::plan_group_reduction(const ir::ReduceNode& n, const ir::VarN
     if (!uniform(n.axes[i])) return false;
   }
   if (uniform(n.axes.back())) return true;
+  if (!lane_.empty()) return false;  // warp lanes stride over uniform axes only
   windows = group_windows(n.axes.back(), x, vector_->extent, vector_->width);
   return windows.has_value();
 }
@@ -146,23 +148,33 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
              windows->lowest, windows->highest};
   }
 
+  if (!lane_.empty() && windowed) {
+    throw Error("emit_cuda: a windowed group reduction in a warp kernel ('" + kernel_.name + "')",
+                ErrorCode::kInternal);
+  }
   std::string acc = names_.fresh("acc");
   std::vector<std::string> init(static_cast<size_t>(vector_->width), reduce_init(n));
   out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + "[" + width + "] = {" +
              join(init, ", ") + "};");
   scopes_.push_back(Scope{{}, out_, false});
   std::vector<CodeWriter::Block> loops;
+  // Warp kernels: lanes stride over the last axis (plan_group_reduction gives them no windows).
+  const bool cooperative = !lane_.empty() && !windowed;
   for (size_t i = 0; i < uniform_axes; ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
-    if (bounds[i].unrolled) out_->line("#pragma unroll");
-    else if (bounds[i].long_constant && options_.partial_unroll > 0)
+    const bool strided = cooperative && i + 1 == n.axes.size();
+    if (bounds[i].unrolled && !strided) out_->line("#pragma unroll");
+    else if (bounds[i].long_constant && options_.partial_unroll > 0 && !strided)
       out_->line("#pragma unroll " + std::to_string(options_.partial_unroll));
-    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
-                                strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
-                                "; ++" + v + ") {"));
+    std::string start = strip_parens(bounds[i].start);
+    if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
+    loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + start + "; " + v +
+                                " < " + bounds[i].end + (strided ? "; " + v + " += 32" : "; ++" + v) +
+                                ") {"));
   }
+  ++reduce_depth_;
   std::unordered_map<int, Span> outer_spans = spans_;
   span_reduction_ = &n;
   emit_spans(n.body, lanes);
@@ -179,9 +191,24 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
         windowed->var.get(), window_var, window_base, j,
         [&] { out_->line(accumulate(n, element_acc, emit_expr(n.body))); });
   });
+  --reduce_depth_;
   spans_ = std::move(outer_spans);
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();
+  if (cooperative) {  // the fixed butterfly per element, then lane 0's values everywhere
+    const std::string offset = names_.fresh("offset");
+    out_->line("#pragma unroll");
+    CodeWriter::Block elements = out_->block("for (int " + e + " = 0; " + e + " < " + width +
+                                             "; ++" + e + ") {");
+    out_->line("#pragma unroll");
+    {
+      CodeWriter::Block loop = out_->block("for (int " + offset + " = 16; " + offset + " > 0; " +
+                                           offset + " /= 2) {");
+      out_->line(accumulate(n, element_acc,
+                            "__shfl_xor_sync(0xffffffffu, " + element_acc + ", " + offset + ")"));
+    }
+    out_->line(element_acc + " = __shfl_sync(0xffffffffu, " + element_acc + ", 0);");
+  }
   return acc;
 }
 
@@ -311,7 +338,10 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     for_each_element(x, x_name, [&] {
       std::string stored =
           contiguous ? values + "[" + vector_->element + "]" : element(target, axis_names);
-      out_->line(stored + " = " + strip_parens(stored_value(stage)) + ";");
+      const std::string value = strip_parens(stored_value(stage));
+      const bool guarded = !lane_.empty() && !contiguous;  // lane 0 stores
+      out_->line((guarded ? "if (" + lane_ + " == 0) " : std::string()) + stored + " = " + value +
+                 ";");
     });
   }
   if (contiguous) {
@@ -320,7 +350,8 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     const int64_t alignment =
         offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
     const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
-    out_->line("adjoint::" + memory_helper("store_elements") + "<" + std::to_string(bytes) +
+    out_->line((lane_.empty() ? std::string() : "if (" + lane_ + " == 0) ") + "adjoint::" +
+               memory_helper("store_elements") + "<" + std::to_string(bytes) +
                ">(&" + element(target, group_point) + ", " + values + ");");
     uses_memory_helpers_ = true;
   }

@@ -1,7 +1,7 @@
 // KernelEmitter: the state of emitting one kernel of a lowered program as CUDA C++, shared by
 // the three parts of the emitter, each in a file of its own:
 //   emit_expressions.cpp  expressions (an ExprFunctor<std::string>), `const` temporaries per
-//                         scope, serial reduction loops;
+//                         scope, serial and warp-cooperative reduction loops;
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
@@ -254,6 +254,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   bool uses_name(const std::string& name, const std::function<void()>& body);
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
+  /// Warp-cooperative kernels (GridConfig::reduction_lanes > 1): the name of the lane index
+  /// (threadIdx.x % 32), empty otherwise; and how many reductions enclose the one being
+  /// emitted (only those outside every other reduction are cooperative).
+  std::string lane_;
+  int reduce_depth_ = 0;
+  /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
+  /// butterfly; emit_statements.cpp stores from lane 0 only.
+  std::string emit_cooperative_reduce(const ir::ReduceNode& n);
 };
 
 }  // namespace adjoint::compiler

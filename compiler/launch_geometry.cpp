@@ -38,7 +38,10 @@ GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfi
     }
   }
   if (config.vector_width > 1) m.linear_points /= config.vector_width;
-  m.lanes = m.thread_points > 0 ? std::max<int64_t>(config.block_size / m.thread_points, 1) : 1;
+  m.reduction_lanes = std::max(config.reduction_lanes, 1);
+  m.lanes = m.thread_points > 0
+                ? std::max<int64_t>(config.block_size / (m.thread_points * m.reduction_lanes), 1)
+                : 1;
   m.first_block_dimension = m.linear_axes.empty() ? 0 : 1;
   return m;
 }
@@ -133,6 +136,19 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
       fail("the innermost linear axis (extent " + str(innermost) +
            ") is not a multiple of the vector width " + str(config.vector_width) +
            ": its tail would be dropped");
+    }
+  }
+  if (config.reduction_lanes != 1) {
+    if (config.reduction_lanes != 32)
+      fail("reduction lanes " + str(config.reduction_lanes) + " is neither 1 nor a warp (32)");
+    if (m.linear_axes.empty() || !m.thread_axes.empty() || !m.block_axes.empty() ||
+        !m.serial_axes.empty()) {
+      fail("cooperative reduction lanes need every axis linear (and at least one): a warp's "
+           "lanes must share one linear index");
+    }
+    if (block % 32 != 0) {
+      fail("a block of " + str(block) + " threads is not whole warps: a warp's lanes would " +
+           "fall into two blocks");
     }
   }
   if (!m.linear_axes.empty() && block % m.thread_points != 0) {

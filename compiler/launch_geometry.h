@@ -13,6 +13,11 @@
 //   - block axes: one block index each, blockIdx.y then .z when linear axes use .x, else .x,
 //     .y, .z; the grid dimension equals the extent;
 //   - serial axes: loops inside each thread, over the whole extent.
+//   - reduction lanes L (GridConfig::reduction_lanes, 1 or 32; only with every axis linear):
+//     each linear index (its vector_width points) belongs to the L consecutive threads of one warp,
+//     linear = blockIdx.x * (block_size / L) + threadIdx.x / L, lane = threadIdx.x % L; the
+//     lanes share the point, split its reductions (lane l takes iterations l, l + L, ...) and
+//     lane 0 stores. Every point still runs once: once per warp.
 // Without linear axes, threads with threadIdx.x >= T do nothing.
 #pragma once
 
@@ -38,7 +43,8 @@ struct GridMapping {
   std::vector<int> serial_axes;   ///< loops, outermost first
   int64_t linear_points = 1;      ///< linear indices: product of linear extents / vector width
   int64_t thread_points = 1;      ///< T: product of thread extents
-  int64_t lanes = 1;              ///< linear indices per block per step (block_size / T)
+  int64_t lanes = 1;              ///< linear indices per block per step (block_size / (T * L))
+  int64_t reduction_lanes = 1;    ///< L: threads per point (GridConfig::reduction_lanes)
   int first_block_dimension = 0;  ///< 0 (x) or 1 (y): where the block axes start
 };
 

@@ -14,6 +14,7 @@
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "ir/error.h"
+#include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "ir/printer.h"
@@ -76,6 +77,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "[1, 64], got " + std::to_string(options.partial_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  ReductionScheduleOptions schedule_options;
+  schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", input);
@@ -90,7 +93,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  ScheduleNotes notes;
+  for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
+  ScheduleNotes notes, cooperative_notes;
+  p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
+    return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
+  });
   p = passes.run("split_reductions", p, [&](const ir::Program& x) {
     return split_reductions(x, split_options, &notes);
   });
@@ -108,8 +115,12 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}};
     emit_options.partial_unroll = options.partial_unroll;
-    if (auto note = notes.find(kernel.name); note != notes.end())
+    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
       emit_options.schedule_note = note->second;
+    if (auto note = notes.find(kernel.name); note != notes.end()) {
+      emit_options.schedule_note +=
+          (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
+    }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
     CompiledKernel compiled =

@@ -48,6 +48,9 @@ struct LowerOptions {
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
   int partial_unroll = 0;
+  /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
+  /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
+  std::string reduction_schedule = "auto";
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <optional>
+#include <unordered_map>
 
 #include "compiler/bounds.h"
 #include "compiler/program_utils.h"
@@ -169,7 +170,20 @@ class Simplifier : public ir::ExprMutator {
     return e;
   }
 
+  // A Reduce node used twice in a stage (r + r) binds its variables once; rewriting each use
+  // separately would give two Reduces binding the same variables, which verify rejects. Its
+  // rewrite depends only on the ranges of the variables it names, the same at every use, so
+  // every use gets the first one's result.
   Expr visit_Reduce(const ir::ReduceNode& node, const Expr& self) override {
+    if (auto done = rewritten_reduces_.find(&node); done != rewritten_reduces_.end())
+      return done->second;
+    Expr result = rewrite_reduce(node, self);
+    rewritten_reduces_.emplace(&node, result);
+    return result;
+  }
+
+ private:
+  Expr rewrite_reduce(const ir::ReduceNode& node, const Expr& self) {
     bool changed = false;
     std::vector<ir::Axis> axes;
     for (const ir::Axis& axis : node.axes) {
@@ -183,7 +197,6 @@ class Simplifier : public ir::ExprMutator {
     return changed ? ir::ReduceNode::make(node.op, std::move(axes), body, node.dtype) : self;
   }
 
- private:
   Expr rewrite_binary(const ir::BinaryNode& b, const Expr& e) {
     const bool is_int = !ir::is_float(b.dtype);
     if (is_int) {
@@ -326,6 +339,8 @@ class Simplifier : public ir::ExprMutator {
   Expr simplify_node(const Expr& e) { return mutate(e); }
 
   Bounds& bounds_;
+  /// Reduce nodes already rewritten in this stage (the key is kept alive by the stage).
+  std::unordered_map<const ir::ReduceNode*, Expr> rewritten_reduces_;
 };
 
 }  // namespace

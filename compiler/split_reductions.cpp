@@ -141,7 +141,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
   out.kernels.clear();
   bool changed = false;
   for (const ir::Kernel& kernel : program.kernels) {
-    if (kernel.grid.is_set || kernel.stages.empty()) {
+    if (kernel.grid.is_set || kernel.stages.empty() || kernel.grid.reduction_lanes > 1) {
       out.kernels.push_back(kernel);
       continue;
     }

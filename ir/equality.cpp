@@ -189,7 +189,7 @@ class Hasher {
 };
 
 bool same_grid(const GridConfig& a, const GridConfig& b) {
-  if (a.is_set != b.is_set) return false;
+  if (a.is_set != b.is_set || a.reduction_lanes != b.reduction_lanes) return false;
   return !a.is_set || (a.bindings == b.bindings && a.block_size == b.block_size &&
                        a.vector_width == b.vector_width);
 }

@@ -157,11 +157,16 @@ class Printer : public ExprFunctor<std::string> {
 };
 
 std::string grid_string(const GridConfig& g) {
-  if (!g.is_set) return "grid(derived)";
+  if (!g.is_set) {
+    return g.reduction_lanes == 1
+               ? "grid(derived)"
+               : "grid(derived; reduction lanes " + std::to_string(g.reduction_lanes) + ")";
+  }
   std::vector<std::string> b;
   for (AxisBinding x : g.bindings) b.emplace_back(axis_binding_name(x));
   std::string s = "grid(" + join(b) + "; block " + std::to_string(g.block_size);
   if (g.vector_width != 1) s += ", vector " + std::to_string(g.vector_width);
+  if (g.reduction_lanes != 1) s += ", reduction lanes " + std::to_string(g.reduction_lanes);
   return s + ")";
 }
 

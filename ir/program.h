@@ -53,6 +53,11 @@ struct GridConfig {
   std::vector<AxisBinding> bindings;  // one per domain axis
   int block_size = 0;                 // threads per block
   int vector_width = 1;               // elements per thread along the innermost linear axis
+  /// Threads that cooperate on each domain point's reductions: 1 (each thread reduces alone)
+  /// or 32 (a warp: lanes stride over the reduced axis and combine by shuffles in a fixed
+  /// tree). 32 needs every axis linear (compiler/reduction_schedule.h); with a vector width V
+  /// the warp computes V points of the innermost axis, one accumulator each.
+  int reduction_lanes = 1;
 };
 
 struct Kernel {

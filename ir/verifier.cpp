@@ -126,6 +126,15 @@ class Verifier {
            "at most " + std::to_string(g.block_size) + " threads", std::to_string(threads));
     if (g.vector_width > 1 && !has_linear)
       fail("grid: a vector width needs a linear axis", "a linear binding", "none");
+    if (g.reduction_lanes != 1 && g.reduction_lanes != 32)
+      fail("grid: invalid reduction lanes", "1 or 32", std::to_string(g.reduction_lanes));
+    if (g.reduction_lanes > 1) {
+      bool all_linear = true;
+      for (AxisBinding b : g.bindings) all_linear &= b == AxisBinding::kLinear;
+      if (!all_linear || g.block_size % 32 != 0)
+        fail("grid: cooperative reduction lanes", "every axis linear and a block of whole warps",
+             "a grid of " + std::to_string(g.block_size) + " threads or other bindings");
+    }
   }
 
   void check_stage(const Stage& s, const std::vector<Axis>& kernel_domain) {

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "runtime/disk_cache.h"
@@ -78,6 +79,7 @@ struct TuningKnobs {
   int reduction_split = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
+  std::string reduction_schedule = "auto";
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -122,6 +124,10 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
+    compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
+    knobs.reduction_schedule = text;
+  }
   return knobs;
 }
 
@@ -327,6 +333,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
   options.partial_unroll = tuning_knobs().partial_unroll;
+  options.reduction_schedule = tuning_knobs().reduction_schedule;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

@@ -1,8 +1,11 @@
 // Generated kernels run on the host, checked against the interpreter. The templates compile as
 // host C++ under ADJOINT_HOST_EMULATION; a small prelude supplies the CUDA built-ins the
 // generated code names (threadIdx, blockIdx, uint4, __uint_as_float, ...), and a launcher runs
-// every (block, thread) of a kernel's launch one after the other. The host C++ compiler builds
-// all kernels of a test into one shared library, which the test loads with dlopen.
+// every (block, thread) of a kernel's launch one after the other. Warp-cooperative kernels
+// (reduction lanes, compiler/reduction_schedule.h) run each warp as 32 host threads in lock
+// step: __shfl_xor_sync, __shfl_sync and __syncwarp meet at a barrier of the 32. The host C++
+// compiler builds all kernels of a test into one shared library, which the test loads with
+// dlopen.
 //
 // What this proves without a GPU: the index math, the grid decoding, vector groups (spans,
 // per-element windows and tables, vector loads and stores, their element-by-element fallback
@@ -39,6 +42,7 @@
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
+#include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "ir/builder.h"
@@ -61,11 +65,49 @@ constexpr const char* kPrelude = R"(// Host emulation of the CUDA built-ins gene
 #include <cfloat>
 #include <cstring>
 #include <utility>
+#include <atomic>
+#include <thread>
+#include <vector>
 #define ADJOINT_HOST_EMULATION 1
 #define __global__
 #define __launch_bounds__(threads)
 struct adjoint_dim3 { unsigned x = 0, y = 0, z = 0; };
-static adjoint_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local adjoint_dim3 threadIdx, blockIdx;
+static adjoint_dim3 blockDim, gridDim;
+// The warp running now (warp launches only): its 32 lanes exchange values through `slots`.
+struct adjoint_warp_state {
+  std::atomic<unsigned> arrived{0}, generation{0};
+  unsigned long long slots[32] = {};
+};
+static adjoint_warp_state* adjoint_warp = nullptr;
+inline void adjoint_warp_barrier() {  // a sense-reversing barrier that yields while it waits
+  const unsigned generation = adjoint_warp->generation.load();
+  if (adjoint_warp->arrived.fetch_add(1) + 1 == 32) {
+    adjoint_warp->arrived.store(0);
+    adjoint_warp->generation.fetch_add(1);
+  } else {
+    while (adjoint_warp->generation.load() == generation) std::this_thread::yield();
+  }
+}
+template <typename T>
+T adjoint_exchange(T value, unsigned from_lane) {
+  static_assert(sizeof(T) <= sizeof(unsigned long long), "a shuffle moves at most 8 bytes");
+  std::memcpy(&adjoint_warp->slots[threadIdx.x % 32], &value, sizeof(T));
+  adjoint_warp_barrier();
+  T result;
+  std::memcpy(&result, &adjoint_warp->slots[from_lane % 32], sizeof(T));
+  adjoint_warp_barrier();  // nobody overwrites a slot before every lane has read
+  return result;
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T value, int mask) {
+  return adjoint_exchange(value, (threadIdx.x % 32) ^ static_cast<unsigned>(mask));
+}
+template <typename T>
+T __shfl_sync(unsigned, T value, int lane) {
+  return adjoint_exchange(value, static_cast<unsigned>(lane));
+}
+inline void __syncwarp(unsigned = 0xffffffffu) { adjoint_warp_barrier(); }
 struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 using std::max;
@@ -109,6 +151,33 @@ void adjoint_launch(void (*kernel)(P...), void** args, const unsigned* grid, uns
           adjoint_call(kernel, args, std::index_sequence_for<P...>{});
         }
 }
+template <typename... P>
+void adjoint_launch_warps(void (*kernel)(P...), void** args, const unsigned* grid,
+                          unsigned block) {
+  gridDim = {grid[0], grid[1], grid[2]};
+  blockDim = {block, 1, 1};
+  // 32 host threads, one per lane, each running its lane of every warp in the same order. The
+  // lanes of a warp meet at the same barriers (the code is warp-uniform), and the second barrier
+  // of each exchange keeps a lane that moves on to the next warp from overwriting a slot that
+  // another lane has yet to read.
+  adjoint_warp_state warp;
+  adjoint_warp = &warp;
+  std::vector<std::thread> lanes;
+  for (unsigned l = 0; l < 32; ++l) {
+    lanes.emplace_back([&, l] {
+      for (unsigned z = 0; z < grid[2]; ++z)
+        for (unsigned y = 0; y < grid[1]; ++y)
+          for (unsigned x = 0; x < grid[0]; ++x)
+            for (unsigned w = 0; w < block / 32; ++w) {
+              blockIdx = {x, y, z};
+              threadIdx = {w * 32 + l, 0, 0};
+              adjoint_call(kernel, args, std::index_sequence_for<P...>{});
+            }
+    });
+  }
+  for (std::thread& lane : lanes) lane.join();
+  adjoint_warp = nullptr;
+}
 )";
 
 /// A host C++ compiler, or empty when there is none.
@@ -118,6 +187,11 @@ std::string host_compiler() {
     if (std::system(probe.c_str()) == 0) return candidate;
   }
   return "";
+}
+
+/// True for a kernel whose warps must run in lock step (it shuffles).
+bool cooperative(const CompiledKernel& k) {
+  return k.source.find("__shfl_xor_sync") != std::string::npos;
 }
 
 /// One program to run: its kernels as compiled (entries made unique) and its tensors.
@@ -153,12 +227,21 @@ struct Variant {
   int vector_bytes = 0;
   bool streaming = false;
   int reduction_split = -1;
+  /// The reduction schedule knob: auto, serial or warp.
+  std::string reduction = "auto";
+  /// A bare width with the reduction schedule knob and the split knob.
+  static Variant schedule(int width, const std::string& reduction, int partials = -1) {
+    Variant v(width);
+    v.reduction = reduction;
+    v.reduction_split = partials;
+    return v;
+  }
   bool binned = false;
 
   std::string label() const {
     return std::string(binned ? "binned_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
-           std::to_string(reduction_split < 0 ? 1000 : reduction_split);
+           std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction;
   }
 };
 
@@ -173,6 +256,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ClaimSlotTensors claims;
   if (variant.binned) p = lower_scatter_to_binned_gather(p, &claims);
   p = lower_scatter_to_atomics(p);
+  ReductionScheduleOptions schedule;
+  schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
+  p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   p = split_reductions(p, split);
@@ -191,7 +277,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
       kernel.grid.block_size = extents.empty() ? 32 : block;
       kernel.grid.vector_width = 1;
       GridMapping m = grid_mapping(kernel);
-      if (!m.linear_axes.empty() && extents[m.linear_axes.back()] % variant.width == 0)
+      if (kernel.grid.reduction_lanes == 1 && !m.linear_axes.empty() &&
+          extents[m.linear_axes.back()] % variant.width == 0)
         kernel.grid.vector_width = variant.width;
     }
   }
@@ -318,13 +405,13 @@ class HostLibrary {
     source << kLauncher;
     for (const CompiledKernel* k : kernels) {
       source << "extern \"C\" void launch_" << k->entry
-             << "(void** args, const unsigned* grid, unsigned block) { adjoint_launch(" << k->entry
-             << ", args, grid, block); }\n";
+             << "(void** args, const unsigned* grid, unsigned block) { adjoint_launch"
+             << (cooperative(*k) ? "_warps(" : "(") << k->entry << ", args, grid, block); }\n";
     }
     source.close();
     std::string command =
         host_compiler() +
-        " -std=c++17 -O1 -fPIC -shared -ffp-contract=off -Wno-unknown-pragmas -I" + dir_.string() +
+        " -std=c++17 -O1 -fPIC -shared -pthread -ffp-contract=off -Wno-unknown-pragmas -I" + dir_.string() +
         " -o " + (dir_ / "kernels.so").string() + " " + (dir_ / "kernels.cpp").string() + " > " +
         (dir_ / "log.txt").string() + " 2>&1";
     if (std::system(command.c_str()) != 0) {
@@ -654,6 +741,94 @@ TEST(HostRun, SplitReductionsOfTheMhcOps) {
   expect_host_runs_match(programs, {Variant::split(1, 8), Variant::split(2, 8)}, 2e-2);
 }
 
+/// Reductions for the warp schedule: lane axes shorter than a warp, not a multiple of 32 and of
+/// a start that depends on the point; sum, max and min; i64 and f64 accumulators; a reduction
+/// taken only in one branch of a select; a reduction nested in another (serial inside the
+/// lanes); two stages of one kernel.
+ir::Program warp_program(DType t) {
+  ir::ProgramBuilder b(std::string("warp_") + std::string(ir::dtype_name(t)));
+  ir::Tensor x = b.input("x", t, {6, 100});
+  ir::Tensor n = b.input("n", DType::kI64, {6, 37});
+  ir::Tensor sums = b.output("sums", DType::kF32, {6});
+  ir::Tensor lows = b.output("lows", DType::kF32, {6});
+  ir::Tensor counts = b.output("counts", DType::kI64, {6});
+  ir::Tensor wide = b.output("wide", DType::kF64, {6, 2});
+  ir::Tensor tails = b.output("tails", DType::kF32, {6});
+  ir::Tensor picked = b.output("picked", DType::kF32, {6});
+  ir::Tensor mixed = b.output("mixed", DType::kF32, {6, 4});
+  Var i("i"), d("d"), i2("i2"), d2("d2"), i3("i3"), c("c"), i4("i4"), h("h"), d4("d4"),
+      i5("i5"), d5("d5"), i6("i6"), d6("d6"), e6("e6");
+  auto f = [&](const Expr& e) { return ir::cast(DType::kF32, e); };
+  b.kernel("rows",
+           {ir::compute(sums, ir::over(sums, {i}),
+                        ir::sum({ir::range(d, Expr(100))},
+                                f(ir::load(x, {i, d})) * f(ir::load(x, {i, 99 - d})), DType::kF32)),
+            ir::compute(lows, ir::over(lows, {i2}),
+                        ir::minimum({ir::range(d2, Expr(100))}, f(ir::load(x, {i2, d2})),
+                                    DType::kF32))});
+  b.kernel("counts", {ir::compute(counts, ir::over(counts, {i3}),
+                                  ir::sum({ir::range(c, Expr(37))}, ir::load(n, {i3, c}),
+                                          DType::kI64))});
+  b.kernel("wide", {ir::compute(wide, ir::over(wide, {i4, h}),
+                                ir::sum({ir::range(d4, h * 50, Expr(50))},
+                                        ir::cast(DType::kF64, ir::load(x, {i4, d4})),
+                                        DType::kF64))});
+  // Lanes over d5 in [i5 * 10, 100): lanes start at a point-dependent offset.
+  b.kernel("tails", {ir::compute(tails, ir::over(tails, {i5}),
+                                 ir::maximum({ir::range(d5, i5 * 10, Expr(100) - i5 * 10)},
+                                             f(ir::load(x, {i5, d5})), DType::kF32))});
+  // Only the points of odd i6 reduce; the inner reduction (5 terms) is serial in each lane.
+  Expr inner = ir::sum({ir::range(e6, Expr(5))}, f(ir::load(x, {i6, (d6 + e6) % 100})),
+                       DType::kF32);
+  b.kernel("picked",
+           {ir::compute(picked, ir::over(picked, {i6}),
+                        ir::select(i6 % 2 == 1,
+                                   ir::sum({ir::range(d6, Expr(64))}, inner, DType::kF32),
+                                   f(ir::load(x, {i6, 0}))))});
+  // x[i7, :] is the same for every k7: a warp takes the 4 k7's (derived width) and reads it once.
+  Var i7("i7"), k7("k7"), d7("d7");
+  b.kernel("mixed", {ir::compute(mixed, ir::over(mixed, {i7, k7}),
+                                 ir::sum({ir::range(d7, Expr(100))},
+                                         f(ir::load(x, {i7, d7})) * f(ir::load(x, {k7, d7})),
+                                         DType::kF32))});
+  return std::move(b).build();
+}
+
+TEST(HostRun, WarpReductionsMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs = {warp_program(DType::kF32), warp_program(DType::kBF16),
+                                       reduction_program(DType::kF32),
+                                       reduction_program(DType::kBF16)};
+  // Serial first (checked against the interpreter), then the warp schedule forced, alone and
+  // next to splits: exact inputs make every combine order give the same bits.
+  std::vector<CompiledKernel> warp = compile_kernels(programs[0], Variant::schedule(1, "warp"),
+                                                     "probe");
+  ASSERT_FALSE(warp.empty());
+  EXPECT_TRUE(cooperative(warp.front())) << warp.front().source;
+  std::vector<CompiledKernel> groups = compile_kernels(programs[0], Variant::schedule(0, "warp"),
+                                                       "groups");
+  EXPECT_NE(groups.back().source.find("acc[e] += __shfl_xor_sync"), std::string::npos)
+      << groups.back().source;
+  expect_host_runs_match(programs,
+                         {Variant::schedule(1, "serial", 0), Variant::schedule(1, "warp", 0),
+                          Variant::schedule(1, "warp", -1), Variant::schedule(1, "warp", 4),
+                          Variant::schedule(0, "warp", 0), Variant::schedule(2, "auto", 2)},
+                         0);
+}
+
+TEST(HostRun, WarpReductionsOfTheMhcOps) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=1 seq=2 n=2 dim=40 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=2 n=2 dim=40 dtype=f32",
+                           "mhc_pre_backward batch=1 seq=3 n=4 dim=8 dtype=bf16 "
+                           "with_grad_x_post=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The lanes change the order of the long f32 sums: close to the interpreter, not equal.
+  // Every kernel with a reduction takes warps; mhc_mix's warps take several k each.
+  Variant groups = Variant::schedule(0, "warp", 0);  // the chooser's widths: several points a warp
+  groups.block_size = 64;
+  expect_host_runs_match(programs, {groups}, 2e-2);
+}
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
 /// mantissas in (-1, 1), grids k/16 in [-1.5, 1.5] (in range, edges, pixel centres, outside).

@@ -9,6 +9,7 @@
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 
 namespace adjoint::compiler {
 namespace {
@@ -135,6 +136,35 @@ TEST(Simplify, SimplifiesInsideReductionsWithTheirAxisRanges) {
   b.kernel("k", {ir::compute(out, ir::over(out, {i}), value)});
   ir::Program p = simplify(std::move(b).build());
   EXPECT_EQ(ir::to_string(p.kernels[0].stages[0].value), "sum<f32>(k < 8 : in[i, k])");
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
+
+namespace adjoint::compiler {
+namespace {
+
+TEST(Simplify, AReduceUsedTwiceStaysOneNode) {
+  // out[p] = r + r * 2 with r = sum over t of x[p, t] * 1: the body simplifies, and both uses
+  // must keep sharing one Reduce (two would bind t twice, which verify rejects).
+  ir::ProgramBuilder b("shared_reduce");
+  ir::Tensor x = b.input("x", ir::DType::kF32, {4, 8});
+  ir::Tensor out = b.output("out", ir::DType::kF32, {4});
+  ir::Var p("p"), t("t");
+  ir::Expr r = ir::sum({ir::range(t, ir::Expr(8))}, ir::load(x, {p, t}) * 1.0, ir::DType::kF32);
+  b.kernel("k", {ir::compute(out, ir::over(out, {p}), r + r * 2.0)});
+  ir::Program input = std::move(b).build();
+  ir::Program simplified = simplify(input);
+  EXPECT_NO_THROW(ir::verify(simplified)) << ir::to_string(simplified);
+  const auto* sum = simplified.kernels[0].stages[0].value.as<ir::BinaryNode>();
+  ASSERT_NE(sum, nullptr);
+  const auto* product = sum->b.as<ir::BinaryNode>();
+  ASSERT_NE(product, nullptr);
+  EXPECT_TRUE(sum->a.same_as(product->a)) << ir::to_string(simplified);
+  EXPECT_EQ(sum->a.as<ir::ReduceNode>()->body.kind(), ir::ExprKind::kLoad);  // x * 1 went
+  ir::HostBuffers in;
+  for (int i = 0; i < 32; ++i) in["x"].push_back(i / 4.0);
+  EXPECT_EQ(ir::interpret(simplified, in).at("out"), ir::interpret(input, in).at("out"));
 }
 
 }  // namespace

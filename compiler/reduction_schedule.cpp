@@ -1,0 +1,208 @@
+// reduction_schedule: the per-kernel choice between serial and warp-cooperative reductions
+// (see the header), with the reason for each choice written to the schedule notes.
+#include "compiler/reduction_schedule.h"
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "compiler/program_utils.h"
+#include "ir/error.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::Expr;
+
+/// Reductions not nested in another reduction, each once, in the order first met. The emitter
+/// makes exactly these cooperative in a warp kernel.
+std::vector<const ir::ReduceNode*> outermost_reductions(const Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (std::find(found.begin(), found.end(), reduce) == found.end()) found.push_back(reduce);
+      return;
+    }
+    ir::for_each_child(e, walk);
+  };
+  walk(value);
+  return found;
+}
+
+std::optional<int64_t> constant(const Expr& e) {
+  if (auto* c = e.as<ir::IntConstNode>()) return c->value;
+  return std::nullopt;
+}
+
+/// True when `var` indexes the innermost, stride-1 dimension of some load of `body`.
+bool indexes_contiguously(const Expr& body, const ir::VarNode* var) {
+  bool found = false;
+  for_each_node(body, [&](const Expr& node) {
+    auto* load = node.as<ir::LoadNode>();
+    if (!load || load->indices.empty()) return;
+    if (load->tensor->strides.back() == 1 && depends_on(load->indices.back(), var)) found = true;
+  });
+  return found;
+}
+
+/// Why the kernel's shape rules the warp schedule out, or empty.
+std::string shape_forbids_warp(const ir::Kernel& kernel) {
+  if (kernel.grid.is_set) return "its grid is explicit";
+  if (kernel.stages.empty()) return "it has no stages";
+  if (kernel.stages.front().domain.empty()) return "its domain is one point (rank 0)";
+  for (const ir::Stage& stage : kernel.stages) {
+    if (stage.kind != ir::StageKind::kCompute) return "a stage scatters";
+  }
+  return "";
+}
+
+bool shuffle_type(ir::DType t) {
+  return t == ir::DType::kF16 || t == ir::DType::kBF16 || t == ir::DType::kF32 ||
+         t == ir::DType::kF64 || t == ir::DType::kI32 || t == ir::DType::kI64;
+}
+
+/// The domain axis a vector group runs along: the innermost of the first target's layout
+/// (smallest stride, later axes first on ties), as grid_mapping orders linear axes.
+size_t innermost_axis(const ir::Kernel& kernel) {
+  const std::vector<int64_t>& strides = kernel.stages.front().target->strides;
+  size_t best = 0;
+  for (size_t j = 1; j < strides.size(); ++j) {
+    if (strides[j] <= strides[best]) best = j;
+  }
+  return best;
+}
+
+/// The multi-output width of a warp kernel: V points of the innermost axis per warp (one
+/// accumulator each, combined by the same butterfly), so that a load the V points share (a
+/// row of x read for every k of h_mix) is read once for all V. The largest of 8, 4, 2 dividing
+/// the axis, when some outermost reduction reads a tensor independently of that axis and every
+/// stage's target is contiguous along it; else 1.
+int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions) {
+  const size_t axis = innermost_axis(kernel);
+  const ir::VarNode* x = kernel.stages.front().domain[axis].var.get();
+  const int64_t extent = domain_extents(kernel)[axis];
+  bool shared = false;
+  for (const ir::ReduceNode* r : reductions) {
+    for_each_node(r->body, [&](const Expr& node) {
+      auto* load = node.as<ir::LoadNode>();
+      bool depends = false;
+      if (load) {
+        for (const Expr& index : load->indices) depends = depends || depends_on(index, x);
+      }
+      shared = shared || (load && !depends);
+    });
+  }
+  if (!shared) return 1;
+  for (const ir::Stage& stage : kernel.stages) {  // as derived_vector_width: one store a group
+    if (stage.target->strides[axis] != 1) return 1;
+  }
+  for (int width : {8, 4, 2}) {
+    if (extent % width == 0) return width;
+  }
+  return 1;
+}
+
+}  // namespace
+
+ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,
+                                                    const std::string& what) {
+  if (text == "auto") return ReductionScheduleOptions::Mode::kAuto;
+  if (text == "serial") return ReductionScheduleOptions::Mode::kSerial;
+  if (text == "warp") return ReductionScheduleOptions::Mode::kWarp;
+  throw Error(what + ": expected auto, serial or warp, got '" + text + "'",
+              ErrorCode::kInvalidArgument);
+}
+
+ir::Program choose_reduction_schedules(const ir::Program& program,
+                                       const ReductionScheduleOptions& options,
+                                       ScheduleNotes* notes) {
+  using Mode = ReductionScheduleOptions::Mode;
+  ir::Program out = program;
+  bool changed = false;
+  for (ir::Kernel& kernel : out.kernels) {
+    std::vector<std::pair<const ir::ReduceNode*, const ir::Stage*>> reductions;
+    for (const ir::Stage& stage : kernel.stages) {
+      for (const ir::ReduceNode* r : outermost_reductions(stage.value)) reductions.push_back({r, &stage});
+    }
+    if (reductions.empty() || kernel.grid.reduction_lanes > 1) continue;
+    int64_t points = 1;
+    for (int64_t e : domain_extents(kernel)) points *= e;
+    std::vector<std::string> lines;
+    bool warp = false;
+    const std::string forbids = options.excluded_kernels.count(kernel.name)
+                                    ? "it claims slots with atomics, which every lane would repeat"
+                                    : shape_forbids_warp(kernel);
+    for (const auto& [r, stage] : reductions) {
+      const ir::Axis& lane_axis = r->axes.back();
+      int64_t trips = 1;
+      for (const ir::Axis& a : r->axes) trips *= std::max<int64_t>(constant(a.extent).value_or(1), 1);
+      const std::optional<int64_t> lane_extent = constant(lane_axis.extent);
+      const std::string what = stage->target->name + ": reduction of " + std::to_string(trips) +
+                               " iterations per point, " + std::to_string(points) + " points";
+      std::string why;  // why not, when not
+      if (!forbids.empty()) {
+        why = forbids;
+      } else if (!shuffle_type(r->dtype)) {
+        why = "it accumulates in " + std::string(ir::dtype_name(r->dtype));
+      } else if (options.mode == Mode::kSerial) {
+        why = "ADJOINT_TUNE_REDUCTION=serial";
+      } else if (options.mode == Mode::kAuto) {
+        if (trips < options.min_trips) {
+          why = "fewer than " + std::to_string(options.min_trips) + " iterations";
+        } else if (!lane_extent || *lane_extent < options.min_lane_extent) {
+          why = "its innermost axis " + lane_axis.var.name_hint() + " is not a constant of at least " +
+                std::to_string(options.min_lane_extent) + " iterations";
+        } else if (!indexes_contiguously(r->body, lane_axis.var.get())) {
+          why = lane_axis.var.name_hint() +
+                " indexes no stride-1 dimension: the lanes of a warp would read strided elements";
+        } else if (points < options.min_points) {
+          why = "fewer than " + std::to_string(options.min_points) +
+                " points: too few warps to fill the GPU";
+        }
+      }
+      if (why.empty()) {
+        warp = true;
+        lines.push_back(what + ": warp-cooperative, 32 lanes stride over " +
+                        lane_axis.var.name_hint() +
+                        (options.mode == Mode::kWarp
+                             ? " (forced by ADJOINT_TUNE_REDUCTION=warp)"
+                             : " (long, and " + lane_axis.var.name_hint() +
+                                   " indexes a stride-1 dimension: lanes read consecutive elements)") +
+                        ", shuffle butterfly 16, 8, 4, 2, 1, lane 0 stores");
+      } else if (trips >= options.min_trips || options.mode == Mode::kWarp) {
+        lines.push_back(what + ": no warp lanes (" + why + ")");  // short ones go unsaid
+      }
+    }
+    if (warp) {
+      kernel.grid.reduction_lanes = 32;
+      std::vector<const ir::ReduceNode*> outermost;
+      for (const auto& [r, stage] : reductions) outermost.push_back(r);
+      kernel.grid.vector_width = group_width(kernel, outermost);
+      if (kernel.grid.vector_width > 1) {
+        const size_t axis = innermost_axis(kernel);
+        lines.push_back("each warp computes " + std::to_string(kernel.grid.vector_width) +
+                        " points of " + kernel.stages.front().domain[axis].var.name_hint() +
+                        ", one accumulator each: loads independent of " +
+                        kernel.stages.front().domain[axis].var.name_hint() +
+                        " are read once for all of them");
+      }
+      changed = true;
+      // Every outermost reduction of a warp kernel is cooperative, chosen or not.
+      for (std::string& line : lines) {
+        const std::string marker = ": no warp lanes (";
+        if (size_t at = line.find(marker); at != std::string::npos)
+          line = line.substr(0, at) + ": warp-cooperative with the kernel's other reductions (" +
+                 line.substr(at + marker.size());
+      }
+    }
+    if (notes && !lines.empty()) {
+      std::string text;
+      for (const std::string& line : lines) text += (text.empty() ? "" : "\n") + line;
+      (*notes)[kernel.name] = text;
+    }
+  }
+  return changed ? out : program;
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,55 @@
+// reduction_schedule: chooses, per kernel, whether each domain point's reductions run serially
+// in one thread or cooperatively in a warp. With the warp schedule (GridConfig::reduction_lanes
+// = 32) the 32 lanes of a warp share one point: lane l takes iterations l, l + 32, l + 64, ...
+// of the reduction's innermost axis (the other axes whole), the lanes combine their partial
+// results with __shfl_xor_sync in the fixed butterfly 16, 8, 4, 2, 1, lane 0's value is
+// broadcast to all lanes, and lane 0 stores. Fixed order, no atomics: bitwise the same every
+// run (not the interpreter's serial order, so floats may differ from it in the last bits).
+//
+// Derived choice (ReductionScheduleOptions::Mode::kAuto): a kernel gets the warp schedule when
+// one of its reductions is long (at least min_trips iterations, the innermost axis at least
+// min_lane_extent), its innermost axis picks consecutive elements of a stride-1 dimension in a
+// load of the body (so the lanes of a warp read consecutive addresses, where one thread per
+// point would read a separate row per thread), and the domain has at least min_points points
+// (fewer warps than that cannot fill the GPU: split_reductions, which skips warp kernels, gives
+// such domains partials instead). ADJOINT_TUNE_REDUCTION=serial|warp overrides it through
+// runtime::lower_options. Runs before split_reductions and derive_grid (which keeps the lanes
+// and gives warp kernels vector width 1); each decision goes to ScheduleNotes for the dumps.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "compiler/split_reductions.h"
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+struct ReductionScheduleOptions {
+  enum class Mode { kAuto, kSerial, kWarp };
+  /// kAuto: the rule above; kSerial: never warp; kWarp: every kernel whose shape allows it
+  /// (see cooperative_shape_allows) and that has a reduction outside any other reduction.
+  Mode mode = Mode::kAuto;
+  int64_t min_trips = 256;
+  int64_t min_lane_extent = 64;
+  int64_t min_points = 1024;
+  /// Kernels that keep one thread per point whatever the mode: those whose loads claim slots
+  /// with atomics (lower_scatter_to_binned_gather), which every lane would repeat.
+  std::set<std::string> excluded_kernels;
+};
+
+/// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error
+/// (kInvalidArgument) naming `what` and the three values otherwise.
+ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,
+                                                    const std::string& what);
+
+/// Sets GridConfig::reduction_lanes = 32 on the kernels chosen (see the top of this file);
+/// only kernels without an explicit grid, of rank >= 1, whose stages all compute. Returns the
+/// very same program when nothing changes. `notes`, when given, receives a line per reduction
+/// considered, by kernel name.
+ir::Program choose_reduction_schedules(const ir::Program& program,
+                                       const ReductionScheduleOptions& options,
+                                       ScheduleNotes* notes = nullptr);
+
+}  // namespace adjoint::compiler

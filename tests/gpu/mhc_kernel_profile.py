@@ -1,0 +1,54 @@
+"""Per-kernel GPU times of the mHC programs named on the command line (default mhc_pre_backward
+and mhc_pre) at three of issue 9's shapes: five
+launches of each program under torch.profiler (CUPTI sees the driver-API launches), the mean
+time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
+with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import adjoint, torch  # noqa: E402
+
+SHAPES = [(1, 4096, 4, 4096), (2, 2048, 6, 1024), (1, 65536, 4, 512)]
+
+
+def profile(op, shape):
+    spec = "%s batch=%d seq=%d n=%d dim=%d dtype=bf16" % ((op,) + shape)
+    if op.startswith("mhc_sinkhorn"):
+        spec = "%s batch=%d seq=%d n=%d" % ((op,) + shape[:3])
+    program = adjoint.prepare(spec)
+    bound = {}
+    for index, info in enumerate(program.tensors):
+        dtype = harness.DTYPES[info.dtype]
+        if info.role == "input":
+            bound[info.name] = harness.random_tensor(info.shape, dtype, index, 0.1, 1.0)
+        else:
+            bound[info.name] = torch.empty(info.shape, device="cuda", dtype=dtype)
+    for _ in range(3):
+        program.launch(bound)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            program.launch(bound)
+        torch.cuda.synchronize()
+    print("== %s B%d S%d n%d D%d" % ((op,) + shape))
+    for event in prof.key_averages():
+        total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if total > 0:
+            print("  %8.1f us  %s" % (total / max(event.count, 1), event.key[:90]))
+
+
+def main():
+    ops = sys.argv[1:] or ["mhc_pre_backward", "mhc_pre"]
+    for op in ops:
+        for shape in SHAPES:
+            profile(op, shape)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
