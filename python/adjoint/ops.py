@@ -153,13 +153,15 @@ def _same_device_and_dtype(op, named_tensors):
 
 
 def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
+                             align_corners, output_mask, determinism="default"):
     """(grad_input or None, grad_grid) of 2-d grid sampling (ATen grid_sampler_2d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
-    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input.
+    determinism "default" is bitwise reproducible (grad_input as a binned gather);
+    "allow_atomics" scatters grad_input with float atomics, faster and run-to-run variable."""
     program, copies = _grid_sampler_2d_backward_entry(grad_output, input, grid,
                                                       interpolation_mode, padding_mode,
-                                                      align_corners, output_mask)
+                                                      align_corners, output_mask, determinism)
     bound = {"grad_output": grad_output, "input": input, "grid": grid}
     for name in copies:
         bound[name] = bound[name].contiguous()
@@ -168,27 +170,29 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
 
 
 def grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
-                                     align_corners, output_mask):
+                                     align_corners, output_mask, determinism="default"):
     """The Program grid_sampler_2d_backward runs for these arguments (checked, memoized)."""
     return _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
-                                           padding_mode, align_corners, output_mask)[0]
+                                           padding_mode, align_corners, output_mask,
+                                           determinism)[0]
 
 
 def _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
-                                    align_corners, output_mask):
+                                    align_corners, output_mask, determinism="default"):
     """(Program, names of the inputs to bind as contiguous copies) for these arguments."""
     try:
         key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
                         grad_output.device, input.dtype, input.shape, input.stride(),
                         input.device, grid.dtype, grid.shape, grid.stride(), grid.device,
                         interpolation_mode, padding_mode, bool(align_corners),
-                        tuple(bool(m) for m in output_mask))
+                        tuple(bool(m) for m in output_mask), determinism)
     except (AttributeError, TypeError):
         key = None
     entry = _grid_programs_by_call.get(key) if key is not None else None
     if entry is None:
         entry = _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode,
-                                                  padding_mode, align_corners, output_mask)
+                                                  padding_mode, align_corners, output_mask,
+                                                  determinism)
         if key is not None:
             _grid_programs_by_call[key] = entry
     return entry
@@ -198,7 +202,7 @@ _grid_programs_by_call = call_cache()
 
 
 def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-                                      align_corners, output_mask):
+                                      align_corners, output_mask, determinism):
     op = "grid_sampler_2d_backward"
     named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
     device, dtype = _same_device_and_dtype(op, named)
@@ -217,17 +221,18 @@ def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mo
     text = spec.grid_sampler_2d_backward(dtype.name, in_shape, grid_shape[1:3],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    return prepare(text, device=device), copies
+    return prepare(text, determinism, device=device), copies
 
 
 def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
+                             align_corners, output_mask, determinism="default"):
     """(grad_input or None, grad_grid) of 3-d grid sampling (ATen grid_sampler_3d_backward).
     Modes as ATen's ints (interpolation 0 bilinear, i.e. trilinear, 1 nearest; padding 0 zeros,
-    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input."""
+    1 border, 2 reflection) or those names; output_mask[0] false skips grad_input.
+    determinism as in grid_sampler_2d_backward."""
     program, copies = _grid_sampler_3d_backward_entry(grad_output, input, grid,
                                                       interpolation_mode, padding_mode,
-                                                      align_corners, output_mask)
+                                                      align_corners, output_mask, determinism)
     bound = {"grad_output": grad_output, "input": input, "grid": grid}
     for name in copies:
         bound[name] = bound[name].contiguous()
@@ -236,14 +241,15 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
 
 
 def grid_sampler_3d_backward_program(grad_output, input, grid, interpolation_mode, padding_mode,
-                                     align_corners, output_mask):
+                                     align_corners, output_mask, determinism="default"):
     """The Program grid_sampler_3d_backward runs for these arguments (checked, memoized)."""
     return _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode,
-                                           padding_mode, align_corners, output_mask)[0]
+                                           padding_mode, align_corners, output_mask,
+                                           determinism)[0]
 
 
 def _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
-                                    align_corners, output_mask):
+                                    align_corners, output_mask, determinism="default"):
     """(Program, names of the inputs to bind as contiguous copies) for these arguments: a warm
     call skips the argument checks, the spec text and the library's lookup, as in 2-d."""
     try:
@@ -251,13 +257,14 @@ def _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode
                         grad_output.device, input.dtype, input.shape, input.stride(),
                         input.device, grid.dtype, grid.shape, grid.stride(), grid.device,
                         interpolation_mode, padding_mode, bool(align_corners),
-                        tuple(bool(m) for m in output_mask))
+                        tuple(bool(m) for m in output_mask), determinism)
     except (AttributeError, TypeError):
         key = None
     entry = _grid3d_programs_by_call.get(key) if key is not None else None
     if entry is None:
         entry = _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode,
-                                                  padding_mode, align_corners, output_mask)
+                                                  padding_mode, align_corners, output_mask,
+                                                  determinism)
         if key is not None:
             _grid3d_programs_by_call[key] = entry
     return entry
@@ -267,7 +274,7 @@ _grid3d_programs_by_call = call_cache()
 
 
 def _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
-                                      align_corners, output_mask):
+                                      align_corners, output_mask, determinism):
     op = "grid_sampler_3d_backward"
     named = [("grad_output", grad_output), ("input", input), ("grid", grid)]
     device, dtype = _same_device_and_dtype(op, named)
@@ -286,7 +293,7 @@ def _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mo
     text = spec.grid_sampler_3d_backward(dtype.name, in_shape, grid_shape[1:4],
                                          interpolation_mode, padding_mode, align_corners,
                                          output_mask)
-    return prepare(text, device=device), copies
+    return prepare(text, determinism, device=device), copies
 
 
 MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",

@@ -59,8 +59,11 @@ def _grid_sampler_kernel(name, program_of, function):
         args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
                 output_mask)
         try:
-            if program_of is not None and _torch().are_deterministic_algorithms_enabled() \
-                    and not program_of(*args).deterministic:
+            if not _torch().are_deterministic_algorithms_enabled():
+                # PyTorch's own kernel is not deterministic here either: take the atomics
+                # program, as fast as the deterministic one is not (docs/pytorch.md).
+                return function(*args, determinism="allow_atomics")
+            if program_of is not None and not program_of(*args).deterministic:
                 return _fall_through(name, keyset, *args)
             return function(*args)
         except AdjointError:

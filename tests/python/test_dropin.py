@@ -12,6 +12,7 @@ from fakes import FakeLibrary, FakeTensor, fake_environment
 from test_binding import fake_definitions
 
 import adjoint
+from adjoint.program import DETERMINISM
 
 
 class FakeKernel:
@@ -119,8 +120,11 @@ class DropInTest(unittest.TestCase):
                 0, 0, False, [True, True])
         grad_input, grad_grid = kernel("keyset", *args)
         self.assertEqual(grad_grid.shape, (1, 3, 3, 2))
+        # PyTorch not asked for determinism: the atomics program, as fast as PyTorch's kernel
+        self.assertEqual(self.fake.prepared[-1][1], DETERMINISM["allow_atomics"])
         self.torch.deterministic = True  # the fake's grid program reports non-deterministic
         self.assertEqual(kernel("keyset", *args), "pytorch:aten::grid_sampler_2d_backward")
+        self.assertEqual(self.fake.prepared[-1][1], DETERMINISM["default"])
         self.assertEqual(len(self.fake.launches), 1)
 
 
