@@ -1,5 +1,5 @@
 // The mhc family's IR: attribute validation, the forward program (five kernels) and the backward
-// program (eight kernels). Per-token quantities are materialized in temporaries of the
+// program (nine kernels). Per-token quantities are materialized in temporaries of the
 // parameter dtype so that no O(nD) reduction is recomputed inside an O(nD) domain; token sums
 // are Reduce nodes over (b, s), so every output is written once, deterministically.
 #include "ops/mhc.h"
@@ -171,6 +171,8 @@ struct BackwardTensors {
   // dvecx_mm = dh_mix . phi (K terms per element), is recomputed where dx and dgamma need it
   // rather than stored: a B*S*n*D f32 temporary would cost more traffic than x itself.
   TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms;
+  // x_mix[k, j] = sum over tokens of dh_mix[k] x[j]: dphi = gamma x_mix, dgamma = sum_k phi x_mix.
+  TensorRef x_mix;
 };
 
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
@@ -200,6 +202,7 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
       pb.temporary("dh_mix_tmp", p, {B, S, K}),
       pb.temporary("dh_mix", p, {B, S, K}),
       pb.temporary("dinv_rms", p, {B, S}),
+      pb.temporary("x_mix", p, {K, n, D}),
   };
   if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
   return t;
@@ -264,23 +267,31 @@ void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTen
   pb.kernel("mhc_dx", {compute(t.dx, over(t.dx, {b, s, i, d}), cast(c.dtype, dx))});
 }
 
-/// dphi[k, j] = sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]
-void add_dphi_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+/// x_mix[k, i, d] = sum_{b,s} dh_mix[b, s, k] * x[b, s, i, d]: the one token sum over x that
+/// both parameter gradients need. The compiler gives it a thread tile over k (every thread
+/// reads its x elements once for all K sums) and splits it over the tokens.
+void add_token_sum_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
-  const int64_t D = c.dim;
-  Var k("k"), j("j"), b("b"), s("s");
-  Expr body = t.dh_mix(b, s, k) * (cast(p, t.x(b, s, j / D, j % D)) * t.gamma(j / D, j % D));
-  pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
-                                 sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+  Var k("k"), i("i"), d("d"), b("b"), s("s");
+  Expr body = t.dh_mix(b, s, k) * cast(p, t.x(b, s, i, d));
+  pb.kernel("mhc_x_mix", {compute(t.x_mix, over(t.x_mix, {k, i, d}),
+                                  sum({range(b, c.batch), range(s, c.seq)}, body, p))});
 }
 
-/// dgamma[i, d] = sum_{b,s} x[b, s, i, d] * dvecx_mm[b, s, i, d]
-void add_dgamma_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
-  const DType p = c.param_dtype;
-  Var i("i"), d("d"), b("b"), s("s");
-  Expr body = cast(p, t.x(b, s, i, d)) * dvecx_mm(c, t, b, s, i, d);
-  pb.kernel("mhc_dgamma", {compute(t.dgamma, over(t.dgamma, {i, d}),
-                                   sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+/// dphi[k, j] = gamma[j / D, j % D] * x_mix[k, j / D, j % D]
+///   (= sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]);
+/// dgamma[i, d] = sum_k phi[k, i D + d] * x_mix[k, i, d]
+///   (= sum_{b,s} x[b, s, i, d] * dvecx_mm[b, s, i, d], the token sum moved inside).
+void add_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& c,
+                                const BackwardTensors& t) {
+  const int64_t D = c.dim;
+  Var k("k"), j("j"), i("i"), d("d"), q("q");
+  pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
+                                 t.gamma(j / D, j % D) * t.x_mix(k, j / D, j % D))});
+  pb.kernel("mhc_dgamma",
+            {compute(t.dgamma, over(t.dgamma, {i, d}),
+                     sum({range(q, c.mix_width())}, t.phi(q, i * D + d) * t.x_mix(q, i, d),
+                         c.param_dtype))});
 }
 
 /// dbias[k] = sum_{b,s} dlogit[b, s, k]
@@ -345,8 +356,8 @@ ir::Program build_mhc_pre_backward(const Specialization& spec) {
   add_mix_grad_kernel(pb, c, t);
   add_rms_grad_kernel(pb, c, t);
   add_dx_kernel(pb, c, t);
-  add_dphi_kernel(pb, c, t);
-  add_dgamma_kernel(pb, c, t);
+  add_token_sum_kernel(pb, c, t);
+  add_parameter_grad_kernels(pb, c, t);
   add_dbias_kernel(pb, c, t);
   add_dalpha_kernel(pb, c, t);
   return std::move(pb).build();
