@@ -48,26 +48,6 @@ def event_times(fn, runs):
     return times
 
 
-PROFILE = False
-
-
-def kernel_profile(fn, runs):
-    """Kernel name -> mean device microseconds per launch of `fn`, from torch.profiler (CUPTI
-    sees the driver-API launches of libadjoint like any other kernel in the context)."""
-    from torch.profiler import ProfilerActivity, profile
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    totals = {}
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name] = totals.get(event.name, 0.0) + event.device_time
-    return {name: us / runs for name, us in sorted(totals.items(), key=lambda kv: -kv[1])}
-
-
 def backward_case(shape, runs, bandwidth, check):
     batch, seq, n, dim = shape
     case = (batch, seq, n, dim, "bf16", False)
@@ -83,7 +63,6 @@ def backward_case(shape, runs, bandwidth, check):
                                              dtype=harness.DTYPES[info.dtype])
     bound = dict(names, **outputs)
     times = event_times(lambda: program.launch(bound), runs)
-    kernels = kernel_profile(lambda: program.launch(bound), runs) if PROFILE else {}
     first = [t.clone() for t in outputs.values()]
     program.launch(bound)
     torch.cuda.synchronize()
@@ -103,7 +82,7 @@ def backward_case(shape, runs, bandwidth, check):
     ms = statistics.median(times)
     return dict(op="mhc_pre_backward", shape=shape, ms=ms, min_bytes=minimum,
                 roofline=minimum / bandwidth / (ms / 1e3), bitwise_equal=bitwise, errors=errors,
-                deterministic=program.deterministic, kernels=kernels)
+                deterministic=program.deterministic)
 
 
 def forward_case(shape, runs, bandwidth):
@@ -136,28 +115,19 @@ def main():
     parser.add_argument("--json", default=None)
     parser.add_argument("--no-check", action="store_true", help="skip the autograd parity")
     parser.add_argument("--forward", action="store_true", help="time mhc_pre too")
-    parser.add_argument("--profile", action="store_true",
-                        help="print each backward kernel's mean time (torch.profiler)")
-    parser.add_argument("--shapes", default=None,
-                        help="comma list of indices into the backward shapes (default all)")
     args = parser.parse_args()
-    global PROFILE
-    PROFILE = args.profile
-    shapes = BACKWARD if args.shapes is None else [BACKWARD[int(i)] for i in args.shapes.split(",")]
     bandwidth = copy_bandwidth()
     print("device %s, copy bandwidth %.0f GB/s" % (torch.cuda.get_device_name(), bandwidth / 1e9))
     results = []
-    for shape in shapes:
+    for shape in BACKWARD:
         r = backward_case(shape, args.runs, bandwidth, not args.no_check)
         results.append(r)
         print("%-18s B%d S%d n%d D%d: %8.3f ms, %5.1f%% of roofline, bitwise %s, errors %s"
               % (r["op"], *shape, r["ms"], 100 * r["roofline"], r["bitwise_equal"],
                  {k: ("%.2g" % v if not isinstance(v, bool) else v) for k, v in r["errors"].items()}), flush=True)
-        for name, us in r["kernels"].items():
-            print("    %9.1f us  %s" % (us, name), flush=True)
         torch.cuda.empty_cache()
     if args.forward:
-        for shape in shapes:
+        for shape in BACKWARD:
             r = forward_case(shape, args.runs, bandwidth)
             results.append(r)
             print("%-18s B%d S%d n%d D%d: %8.3f ms, %5.1f%% of roofline, bitwise %s"
