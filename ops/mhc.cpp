@@ -1,5 +1,5 @@
 // The mhc family's IR: attribute validation, the forward program (five kernels) and the backward
-// program (nine kernels). Per-token quantities are materialized in temporaries of the
+// program (nine kernels; eight with few tokens, see uses_x_mix). Per-token quantities are materialized in temporaries of the
 // parameter dtype so that no O(nD) reduction is recomputed inside an O(nD) domain; token sums
 // are Reduce nodes over (b, s), so every output is written once, deterministically.
 #include "ops/mhc.h"
@@ -171,9 +171,19 @@ struct BackwardTensors {
   // dvecx_mm = dh_mix . phi (K terms per element), is recomputed where dx and dgamma need it
   // rather than stored: a B*S*n*D f32 temporary would cost more traffic than x itself.
   TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms;
-  // x_mix[k, j] = sum over tokens of dh_mix[k] x[j]: dphi = gamma x_mix, dgamma = sum_k phi x_mix.
-  TensorRef x_mix;
+  // x_mix[k, i, d] = sum over tokens of dh_mix[k] x[i, d]: dphi = gamma x_mix, dgamma =
+  // sum_k phi x_mix (only where it saves traffic, see uses_x_mix).
+  std::optional<TensorRef> x_mix;
 };
+
+/// Whether the parameter gradients go through x_mix: it costs K n D f32 written once and read
+/// twice, and saves dgamma's own pass over x (B S n D elements of x, and K products each); with
+/// few tokens (B S = 1 at D = 16384: x_mix would be 42 MB of traffic for a 0.26 MB x) the
+/// direct token sums move less.
+bool uses_x_mix(const MhcConfig& c) {
+  return static_cast<double>(c.batch) * static_cast<double>(c.seq) * ir::dtype_bytes(c.dtype) >
+         3.0 * static_cast<double>(c.mix_width()) * ir::dtype_bytes(c.param_dtype);
+}
 
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
   const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim, K = c.mix_width();
@@ -202,8 +212,9 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
       pb.temporary("dh_mix_tmp", p, {B, S, K}),
       pb.temporary("dh_mix", p, {B, S, K}),
       pb.temporary("dinv_rms", p, {B, S}),
-      pb.temporary("x_mix", p, {K, n, D}),
+      std::nullopt,
   };
+  if (uses_x_mix(c)) t.x_mix = pb.temporary("x_mix", p, {K, n, D});
   if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
   return t;
 }
@@ -274,7 +285,7 @@ void add_token_sum_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const Back
   const DType p = c.param_dtype;
   Var k("k"), i("i"), d("d"), b("b"), s("s");
   Expr body = t.dh_mix(b, s, k) * cast(p, t.x(b, s, i, d));
-  pb.kernel("mhc_x_mix", {compute(t.x_mix, over(t.x_mix, {k, i, d}),
+  pb.kernel("mhc_x_mix", {compute(*t.x_mix, over(*t.x_mix, {k, i, d}),
                                   sum({range(b, c.batch), range(s, c.seq)}, body, p))});
 }
 
@@ -286,12 +297,28 @@ void add_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& c,
                                 const BackwardTensors& t) {
   const int64_t D = c.dim;
   Var k("k"), j("j"), i("i"), d("d"), q("q");
+  const TensorRef& x_mix = *t.x_mix;
   pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
-                                 t.gamma(j / D, j % D) * t.x_mix(k, j / D, j % D))});
+                                 t.gamma(j / D, j % D) * x_mix(k, j / D, j % D))});
   pb.kernel("mhc_dgamma",
             {compute(t.dgamma, over(t.dgamma, {i, d}),
-                     sum({range(q, c.mix_width())}, t.phi(q, i * D + d) * t.x_mix(q, i, d),
+                     sum({range(q, c.mix_width())}, t.phi(q, i * D + d) * x_mix(q, i, d),
                          c.param_dtype))});
+}
+
+/// Few tokens: dphi[k, j] = sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]
+/// and dgamma[i, d] = sum_{b,s} x[b, s, i, d] * dvecx_mm[b, s, i, d], each directly.
+void add_direct_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& c,
+                                       const BackwardTensors& t) {
+  const DType p = c.param_dtype;
+  const int64_t D = c.dim;
+  Var k("k"), j("j"), b("b"), s("s"), i("i"), d("d"), b2("b"), s2("s");
+  Expr body = t.dh_mix(b, s, k) * (cast(p, t.x(b, s, j / D, j % D)) * t.gamma(j / D, j % D));
+  pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
+                                 sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+  Expr dgamma_body = cast(p, t.x(b2, s2, i, d)) * dvecx_mm(c, t, b2, s2, i, d);
+  pb.kernel("mhc_dgamma", {compute(t.dgamma, over(t.dgamma, {i, d}),
+                                   sum({range(b2, c.batch), range(s2, c.seq)}, dgamma_body, p))});
 }
 
 /// dbias[k] = sum_{b,s} dlogit[b, s, k]
@@ -356,8 +383,12 @@ ir::Program build_mhc_pre_backward(const Specialization& spec) {
   add_mix_grad_kernel(pb, c, t);
   add_rms_grad_kernel(pb, c, t);
   add_dx_kernel(pb, c, t);
-  add_token_sum_kernel(pb, c, t);
-  add_parameter_grad_kernels(pb, c, t);
+  if (t.x_mix) {
+    add_token_sum_kernel(pb, c, t);
+    add_parameter_grad_kernels(pb, c, t);
+  } else {
+    add_direct_parameter_grad_kernels(pb, c, t);
+  }
   add_dbias_kernel(pb, c, t);
   add_dalpha_kernel(pb, c, t);
   return std::move(pb).build();

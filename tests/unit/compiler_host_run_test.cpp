@@ -906,9 +906,11 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   for (const char* spec : {"mhc_pre batch=2 seq=8 n=4 dim=16 dtype=bf16",
                            "mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32",
                            "mhc_pre_backward batch=1 seq=16 n=6 dim=8 dtype=bf16 "
-                           "with_grad_x_post=true"}) {
+                           "with_grad_x_post=true",
+                           "mhc_pre_backward batch=2 seq=100 n=2 dim=8 dtype=bf16"}) {  // x_mix
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
+  ASSERT_TRUE(programs.back().find_tensor("x_mix"));
   // Untiled first (within rounding of the interpreter's f64), then tiles: the same bits, with
   // and without splits (the split changes the order, so each tiled split run is compared with
   // the untiled run of the same split).
