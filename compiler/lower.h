@@ -51,6 +51,9 @@ struct LowerOptions {
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
+  /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
+  /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
+  int thread_tile = -1;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
