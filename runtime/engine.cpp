@@ -79,6 +79,8 @@ struct TuningKnobs {
   int reduction_split = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
+  int unroll_budget = static_cast<int>(compiler::kDefaultUnrollBudget);
+  int runtime_unroll = 1;
   std::string reduction_schedule = "auto";
 };
 
@@ -124,6 +126,14 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.unroll_budget = integer_knob(
+      "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
+      [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (no unroll policy: NVVM unrolls long constant loops completely) or the IR nodes an "
+      "unrolled loop nest may hold, in [1, 1048576]");
+  knobs.runtime_unroll = integer_knob(
+      "ADJOINT_TUNE_RUNTIME_UNROLL", 1, [](int v) { return v >= 0 && v <= 16; },
+      "0 (NVVM's choice), 1 (not unrolled) or an unroll factor in [2, 16]");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -333,6 +343,8 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
   options.partial_unroll = tuning_knobs().partial_unroll;
+  options.unroll_budget = tuning_knobs().unroll_budget;
+  options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;

@@ -1,0 +1,152 @@
+// The loop-unroll policy (compiler/unroll_policy.h): complete unrolling within the budget,
+// factors that fit (dividing the trip count where one does), rolled loops past it and for
+// run-time trip counts, the size measure, and what the emitter writes for mhc_pre_backward
+// and upsample with the policy on and off.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "compiler/lower.h"
+#include "compiler/unroll_policy.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ops/registry.h"
+
+namespace adjoint::compiler {
+namespace {
+
+std::vector<int64_t> factors(const std::vector<LoopUnroll>& loops) {
+  std::vector<int64_t> out;
+  for (const LoopUnroll& loop : loops) out.push_back(loop.factor);
+  return out;
+}
+
+TEST(UnrollPolicy, CompleteWithinTheBudget) {
+  int64_t nodes = 0;
+  auto loops = choose_unrolling({4, 8}, 10, UnrollPolicy{512, 1}, &nodes);
+  EXPECT_EQ(factors(loops), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(nodes, 320);
+  EXPECT_TRUE(loops[0].reason.empty());
+  EXPECT_EQ(loops[0].pragma(), "#pragma unroll");
+}
+
+TEST(UnrollPolicy, LongLoopsGetAFactorThatFits) {
+  // 512 trips of 64 nodes: 8 copies fit in 512.
+  auto loops = choose_unrolling({512}, 64, UnrollPolicy{512, 1});
+  EXPECT_EQ(factors(loops), (std::vector<int64_t>{8}));
+  EXPECT_EQ(loops[0].pragma(), "#pragma unroll 8");
+  EXPECT_NE(loops[0].reason.find("512 trips of 64 IR nodes"), std::string::npos);
+  // 24 trips of 40 nodes: 12 fit, and 12 divides 24 (a power of two, 8, would not be chosen).
+  EXPECT_EQ(factors(choose_unrolling({24}, 40, UnrollPolicy{512, 1})),
+            (std::vector<int64_t>{12}));
+  // 25 trips: 5 divides it and is more than half of 8, the largest power of two that fits.
+  EXPECT_EQ(factors(choose_unrolling({25}, 40, UnrollPolicy{512, 1})),
+            (std::vector<int64_t>{5}));
+  // 23 trips: no divisor, so that power of two.
+  EXPECT_EQ(factors(choose_unrolling({23}, 40, UnrollPolicy{512, 1})),
+            (std::vector<int64_t>{8}));
+}
+
+TEST(UnrollPolicy, InnerLoopsFirstOuterLoopsRolledPastTheBudget) {
+  // 32 x 4 x 24 over a 6-node body: the inner 24 fits (144 nodes), the 4 would make 576 and
+  // gets 2 (288), and the outer 32 cannot double that within 512.
+  int64_t nodes = 0;
+  auto loops = choose_unrolling({32, 4, 24}, 6, UnrollPolicy{512, 1}, &nodes);
+  EXPECT_EQ(factors(loops), (std::vector<int64_t>{1, 2, 0}));
+  EXPECT_EQ(loops[0].pragma(), "#pragma unroll 1");
+  EXPECT_NE(loops[0].reason.find("not unrolled"), std::string::npos);
+  EXPECT_EQ(nodes, 288);
+  // A single trip is always unrolled, whatever its body.
+  EXPECT_EQ(factors(choose_unrolling({1}, 100000, UnrollPolicy{512, 1})),
+            (std::vector<int64_t>{0}));
+}
+
+TEST(UnrollPolicy, RuntimeTripCounts) {
+  auto rolled = choose_unrolling({std::nullopt}, 10, UnrollPolicy{512, 1});
+  EXPECT_EQ(rolled[0].pragma(), "#pragma unroll 1");
+  EXPECT_NE(rolled[0].reason.find("run time"), std::string::npos);
+  auto nvvm = choose_unrolling({std::nullopt}, 10, UnrollPolicy{512, 0});
+  EXPECT_EQ(nvvm[0].pragma(), "");
+  int64_t nodes = 0;
+  auto twice = choose_unrolling({4, std::nullopt}, 10, UnrollPolicy{512, 2}, &nodes);
+  EXPECT_EQ(factors(twice), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(nodes, 80);
+}
+
+TEST(UnrollPolicy, SizeCountsSharedNodesOnceAndConstantSelectsByTheirLargerArm) {
+  ir::Var tap("tap"), other("other");
+  ir::Expr big = ir::Expr(other) * ir::Expr(other) + ir::Expr(other) * 3 - ir::Expr(other);
+  ir::Expr small = ir::Expr(other) + 1;
+  ir::Axis axis{tap, ir::Expr(0), ir::Expr(16)};
+  const UnrollPolicy policy{512, 1};
+  // Over the loop variable alone: condition (1 node) + the larger arm + the select.
+  ir::Expr on_tap = ir::select(ir::Expr(tap) == 0, big, small);
+  const int64_t big_size = unrolled_size(big, policy, {});
+  EXPECT_EQ(unrolled_size(on_tap, policy, {axis}), 1 + 1 + big_size);
+  // Over another variable: every arm counts.
+  ir::Expr on_other = ir::select(ir::Expr(other) == 0, big, small);
+  EXPECT_EQ(unrolled_size(on_other, policy, {axis}),
+            1 + 1 + big_size + unrolled_size(small, policy, {}));
+  // The same node twice counts once.
+  EXPECT_EQ(unrolled_size(big + big, policy, {}), 1 + big_size);
+}
+
+std::string sources(const std::string& spec, int64_t budget) {
+  LowerOptions options;
+  options.unroll_budget = budget;
+  CompiledProgram program = lower(ops::parse_specialization(spec).build_program(), options);
+  std::string text;
+  for (const CompiledKernel& kernel : program.kernels) text += kernel.source;
+  return text;
+}
+
+TEST(UnrollPolicy, EmitterCapsMhcLongLoopsAndSaysWhy) {
+  const std::string spec = "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16";
+  const std::string on = sources(spec, kDefaultUnrollBudget);
+  EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 8\n *for \(int s_step = 0; s_step < 512;)")))
+      << on;
+  EXPECT_NE(on.find("// Schedule: unroll s_step: 512 trips of"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 1\n *for \(int s_step = 0; s_step < 32;)")));
+  // Off: no capping pragma and no note, as before the policy.
+  const std::string off = sources(spec, 0);
+  EXPECT_EQ(off.find("#pragma unroll 1"), std::string::npos);
+  EXPECT_EQ(off.find("#pragma unroll 8"), std::string::npos);
+  EXPECT_EQ(off.find("Schedule: unroll"), std::string::npos);
+  // The policy only adds pragmas and notes: removing them gives the source of before.
+  std::string stripped = std::regex_replace(on, std::regex(R"( *#pragma unroll \d+\n)"), "");
+  stripped = std::regex_replace(stripped, std::regex(R"(// Schedule: unroll [^\n]*\n)"), "");
+  EXPECT_EQ(stripped, off);
+}
+
+TEST(UnrollPolicy, GatherWindowsWithRuntimeTripsStayRolled) {
+  const std::string on =
+      sources("upsample_nearest2d_backward dtype=f32 input_size=1,3,101,67 output_size=203,134",
+              kDefaultUnrollBudget);
+  EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 1\n *for \(int oh = oh_begin;)")))
+      << on;
+  EXPECT_NE(on.find("// Schedule: unroll oh: a trip count known only at run time: not unrolled"),
+            std::string::npos);
+}
+
+TEST(UnrollPolicy, OutOfRangeOptionsAreNamedErrors) {
+  const std::string spec = "upsample_nearest1d_backward dtype=f32 input_size=1,1,4 output_size=8";
+  for (auto [budget, runtime] : {std::pair<int64_t, int>{-1, 1}, {(int64_t{1} << 20) + 1, 1},
+                                 {512, -1}, {512, 17}}) {
+    LowerOptions options;
+    options.unroll_budget = budget;
+    options.runtime_unroll = runtime;
+    try {
+      lower(ops::parse_specialization(spec).build_program(), options);
+      ADD_FAILURE() << budget << " " << runtime << ": expected an error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      const std::string what = error.what();
+      EXPECT_NE(what.find(runtime == 1 ? "unroll_budget" : "runtime_unroll"), std::string::npos)
+          << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
