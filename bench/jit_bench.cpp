@@ -155,7 +155,7 @@ int cold_prepare_child(const std::string& spec_text) {
 /// the program, as before issue 12) or the default count (one unit per kernel, concurrently),
 /// each with NVRTC's cache on or off (CUDA_CACHE_DISABLE=1); then that program's disk hit in
 /// another fresh process.
-nlohmann::json cold_prepare_figures(const char* self) {
+nlohmann::json cold_prepare_figures(const char* self, const std::string& only = "") {
   nlohmann::json result = nlohmann::json::array();
   const std::string root =
       (std::filesystem::temp_directory_path() / ("adjoint_cold_" + std::to_string(getpid())))
@@ -171,6 +171,7 @@ nlohmann::json cold_prepare_figures(const char* self) {
                               {"concurrent units, NVRTC cache off", "0", false}};
   int run = 0;
   for (const auto& [label, spec] : kColdPrepareSpecs) {
+    if (!only.empty() && std::string(label).find(only) == std::string::npos) continue;
     for (const Setting& setting : settings) {
       std::vector<nlohmann::json> runs;
       std::string directory, environment;
@@ -292,7 +293,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--cold-prepare-only") {
     if (!runtime::driver_available()) return 1;
     nlohmann::json out;
-    out["cold_prepare"] = cold_prepare_figures(argv[0]);
+    out["cold_prepare"] = cold_prepare_figures(argv[0], argc > 2 ? argv[2] : "");
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }

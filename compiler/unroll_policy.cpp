@@ -51,11 +51,15 @@ std::vector<LoopUnroll> choose_unrolling(const std::vector<std::optional<int64_t
     }
     // The largest factor that fits, preferring one that divides the trip count (no remainder
     // loop): a divisor at least half the largest power of two that fits, else that power.
+    // A loop too long to unroll completely gains little from a large factor (a few
+    // iterations' loads in flight are enough) and costs compile time: its unrolled body is
+    // kept within a sixteenth of the budget.
+    const int64_t partial_budget = std::max<int64_t>(policy.budget / kPartialBudgetDivisor, 1);
     int64_t power = 1;
-    while (power * 2 < *trips && saturating_product(inside, power * 2) <= policy.budget)
+    while (power * 2 < *trips && saturating_product(inside, power * 2) <= partial_budget)
       power *= 2;
     int64_t factor = power;
-    for (int64_t d = std::min<int64_t>(*trips - 1, policy.budget / inside); d > power / 2; --d) {
+    for (int64_t d = std::min<int64_t>(*trips - 1, partial_budget / inside); d > power / 2; --d) {
       if (*trips % d == 0) {
         factor = d;
         break;

@@ -10,7 +10,9 @@
 // optimize. The policy walks a nest from the innermost loop outwards and keeps the number of IR
 // nodes the unrolled nest holds (trip counts times the body) within a budget:
 //   - a loop with a constant trip count is unrolled completely while the nest stays within the
-//     budget, otherwise by the largest power of two that fits (at least 2), otherwise not at all;
+//     budget; a longer one by the largest factor (a divisor of its trip count where one is
+//     close to the largest power of two) that keeps its unrolled body within a sixteenth of the
+//     budget, or not at all when not even 2 copies fit;
 //   - a loop whose trip count is known only at run time is not unrolled (a rolled loop), unless
 //     UnrollPolicy::runtime_factor asks for a factor (0: NVVM's own choice).
 // Each decision that is not complete unrolling comes with a reason, which the emitter writes as
@@ -28,11 +30,15 @@
 
 namespace adjoint::compiler {
 
-/// IR nodes an unrolled reduction nest may hold by default: large enough that every loop the
-/// seed ops' kernels need unrolled for speed (vector elements, bicubic taps, upsample windows,
-/// mHC's short sums) still is, small enough that no kernel's compile takes much more than
-/// NVRTC's fixed cost (docs/compiler.md, "Loop unrolling").
-constexpr int64_t kDefaultUnrollBudget = 512;
+/// IR nodes an unrolled reduction nest may hold by default: enough for every nest that NVVM
+/// unrolled without trouble before the policy (bicubic taps: 16 x 318 nodes; mhc_dx's 24 x 64,
+/// which NVVM itself unrolls less), too few for the long loops it unrolled into seconds of
+/// compile time (mhc dphi partials: 512 x 64; dgamma partials: 32 x 800). Measurements in
+/// docs/compiler.md, "Loop unrolling".
+constexpr int64_t kDefaultUnrollBudget = 8192;
+/// A loop that cannot be unrolled completely keeps its partially unrolled body within
+/// budget / kPartialBudgetDivisor nodes (512 by default: dphi partials' 512-trip loop 8 times).
+constexpr int64_t kPartialBudgetDivisor = 16;
 
 struct UnrollPolicy {
   /// IR nodes an unrolled nest may hold; 0 turns the policy off (the pragmas of before).

@@ -32,31 +32,32 @@ TEST(UnrollPolicy, CompleteWithinTheBudget) {
 }
 
 TEST(UnrollPolicy, LongLoopsGetAFactorThatFits) {
-  // 512 trips of 64 nodes: 8 copies fit in 512.
-  auto loops = choose_unrolling({512}, 64, UnrollPolicy{512, 1});
+  // 512 trips of 64 nodes (mhc dphi partials) are over 8192: 8 copies fit in 8192 / 16.
+  auto loops = choose_unrolling({512}, 64, UnrollPolicy{8192, 1});
   EXPECT_EQ(factors(loops), (std::vector<int64_t>{8}));
   EXPECT_EQ(loops[0].pragma(), "#pragma unroll 8");
-  EXPECT_NE(loops[0].reason.find("512 trips of 64 IR nodes"), std::string::npos);
-  // 24 trips of 40 nodes: 12 fit, and 12 divides 24 (a power of two, 8, would not be chosen).
-  EXPECT_EQ(factors(choose_unrolling({24}, 40, UnrollPolicy{512, 1})),
+  EXPECT_NE(loops[0].reason.find("512 trips of 64 IR nodes, over the budget of 8192"),
+            std::string::npos);
+  // 240 trips of 40 nodes: 12 copies fit in 512, and 12 divides 240.
+  EXPECT_EQ(factors(choose_unrolling({240}, 40, UnrollPolicy{8192, 1})),
             (std::vector<int64_t>{12}));
-  // 25 trips: 5 divides it and is more than half of 8, the largest power of two that fits.
-  EXPECT_EQ(factors(choose_unrolling({25}, 40, UnrollPolicy{512, 1})),
-            (std::vector<int64_t>{5}));
-  // 23 trips: no divisor, so that power of two.
-  EXPECT_EQ(factors(choose_unrolling({23}, 40, UnrollPolicy{512, 1})),
+  // 250 trips: 10 divides it and is more than half of 8, the largest power of two that fits.
+  EXPECT_EQ(factors(choose_unrolling({250}, 40, UnrollPolicy{8192, 1})),
+            (std::vector<int64_t>{10}));
+  // 251 trips: no divisor, so that power of two.
+  EXPECT_EQ(factors(choose_unrolling({251}, 40, UnrollPolicy{8192, 1})),
             (std::vector<int64_t>{8}));
 }
 
 TEST(UnrollPolicy, InnerLoopsFirstOuterLoopsRolledPastTheBudget) {
-  // 32 x 4 x 24 over a 6-node body: the inner 24 fits (144 nodes), the 4 would make 576 and
-  // gets 2 (288), and the outer 32 cannot double that within 512.
+  // 32 x 4 x 24 over an 8-node body (mhc dgamma partials): the inner 24 and 4 fit (768
+  // nodes); 32 of those do not, and not even 2 fit in 8192 / 16.
   int64_t nodes = 0;
-  auto loops = choose_unrolling({32, 4, 24}, 6, UnrollPolicy{512, 1}, &nodes);
-  EXPECT_EQ(factors(loops), (std::vector<int64_t>{1, 2, 0}));
+  auto loops = choose_unrolling({32, 4, 24}, 8, UnrollPolicy{8192, 1}, &nodes);
+  EXPECT_EQ(factors(loops), (std::vector<int64_t>{1, 0, 0}));
   EXPECT_EQ(loops[0].pragma(), "#pragma unroll 1");
   EXPECT_NE(loops[0].reason.find("not unrolled"), std::string::npos);
-  EXPECT_EQ(nodes, 288);
+  EXPECT_EQ(nodes, 768);
   // A single trip is always unrolled, whatever its body.
   EXPECT_EQ(factors(choose_unrolling({1}, 100000, UnrollPolicy{512, 1})),
             (std::vector<int64_t>{0}));
