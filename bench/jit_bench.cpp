@@ -9,7 +9,9 @@
 //  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
 //    compile thread against the default count, NVRTC's own cache on and off, split into phases
 //    (IR, emission, NVRTC load, NVRTC compile wall and summed, module load), then that
-//    program's disk hit;
+//    program's disk hit (`--cold-prepare-only [WORDS]` measures only that, for the ops whose
+//    label contains one of the comma-separated WORDS; the ADJOINT_TUNE_* knobs of the parent
+//    reach every child);
 //  - in-memory hit: the typed API call up to launch submission, against a raw cuLaunchKernel of
 //    the same cubin with the same arguments, per call, in batches that never fill the queue.
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -171,7 +174,13 @@ nlohmann::json cold_prepare_figures(const char* self, const std::string& only = 
                               {"concurrent units, NVRTC cache off", "0", false}};
   int run = 0;
   for (const auto& [label, spec] : kColdPrepareSpecs) {
-    if (!only.empty() && std::string(label).find(only) == std::string::npos) continue;
+    if (!only.empty()) {  // a comma-separated list of words, one of which the label contains
+      bool wanted = false;
+      std::istringstream words(only);
+      for (std::string word; std::getline(words, word, ',');)
+        wanted = wanted || (!word.empty() && std::string(label).find(word) != std::string::npos);
+      if (!wanted) continue;
+    }
     for (const Setting& setting : settings) {
       std::vector<nlohmann::json> runs;
       std::string directory, environment;

@@ -391,6 +391,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.spec = program->spec;
   request.dump_key = dump_key;
   request.compile_threads = compile_threads_from_environment();
+  request.nvrtc_options = nvrtc_options_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});
