@@ -370,24 +370,27 @@ KernelEmitter::LoopBounds KernelEmitter::loop_bounds(const ir::Axis& axis,
 std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>& axes,
                                                      const std::vector<LoopBounds>& bounds,
                                                      int64_t body_nodes, size_t first_free) {
-  std::vector<std::string> pragmas(bounds.size());
-  if (options_.unroll.budget == 0) {  // the policy off: complete unrolling up to 8 trips only
-    for (size_t i = 0; i < bounds.size() && i < first_free; ++i) {
-      if (bounds[i].unrolled) pragmas[i] = "#pragma unroll";
-      else if (bounds[i].long_constant && options_.partial_unroll > 0)
-        pragmas[i] = "#pragma unroll " + std::to_string(options_.partial_unroll);
-    }
-    return pragmas;
+  std::vector<LoopTrips> trips;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    LoopTrips loop{constant_trips(axes[i]), window_extent_at_most(axes[i].extent)};
+    if (const Interval range = bounds_.of(axes[i].extent); range.has_max())
+      loop.at_most = std::min(loop.at_most.value_or(range.max), range.max);
+    trips.push_back(loop);
   }
-  std::vector<std::optional<int64_t>> trips;
-  for (size_t i = 0; i < bounds.size(); ++i) trips.push_back(constant_trips(axes[i]));
   const std::vector<LoopUnroll> unroll = choose_unrolling(trips, body_nodes, options_.unroll);
+  std::vector<std::string> pragmas(bounds.size());
   for (size_t i = 0; i < bounds.size() && i < first_free; ++i) {
-    // The policy caps, it does not force: a loop it would unroll completely keeps the pragma
-    // of before (complete unrolling up to 8 trips, else NVVM's choice, which never exceeds
-    // complete unrolling). Forcing it made mhc_dx's cubin grow from 30 to 72 KB.
-    pragmas[i] = unroll[i].factor == 0 ? (bounds[i].unrolled ? "#pragma unroll" : "")
-                                       : unroll[i].pragma();
+    // The policy caps, it does not force: a loop it leaves to NVVM or would unroll completely
+    // keeps the pragma of before (complete unrolling up to 8 trips, LowerOptions::partial_unroll
+    // on longer constant loops with the budget off, else NVVM's choice, which never exceeds
+    // complete unrolling). Forcing complete unrolling made mhc_dx's cubin grow from 30 to 72 KB.
+    if (unroll[i].factor <= 0) {
+      if (bounds[i].unrolled) pragmas[i] = "#pragma unroll";
+      else if (bounds[i].long_constant && options_.partial_unroll > 0 && unroll[i].factor < 0)
+        pragmas[i] = "#pragma unroll " + std::to_string(options_.partial_unroll);
+    } else {
+      pragmas[i] = unroll[i].pragma();
+    }
     if (!unroll[i].reason.empty())
       unroll_notes_.push_back(axes[i].var.name_hint() + ": " + unroll[i].reason);
   }

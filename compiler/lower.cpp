@@ -78,7 +78,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 ErrorCode::kInvalidArgument);
   }
   if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
-    throw Error("LowerOptions.unroll_budget: expected 0 (no unroll policy) or a number of IR "
+    throw Error("LowerOptions.unroll_budget: expected 0 (no budget) or a number of IR "
                 "nodes in [1, 1048576], got " + std::to_string(options.unroll_budget),
                 ErrorCode::kInvalidArgument);
   }

@@ -50,13 +50,15 @@ struct LowerOptions {
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
   int partial_unroll = 0;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
-  /// unrolled reduction nest may hold, in [0, 2^20]; 0 turns the policy off (NVVM unrolls
-  /// long constant loops completely, partial_unroll applies). ADJOINT_TUNE_UNROLL_BUDGET.
-  int64_t unroll_budget = kDefaultUnrollBudget;
-  /// The unroll factor of loops whose trip count is known only at run time under the policy:
-  /// 1 (rolled, the default), 0 (no pragma: NVVM's choice) or a factor in [2, 16].
-  /// ADJOINT_TUNE_RUNTIME_UNROLL.
-  int runtime_unroll = 1;
+  /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
+  /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts
+  /// mhc_pre_backward's compile from seconds to ~0.1 s but makes its kernels 12-47% slower on
+  /// the H100. ADJOINT_TUNE_UNROLL_BUDGET.
+  int64_t unroll_budget = 0;
+  /// The unroll factor of loops whose trip count is known only at run time and not provably
+  /// at most 3 (those are never unrolled): 0 (default: no pragma, NVVM's choice), 1 (not
+  /// unrolled) or a factor in [2, 16]. ADJOINT_TUNE_RUNTIME_UNROLL.
+  int runtime_unroll = 0;
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <unordered_set>
 
+#include "ir/equality.h"
 #include "ir/visitor.h"
 
 namespace adjoint::compiler {
@@ -26,47 +27,52 @@ std::string LoopUnroll::pragma() const {
   return "#pragma unroll " + std::to_string(factor);
 }
 
-std::vector<LoopUnroll> choose_unrolling(const std::vector<std::optional<int64_t>>& constant_trips,
-                                         int64_t body_nodes, const UnrollPolicy& policy,
-                                         int64_t* nest_nodes) {
-  std::vector<LoopUnroll> loops(constant_trips.size());
+std::vector<LoopUnroll> choose_unrolling(const std::vector<LoopTrips>& trips, int64_t body_nodes,
+                                         const UnrollPolicy& policy, int64_t* nest_nodes) {
+  std::vector<LoopUnroll> loops(trips.size());
   int64_t inside = std::max<int64_t>(body_nodes, 1);  // the nodes one trip of loop i holds
-  for (size_t i = constant_trips.size(); i-- > 0;) {
+  for (size_t i = trips.size(); i-- > 0;) {
     LoopUnroll& loop = loops[i];
-    const std::optional<int64_t>& trips = constant_trips[i];
-    if (!trips) {
+    if (!trips[i].constant) {
+      if (trips[i].at_most && *trips[i].at_most <= kShortLoopTrips) {
+        loop.factor = 1;
+        const int64_t most = *trips[i].at_most;
+        loop.reason = "at most " + std::to_string(most) + (most == 1 ? " trip" : " trips") +
+                      ", known only at run time: not unrolled (NVVM's 4 copies could never run)";
+        continue;
+      }
       loop.factor = policy.runtime_factor == 0 ? -1 : policy.runtime_factor;
       if (loop.factor > 1) inside = saturating_product(inside, loop.factor);
-      loop.reason = "a trip count known only at run time: " +
-                    (loop.factor == -1 ? std::string("left to NVVM")
-                     : loop.factor == 1 ? std::string("not unrolled")
+      if (loop.factor != -1) {
+        loop.reason = "a trip count known only at run time: " +
+                      (loop.factor == 1 ? std::string("not unrolled")
                                         : "unrolled " + std::to_string(loop.factor) + " times");
+      }
       continue;
     }
-    const int64_t whole = saturating_product(inside, std::max<int64_t>(*trips, 1));
-    if (whole <= policy.budget || *trips <= 1) {
-      loop.factor = 0;
-      inside = whole;
+    const int64_t count = std::max<int64_t>(*trips[i].constant, 1);
+    const int64_t whole = saturating_product(inside, count);
+    if (policy.budget == 0 || whole <= policy.budget || count <= 1) {
+      loop.factor = policy.budget == 0 ? -1 : 0;
+      inside = whole;  // NVVM's choice may unroll it completely: count it so
       continue;
     }
-    // The largest factor that fits, preferring one that divides the trip count (no remainder
-    // loop): a divisor at least half the largest power of two that fits, else that power.
     // A loop too long to unroll completely gains little from a large factor (a few
     // iterations' loads in flight are enough) and costs compile time: its unrolled body is
     // kept within a sixteenth of the budget.
     const int64_t partial_budget = std::max<int64_t>(policy.budget / kPartialBudgetDivisor, 1);
     int64_t power = 1;
-    while (power * 2 < *trips && saturating_product(inside, power * 2) <= partial_budget)
+    while (power * 2 < count && saturating_product(inside, power * 2) <= partial_budget)
       power *= 2;
     int64_t factor = power;
-    for (int64_t d = std::min<int64_t>(*trips - 1, partial_budget / inside); d > power / 2; --d) {
-      if (*trips % d == 0) {
+    for (int64_t d = std::min<int64_t>(count - 1, partial_budget / inside); d > power / 2; --d) {
+      if (count % d == 0) {
         factor = d;
         break;
       }
     }
     loop.factor = factor;
-    loop.reason = std::to_string(*trips) + " trips of " + std::to_string(inside) +
+    loop.reason = std::to_string(count) + " trips of " + std::to_string(inside) +
                   " IR nodes, over the budget of " + std::to_string(policy.budget) + ": " +
                   (factor == 1 ? std::string("not unrolled")
                                : "unrolled " + std::to_string(factor) + " times");
@@ -74,6 +80,30 @@ std::vector<LoopUnroll> choose_unrolling(const std::vector<std::optional<int64_t
   }
   if (nest_nodes) *nest_nodes = inside;
   return loops;
+}
+
+std::optional<int64_t> window_extent_at_most(const ir::Expr& extent) {
+  const auto* difference = extent.as<ir::BinaryNode>();
+  if (!difference || difference->op != ir::BinaryOp::kSub) return std::nullopt;
+  const auto* high = difference->a.as<ir::BinaryNode>();
+  const auto* low = difference->b.as<ir::BinaryNode>();
+  if (!high || !low || high->op != ir::BinaryOp::kDiv || low->op != ir::BinaryOp::kDiv)
+    return std::nullopt;
+  const auto* divisor = high->b.as<ir::IntConstNode>();
+  if (!divisor || divisor->value <= 0 || !ir::structurally_equal(high->b, low->b))
+    return std::nullopt;
+  // x + c as (x, c); a bare x as (x, 0).
+  auto split = [](const ir::Expr& e) -> std::pair<ir::Expr, int64_t> {
+    if (const auto* sum = e.as<ir::BinaryNode>(); sum && sum->op == ir::BinaryOp::kAdd) {
+      if (const auto* c = sum->b.as<ir::IntConstNode>()) return {sum->a, c->value};
+    }
+    return {e, 0};
+  };
+  const auto [x_high, c_high] = split(high->a);
+  const auto [x_low, c_low] = split(low->a);
+  if (!ir::structurally_equal(x_high, x_low) || c_high < c_low) return std::nullopt;
+  const int64_t delta = c_high - c_low, d = divisor->value;
+  return delta / d + (delta % d != 0 ? 1 : 0);
 }
 
 int64_t unrolled_size(const ir::Expr& root, const UnrollPolicy& policy,
@@ -106,10 +136,10 @@ int64_t unrolled_size(const ir::Expr& root, const UnrollPolicy& policy,
       case ir::ExprKind::kReduce: {
         const auto* reduce = e.as<ir::ReduceNode>();
         int64_t bounds = 0;
-        std::vector<std::optional<int64_t>> trips;
+        std::vector<LoopTrips> trips;
         for (const ir::Axis& axis : reduce->axes) {
           bounds += size(axis.start) + size(axis.extent);
-          trips.push_back(constant_trips(axis));
+          trips.push_back({constant_trips(axis), window_extent_at_most(axis.extent)});
           loop_vars.insert(axis.var.get());
         }
         int64_t nest = 0;

@@ -79,8 +79,8 @@ struct TuningKnobs {
   int reduction_split = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
-  int unroll_budget = static_cast<int>(compiler::kDefaultUnrollBudget);
-  int runtime_unroll = 1;
+  int unroll_budget = 0;
+  int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
 };
 
@@ -129,10 +129,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
-      "0 (no unroll policy: NVVM unrolls long constant loops completely) or the IR nodes an "
-      "unrolled loop nest may hold, in [1, 1048576]");
+      "0 (no budget: NVVM unrolls long constant loops completely) or the IR nodes an "
+      "unrolled loop nest may hold, in [1, 1048576] (8192 suggested)");
   knobs.runtime_unroll = integer_knob(
-      "ADJOINT_TUNE_RUNTIME_UNROLL", 1, [](int v) { return v >= 0 && v <= 16; },
+      "ADJOINT_TUNE_RUNTIME_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
       "0 (NVVM's choice), 1 (not unrolled) or an unroll factor in [2, 16]");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
