@@ -48,6 +48,7 @@ struct LowerOptions {
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
+  /// Applies while unroll_budget is 0; a budget decides those loops itself.
   int partial_unroll = 0;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
