@@ -9,7 +9,9 @@
 //  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
 //    compile thread against the default count, NVRTC's own cache on and off, split into phases
 //    (IR, emission, NVRTC load, NVRTC compile wall and summed, module load), then that
-//    program's disk hit;
+//    program's disk hit (`--cold-prepare-only [WORDS]` measures only that, for the ops whose
+//    label contains one of the comma-separated WORDS; the ADJOINT_TUNE_* knobs of the parent
+//    reach every child);
 //  - in-memory hit: the typed API call up to launch submission, against a raw cuLaunchKernel of
 //    the same cubin with the same arguments, per call, in batches that never fill the queue.
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -155,7 +158,7 @@ int cold_prepare_child(const std::string& spec_text) {
 /// the program, as before issue 12) or the default count (one unit per kernel, concurrently),
 /// each with NVRTC's cache on or off (CUDA_CACHE_DISABLE=1); then that program's disk hit in
 /// another fresh process.
-nlohmann::json cold_prepare_figures(const char* self) {
+nlohmann::json cold_prepare_figures(const char* self, const std::string& only = "") {
   nlohmann::json result = nlohmann::json::array();
   const std::string root =
       (std::filesystem::temp_directory_path() / ("adjoint_cold_" + std::to_string(getpid())))
@@ -171,6 +174,13 @@ nlohmann::json cold_prepare_figures(const char* self) {
                               {"concurrent units, NVRTC cache off", "0", false}};
   int run = 0;
   for (const auto& [label, spec] : kColdPrepareSpecs) {
+    if (!only.empty()) {  // a comma-separated list of words, one of which the label contains
+      bool wanted = false;
+      std::istringstream words(only);
+      for (std::string word; std::getline(words, word, ',');)
+        wanted = wanted || (!word.empty() && std::string(label).find(word) != std::string::npos);
+      if (!wanted) continue;
+    }
     for (const Setting& setting : settings) {
       std::vector<nlohmann::json> runs;
       std::string directory, environment;
@@ -292,7 +302,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--cold-prepare-only") {
     if (!runtime::driver_available()) return 1;
     nlohmann::json out;
-    out["cold_prepare"] = cold_prepare_figures(argv[0]);
+    out["cold_prepare"] = cold_prepare_figures(argv[0], argc > 2 ? argv[2] : "");
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }

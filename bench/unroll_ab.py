@@ -1,7 +1,10 @@
-"""Kernel time of programs as this process lowers them (run it once per setting of
-ADJOINT_TUNE_PARTIAL_UNROLL to compare): per spec, random inputs of the program's own shapes and
-dtypes, 10 warm-up calls, then CUDA events around 30 calls, median per call in microseconds.
-Prints one JSON object {spec: microseconds}."""
+"""Kernel time of programs as this process lowers them (run it once per setting of the unroll
+knobs, ADJOINT_TUNE_UNROLL_BUDGET, ADJOINT_TUNE_RUNTIME_UNROLL, ADJOINT_TUNE_PARTIAL_UNROLL, to
+compare): per spec, random inputs of the program's own shapes and dtypes (seeded, so every
+setting sees the same), 10 warm-up calls, then CUDA events around 30 calls, median per call in
+microseconds, and a digest of the outputs' bytes (unroll pragmas must not change a bit).
+Prints one JSON object {spec: {"us": microseconds, "digest": hex}}."""
+import hashlib
 import json
 import os
 import statistics
@@ -24,6 +27,9 @@ SPECS = [
     "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
     "grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 "
     "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+    # gather windows with run-time trip counts (ratio 203/101), and constant 2x2 windows
+    "upsample_nearest2d_backward dtype=f32 input_size=16,64,101,67 output_size=203,134",
+    "upsample_nearest2d_backward dtype=bf16 input_size=8,64,128,128 output_size=256,256",
 ]
 
 
@@ -31,6 +37,7 @@ def main():
     results = {}
     for spec in SPECS:
         program = adjoint.prepare(spec)
+        torch.manual_seed(0)
         tensors = {}
         for info in program.tensors:
             if info.role != "input":
@@ -39,7 +46,11 @@ def main():
                                     "f64": "float64"}[info.dtype])
             tensors[info.name] = torch.randn(info.shape, device="cuda").to(dtype) * 0.5
         for _ in range(10):
-            program(tensors)
+            outputs = program(tensors)
+        torch.cuda.synchronize()
+        digest = hashlib.sha1()
+        for name in sorted(outputs):
+            digest.update(outputs[name].contiguous().view(torch.uint8).cpu().numpy().tobytes())
         times = []
         for _ in range(30):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -48,7 +59,7 @@ def main():
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end) * 1e3)
-        results[spec] = round(statistics.median(times), 1)
+        results[spec] = {"us": round(statistics.median(times), 1), "digest": digest.hexdigest()[:16]}
     print(json.dumps(results))
 
 

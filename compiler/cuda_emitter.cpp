@@ -68,6 +68,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       start = end + 1;
     }
   }
+  for (const std::string& note : unroll_notes_) head.line("// Schedule: unroll " + note);
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
   head.line("#include \"adjoint_types.cuh\"");
   head.line("#include \"adjoint_math.cuh\"");

@@ -25,6 +25,7 @@
 
 #include "compiler/compiled_program.h"
 #include "compiler/index_width.h"
+#include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -53,6 +54,8 @@ struct EmitOptions {
   /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
+  /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
+  UnrollPolicy unroll;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

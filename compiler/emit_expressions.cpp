@@ -367,6 +367,36 @@ KernelEmitter::LoopBounds KernelEmitter::loop_bounds(const ir::Axis& axis,
   return b;
 }
 
+std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>& axes,
+                                                     const std::vector<LoopBounds>& bounds,
+                                                     int64_t body_nodes, size_t first_free) {
+  std::vector<LoopTrips> trips;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    LoopTrips loop{constant_trips(axes[i]), window_extent_at_most(axes[i].extent)};
+    if (const Interval range = bounds_.of(axes[i].extent); range.has_max())
+      loop.at_most = std::min(loop.at_most.value_or(range.max), range.max);
+    trips.push_back(loop);
+  }
+  const std::vector<LoopUnroll> unroll = choose_unrolling(trips, body_nodes, options_.unroll);
+  std::vector<std::string> pragmas(bounds.size());
+  for (size_t i = 0; i < bounds.size() && i < first_free; ++i) {
+    // The policy caps, it does not force: a loop it leaves to NVVM or would unroll completely
+    // keeps the pragma of before (complete unrolling up to 8 trips, LowerOptions::partial_unroll
+    // on longer constant loops with the budget off, else NVVM's choice, which never exceeds
+    // complete unrolling). Forcing complete unrolling made mhc_dx's cubin grow from 30 to 72 KB.
+    if (unroll[i].factor <= 0) {
+      if (bounds[i].unrolled) pragmas[i] = "#pragma unroll";
+      else if (bounds[i].long_constant && options_.partial_unroll > 0 && unroll[i].factor < 0)
+        pragmas[i] = "#pragma unroll " + std::to_string(options_.partial_unroll);
+    } else {
+      pragmas[i] = unroll[i].pragma();
+    }
+    if (!unroll[i].reason.empty())
+      unroll_notes_.push_back(axes[i].var.name_hint() + ": " + unroll[i].reason);
+  }
+  return pragmas;
+}
+
 std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
   if (auto group = group_reductions_.find(&n); group != group_reductions_.end()) {
     std::string acc = group->second + "[" + vector_->element + "]";
@@ -380,6 +410,8 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
     bounds.push_back(loop_bounds(axis, unrolled_trips));
     bounds_.bind_reduce_axis(axis);
   }
+  const std::vector<std::string> pragmas =
+      loop_pragmas(n.axes, bounds, unrolled_size(n.body, options_.unroll, n.axes) + 1);
   std::string acc = names_.fresh("acc");
   out_->line(std::string(cuda_value_type(n.dtype)) + " " + acc + " = " + reduce_init(n) + ";");
   scopes_.push_back(Scope{{}, out_, false});
@@ -388,9 +420,7 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
-    if (bounds[i].unrolled) out_->line("#pragma unroll");
-    else if (bounds[i].long_constant && options_.partial_unroll > 0)
-      out_->line("#pragma unroll " + std::to_string(options_.partial_unroll));
+    if (!pragmas[i].empty()) out_->line(pragmas[i]);
     loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " +
                                 strip_parens(bounds[i].start) + "; " + v + " < " + bounds[i].end +
                                 "; ++" + v + ") {"));

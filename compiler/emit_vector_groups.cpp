@@ -181,6 +181,12 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     throw Error("emit_cuda: a windowed group reduction in a warp kernel ('" + kernel_.name + "')",
                 ErrorCode::kInternal);
   }
+  // Inside the uniform loops the body is written once per element (and window offset).
+  const int64_t copies = vector_->width * (windowed ? windows->span : 1);
+  const std::vector<std::string> pragmas =
+      loop_pragmas(std::vector<ir::Axis>(n.axes.begin(), n.axes.begin() + uniform_axes), bounds,
+                   (unrolled_size(n.body, options_.unroll, n.axes) + 1) * copies,
+                   !lane_.empty() && !windowed ? n.axes.size() - 1 : SIZE_MAX);
   std::string acc = names_.fresh("acc");
   std::vector<std::string> init(static_cast<size_t>(vector_->width), reduce_init(n));
   if (tile_) {  // acc[r][e]: one row of V accumulators per tile point
@@ -200,11 +206,10 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
     const bool strided = cooperative && i + 1 == n.axes.size();
-    if (bounds[i].unrolled && !strided) out_->line("#pragma unroll");
-    else if (bounds[i].long_constant && options_.partial_unroll > 0 && !strided)
-      out_->line("#pragma unroll " + std::to_string(options_.partial_unroll));
-    else if (bounds[i].long_constant && tile_)  // R x V updates a trip: NVVM must not unroll all
-      out_->line("#pragma unroll " + std::to_string(tile_loop_unroll()));
+    std::string pragma = pragmas[i];
+    if (pragma.empty() && bounds[i].long_constant && tile_ && !strided)  // R x V updates a
+      pragma = "#pragma unroll " + std::to_string(tile_loop_unroll());  // trip: not all of it
+    if (!pragma.empty()) out_->line(pragma);
     std::string start = strip_parens(bounds[i].start);
     if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
     loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + start + "; " + v +

@@ -150,6 +150,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     bool long_constant = false;  ///< a constant trip count above kMaxUnrolledTrips
   };
   LoopBounds loop_bounds(const ir::Axis& axis, int64_t& unrolled_trips);
+  /// The pragma to write before each loop of a reduction nest over `axes` (outermost first;
+  /// `bounds` from loop_bounds), whose innermost body holds `body_nodes` IR nodes as emitted
+  /// (unroll_policy.h; with the policy off, the pragmas of loop_bounds' decisions). Loops
+  /// `first_free` and later get no pragma (a warp's strided loop). Records a note on every
+  /// loop not unrolled completely in unroll_notes_.
+  std::vector<std::string> loop_pragmas(const std::vector<ir::Axis>& axes,
+                                        const std::vector<LoopBounds>& bounds,
+                                        int64_t body_nodes, size_t first_free = SIZE_MAX);
   std::string reduce_init(const ir::ReduceNode& n);
   std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
 
@@ -235,6 +243,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   StructuralIds ids_;
   std::unordered_map<int, int> uses_;
   Bounds bounds_;
+  /// `// Schedule: unroll ...` lines for the head of the unit: loops the unroll policy did not
+  /// unroll completely, and why.
+  std::vector<std::string> unroll_notes_;
   bool uses_atomics_ = false;
   bool uses_float_atomics_ = false;  ///< some atomic add is a float's: order-dependent rounding
   bool uses_memory_helpers_ = false;

@@ -80,6 +80,16 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "[1, 64], got " + std::to_string(options.partial_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
+    throw Error("LowerOptions.unroll_budget: expected 0 (no budget) or a number of IR "
+                "nodes in [1, 1048576], got " + std::to_string(options.unroll_budget),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.runtime_unroll < 0 || options.runtime_unroll > 16) {
+    throw Error("LowerOptions.runtime_unroll: expected 0 (NVVM's choice), 1 (not unrolled) or "
+                "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
+                ErrorCode::kInvalidArgument);
+  }
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);
@@ -119,8 +129,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}};
+    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}, 0, {}};
     emit_options.partial_unroll = options.partial_unroll;
+    emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
       emit_options.schedule_note = note->second;
     if (auto note = notes.find(kernel.name); note != notes.end()) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "compiler/compiled_program.h"
+#include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -47,7 +48,18 @@ struct LowerOptions {
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
+  /// Applies while unroll_budget is 0; a budget decides those loops itself.
   int partial_unroll = 0;
+  /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
+  /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
+  /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts
+  /// mhc_pre_backward's compile from seconds to ~0.1 s but makes its kernels 12-47% slower on
+  /// the H100. ADJOINT_TUNE_UNROLL_BUDGET.
+  int64_t unroll_budget = 0;
+  /// The unroll factor of loops whose trip count is known only at run time and not provably
+  /// at most 3 (those are never unrolled): 0 (default: no pragma, NVVM's choice), 1 (not
+  /// unrolled) or a factor in [2, 16]. ADJOINT_TUNE_RUNTIME_UNROLL.
+  int runtime_unroll = 0;
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
@@ -59,7 +71,8 @@ struct LowerOptions {
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
 /// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
-/// `options.split_target_threads` or `options.partial_unroll` is not one of the values
+/// `options.split_target_threads`, `options.partial_unroll`, `options.unroll_budget` or
+/// `options.runtime_unroll` is not one of the values
 /// documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 

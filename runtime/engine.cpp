@@ -81,6 +81,8 @@ struct TuningKnobs {
   int thread_tile = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
+  int unroll_budget = 0;
+  int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
 };
 
@@ -129,6 +131,14 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.unroll_budget = integer_knob(
+      "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
+      [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (no budget: NVVM unrolls long constant loops completely) or the IR nodes an "
+      "unrolled loop nest may hold, in [1, 1048576] (8192 suggested)");
+  knobs.runtime_unroll = integer_knob(
+      "ADJOINT_TUNE_RUNTIME_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
+      "0 (NVVM's choice), 1 (not unrolled) or an unroll factor in [2, 16]");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -415,6 +425,8 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
   options.partial_unroll = tuning_knobs().partial_unroll;
+  options.unroll_budget = tuning_knobs().unroll_budget;
+  options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
@@ -461,6 +473,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.spec = program->spec;
   request.dump_key = dump_key;
   request.compile_threads = compile_threads_from_environment();
+  request.nvrtc_options = nvrtc_options_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});

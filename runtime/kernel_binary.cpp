@@ -194,6 +194,21 @@ int compile_threads_from_environment() {
   return static_cast<int>(std::clamp(hardware, 1u, 16u));
 }
 
+std::vector<std::string> nvrtc_options_from_environment() {
+  const char* text = std::getenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+  std::vector<std::string> options;
+  std::istringstream words(text ? text : "");
+  for (std::string word; words >> word;) {
+    if (word.front() != '-') {
+      throw Error("ADJOINT_TUNE_NVRTC_OPTIONS: expected NVRTC options separated by spaces, each "
+                  "starting with '-' (e.g. -Ofc=mid), got '" + word + "' in '" + text + "'",
+                  ErrorCode::kInvalidArgument);
+    }
+    options.push_back(word);
+  }
+  return options;
+}
+
 std::string combined_translation_unit(const std::vector<KernelSource>& kernels) {
   if (kernels.size() == 1) return kernels.front().source;
   std::string includes;
@@ -230,6 +245,7 @@ CompileRequest unit_compile_request(const BinaryRequest& request,
   compile.source = combined_translation_unit(sources);
   compile.name = (sources.size() == 1 ? sources.front().entry : request.program) + ".cu";
   compile.arch = request.arch;
+  compile.extra_options = request.nvrtc_options;
   return compile;
 }
 

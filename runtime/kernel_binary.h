@@ -49,7 +49,15 @@ struct BinaryRequest {
   /// Threads compiling a program's kernels: 1 compiles them as one translation unit; more
   /// compiles one unit per kernel, that many at a time (compile_threads_from_environment()).
   int compile_threads = 1;
+  /// Options added to every NVRTC compile of this request (nvrtc_options_from_environment());
+  /// part of each unit's disk-cache key.
+  std::vector<std::string> nvrtc_options;
 };
+
+/// The extra NVRTC options ADJOINT_TUNE_NVRTC_OPTIONS asks for, split at spaces (unset or
+/// empty: none), e.g. "-Ofc=mid". Read on every call; throws adjoint::Error
+/// (kInvalidArgument) naming the variable when a word does not start with '-'.
+std::vector<std::string> nvrtc_options_from_environment();
 
 /// The compile thread count ADJOINT_COMPILE_THREADS asks for: unset, empty or 0 means the
 /// hardware's thread count, at most 16; otherwise an integer in [1, 256]. Read on every call;

@@ -1,6 +1,8 @@
 // LowerOptions::partial_unroll: loops with a constant trip count above the full-unrolling
 // limit get `#pragma unroll N` when asked for (and nothing by default, leaving NVVM's choice);
 // fully unrolled short loops keep their plain pragma; out-of-range factors are named errors.
+// (With the unroll policy off, LowerOptions::unroll_budget = 0: compiler_unroll_policy_test
+// covers the policy.)
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -18,6 +20,7 @@ namespace {
 std::string all_sources(int partial_unroll) {
   LowerOptions options;
   options.partial_unroll = partial_unroll;
+  options.unroll_budget = 0;  // partial_unroll applies with the unroll policy off
   CompiledProgram program = lower(
       ops::parse_specialization("mhc_pre_backward batch=2 seq=3 n=4 dim=12").build_program(),
       options);

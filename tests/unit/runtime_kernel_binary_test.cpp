@@ -321,6 +321,31 @@ TEST(CompileThreads, EnvironmentIsCheckedAndDefaultsToTheHardware) {
   EXPECT_EQ(compile_threads_from_environment(), hardware);
 }
 
+TEST(NvrtcOptions, EnvironmentIsSplitCheckedAndKeyed) {
+  unsetenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+  EXPECT_TRUE(nvrtc_options_from_environment().empty());
+  ASSERT_EQ(setenv("ADJOINT_TUNE_NVRTC_OPTIONS", " -Ofc=mid  -Xptxas=-O2 ", 1), 0);
+  EXPECT_EQ(nvrtc_options_from_environment(),
+            (std::vector<std::string>{"-Ofc=mid", "-Xptxas=-O2"}));
+  // The options reach the unit's compile request and change its disk-cache key.
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}});
+  const std::string plain = unit_cache_key(unit_compile_request(request, {0}), locate_nvrtc());
+  request.nvrtc_options = nvrtc_options_from_environment();
+  const CompileRequest tuned = unit_compile_request(request, {0});
+  EXPECT_EQ(tuned.extra_options, request.nvrtc_options);
+  EXPECT_NE(unit_cache_key(tuned, locate_nvrtc()), plain);
+  ASSERT_EQ(setenv("ADJOINT_TUNE_NVRTC_OPTIONS", "-Ofc=mid mid", 1), 0);
+  try {
+    nvrtc_options_from_environment();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("ADJOINT_TUNE_NVRTC_OPTIONS"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("'mid'"), std::string::npos);
+  }
+  unsetenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+}
+
 TEST_F(RuntimeKernelBinary, JitDisabledWithoutPackageIsNotAvailable) {
   const DiskCache cache(root_ / "cache");
   BinaryRequest request = request_of({{"unit_test_a", kKernelA}});
