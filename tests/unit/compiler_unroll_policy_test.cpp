@@ -129,9 +129,10 @@ TEST(UnrollPolicy, WindowExtentBound) {
   EXPECT_EQ(window_extent_at_most(t + 3), std::nullopt);
 }
 
-std::string sources(const std::string& spec, int64_t budget) {
+std::string sources(const std::string& spec, int64_t budget, int thread_tile = -1) {
   LowerOptions options;
   options.unroll_budget = budget;
+  options.thread_tile = thread_tile;
   CompiledProgram program = lower(ops::parse_specialization(spec).build_program(), options);
   std::string text;
   for (const CompiledKernel& kernel : program.kernels) text += kernel.source;
@@ -139,14 +140,15 @@ std::string sources(const std::string& spec, int64_t budget) {
 }
 
 TEST(UnrollPolicy, EmitterCapsMhcLongLoopsAndSaysWhy) {
+  // Without thread tiles (whose long loops take their own partial unroll), mhc_pre_backward's
+  // x_mix partials run a 512-trip token loop per thread.
   const std::string spec = "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16";
-  const std::string on = sources(spec, kSuggestedUnrollBudget);
+  const std::string on = sources(spec, kSuggestedUnrollBudget, /*thread_tile=*/0);
   EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 8\n *for \(int s_step = 0; s_step < 512;)")))
       << on;
   EXPECT_NE(on.find("// Schedule: unroll s_step: 512 trips of"), std::string::npos);
-  EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 1\n *for \(int s_step = 0; s_step < 32;)")));
   // Off (the default): no capping pragma and no note, as before the policy.
-  const std::string off = sources(spec, 0);
+  const std::string off = sources(spec, 0, /*thread_tile=*/0);
   EXPECT_EQ(off.find("#pragma unroll 1"), std::string::npos);
   EXPECT_EQ(off.find("#pragma unroll 8"), std::string::npos);
   EXPECT_EQ(off.find("Schedule: unroll"), std::string::npos);
