@@ -108,7 +108,7 @@ std::optional<FloorMap> match_floor_map(const Expr& index) {
 void check_ratio(const FloorMap& map, const Expr& target_dim, const ir::Program& program) {
   const int64_t target_upper = upper_bound(target_dim, program);
   if (auto* c = map.ratio.as<ir::FloatConstNode>()) {
-    if (!(c->value > 0) || static_cast<double>(target_upper) >= c->value * 0x1p23)
+    if (!(c->value > 0) || static_cast<double>(target_upper) > c->value * 0x1p24)
       throw Refusal{"a constant ratio that is not positive or too small for the target's bound"};
     return;
   }

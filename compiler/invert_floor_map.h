@@ -16,9 +16,9 @@
 //
 // Why three probes suffice: with o + c and t exact in f32 and the f32 product within a factor
 // 1 +- 2^-24 of (o + c) * R, the true start lies in {o* - 1, o*} for o* = ceil(t / R - c)
-// whenever t < R * 2^24, and the f64 estimate is o* or one off. The pass therefore refuses
+// whenever t <= R * 2^24, and the f64 estimate is o* or one off. The pass therefore refuses
 // (throws) unless E's and T_k's upper bounds are at most 2^22 and, for a constant R, T_k's upper
-// bound is below R * 2^23.
+// bound is at most R * 2^24 (for R = f32(I) / f32(O) it follows from O <= 2^22).
 //
 // Scatters it cannot invert are an adjoint::Error (kInvalidProgram) naming the stage and the
 // index: a generic program has no atomic fallback, and the runtime then keeps specialized
