@@ -114,6 +114,9 @@ void check_ratio(const FloorMap& map, const Expr& target_dim, const ir::Program&
   }
   auto* quotient = map.ratio.as<ir::BinaryNode>();
   auto size_as_float = [&](const Expr& e) {
+    if (auto* c = e.as<ir::FloatConstNode>())  // a static size, converted by the builder
+      return c->value >= 1 && c->value <= static_cast<double>(kMaxExtent) &&
+             c->value == static_cast<double>(static_cast<int64_t>(c->value));
     auto* cast = e.as<ir::CastNode>();
     return cast && cast->dtype == DType::kF32 && lower_bound(cast->value, program) >= 1 &&
            upper_bound(cast->value, program) <= kMaxExtent;
