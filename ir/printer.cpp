@@ -233,6 +233,8 @@ std::string to_string(const Program& prog) {
     out += "  size " + p.visit(size.var) + " = " + size.source + " in [" +
            std::to_string(size.lower_bound) + ", " + std::to_string(size.upper_bound) + "]\n";
   }
+  if (prog.dynamic_storage_bound > 0)
+    out += "  dynamic storage <= " + std::to_string(prog.dynamic_storage_bound) + " elements\n";
   for (const Tensor& t : prog.inputs) out += "  input " + tensor_text(p, *t) + "\n";
   for (const Tensor& t : prog.outputs) out += "  output " + tensor_text(p, *t) + "\n";
   for (const Tensor& t : prog.temporaries) out += "  temporary " + tensor_text(p, *t) + "\n";

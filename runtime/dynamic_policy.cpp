@@ -72,11 +72,23 @@ int64_t largest_storage(const ir::Program& program, const std::vector<int64_t>& 
 
 ProgramChoice choose_program(const ops::Specialization& spec, DynamicPolicy& policy,
                              DynamicMode mode) {
-  ProgramChoice choice;
   const ops::DynamicOp* op = ops::find_dynamic_op(spec.op_name());
-  if (!op) return choice;
-  choice.axes = policy.observe(spec, *op, mode);
-  if (choice.axes.empty()) return choice;
+  if (!op) return ProgramChoice{};
+  std::vector<std::string> axes = policy.observe(spec, *op, mode);
+  if (axes.empty()) return ProgramChoice{};
+  return generic_choice(spec, axes);
+}
+
+ProgramChoice generic_choice(const ops::Specialization& spec,
+                             const std::vector<std::string>& axes) {
+  const ops::DynamicOp* op = ops::find_dynamic_op(spec.op_name());
+  if (!op) {
+    throw Error(spec.op_name() + ": has no dynamic axes; generic programs exist for " +
+                    "upsample_nearest{1,2,3}d_backward and their exact variants",
+                ErrorCode::kInvalidArgument);
+  }
+  ProgramChoice choice;
+  choice.axes = axes;
   ir::Program program = op->build_generic(spec, choice.axes);
   std::vector<int64_t> values = ops::size_values(program, spec);
   for (size_t i = 0; i < values.size(); ++i) {

@@ -60,6 +60,11 @@ struct ProgramChoice {
   std::string key;
 };
 
+/// The choice of a program generic in `axes` for `spec` (what `adjoint aot` packages for a
+/// `generic=` request, and what choose_program returns once the policy named the axes): not
+/// generic when a size lies outside the generic program's bounds.
+ProgramChoice generic_choice(const ops::Specialization& spec, const std::vector<std::string>& axes);
+
 /// Asks `policy` and, for generic axes, builds the generic IR (no compile) and checks that the
 /// specialization's sizes lie within its bounds (else: specialized). Throws what the op's build
 /// throws for an invalid specialization.
