@@ -129,9 +129,11 @@ void check_ratio(const FloorMap& map, const Expr& target_dim, const ir::Program&
 
 /// start(t): the first o with f(o) >= t, computed as the header says.
 Expr window_start(const FloorMap& map, const Expr& t) {
-  Expr estimate = ir::cast(
-      DType::kI64, ir::ceil(ir::cast(DType::kF64, t) / ir::cast(DType::kF64, map.ratio) -
-                            ir::constant(DType::kF64, map.offset)));
+  // t * (1 / R) rather than t / R: one multiply per point (the reciprocal is loop-invariant);
+  // its f64 rounding, like the division's, keeps the estimate within one of o*.
+  Expr reciprocal = ir::constant(DType::kF64, 1.0) / ir::cast(DType::kF64, map.ratio);
+  Expr estimate = ir::cast(DType::kI64, ir::ceil(ir::cast(DType::kF64, t) * reciprocal -
+                                                 ir::constant(DType::kF64, map.offset)));
   Expr base = estimate - Expr(2);
   auto f = [&](const Expr& o) {
     return ir::cast(DType::kI64, ir::floor(substitute(map.position_times_ratio, map.var, o)));

@@ -8,7 +8,7 @@
 // with R a positive constant or f32(size) / f32(size). f is non-decreasing, so the preimage of
 // a target index t is an interval [start(t), start(t + 1)) (the last index takes every o up to
 // the domain's extent E), start(t) = the first o with f(o) >= t. The kernel computes start(t)
-// from the runtime extents: an estimate e = ceil(f64(t) / f64(R) - c), then
+// from the runtime extents: an estimate e = ceil(f64(t) * (1 / f64(R)) - c), then
 //   start(t) = (e - 2) + #{ j in 0..2 : f(e - 2 + j) < t }
 // with f evaluated by the very f32 operations of the forward, so the window is exact (no
 // membership test) and holds the same points, summed in the same order, as the window the

@@ -82,19 +82,23 @@ TEST(DynamicShapes, InterpreterNeedsSizesForAGenericProgram) {
 
 TEST(DynamicShapes, GenericGatherMatchesSpecializedAtSizesWithRoundingDepartures) {
   // Sizes where floor(o * f32(I/O)) departs from the rational map: the specialized gather keeps
-  // a membership test; the generic window must still hold exactly the same points.
-  ir::Program g = generic_program("upsample_nearest1d_backward dtype=f32 input_size=1,1,8 "
-                                  "output_size=9",
-                                  {"input_size[2]", "output_size[0]"});
-  ir::Program lowered = compiler::lower_scatter_to_gather_generic(g);
-  for (int64_t in = 1; in <= 40; in += 3) {
-    for (int64_t out = 1; out <= 120; out += 7) {
-      std::string spec = "upsample_nearest1d_backward dtype=f32 input_size=1,1," +
-                         std::to_string(in) + " output_size=" + std::to_string(out);
-      ir::Program specialized = ops::parse_specialization(spec).build_program();
-      ir::HostBuffers inputs = random_inputs(specialized, 3);
-      EXPECT_EQ(ir::interpret(lowered, {in, out}, inputs), ir::interpret(specialized, inputs))
-          << spec;
+  // a membership test; the generic window must still hold exactly the same points. Both rules,
+  // derived ratios and given scales (among them ratios far from I/O).
+  for (const std::string op : {"upsample_nearest1d_backward", "_upsample_nearest_exact1d_backward"}) {
+    for (const std::string scales : {"", " scales=3", " scales=0.37", " scales=1.7"}) {
+      ir::Program g = generic_program(op + " dtype=f32 input_size=1,1,8 output_size=9" + scales,
+                                      {"input_size[2]", "output_size[0]"});
+      ir::Program lowered = compiler::lower_scatter_to_gather_generic(g);
+      for (int64_t in = 1; in <= 40; in += 3) {
+        for (int64_t out = 1; out <= 120; out += 7) {
+          std::string spec = op + " dtype=f32 input_size=1,1," + std::to_string(in) +
+                             " output_size=" + std::to_string(out) + scales;
+          ir::Program specialized = ops::parse_specialization(spec).build_program();
+          ir::HostBuffers inputs = random_inputs(specialized, 3);
+          EXPECT_EQ(ir::interpret(lowered, {in, out}, inputs), ir::interpret(specialized, inputs))
+              << spec;
+        }
+      }
     }
   }
 }
