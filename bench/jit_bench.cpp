@@ -402,15 +402,31 @@ int main(int argc, char** argv) {
   out["api_call_us"] = api_us;
   out["api_added_us"] = api_us - std::min(raw_us, raw_us2);
 
-  // Warm call to kernel completion for the small case (issue 5's latency target).
-  std::vector<double> complete;
-  for (int r = 0; r < 200; ++r) {
-    auto t = Clock::now();
-    typed_call();
-    runtime::check(d.StreamSynchronize(stream), "sync");
-    complete.push_back(ms_since(t) * 1000.0);
-  }
-  out["small_call_to_completion_us_median"] = median(complete);
+  // A prepared program's launch through the engine's view path (what the C API and Python's
+  // compiled launcher use), next to the raw launch it wraps.
+  const int64_t go_shape[4] = {2, 3, 64, 64}, gi_shape[4] = {2, 3, 32, 32};
+  const runtime::TensorView views[2] = {{"grad_output", a, ir::DType::kF32, 4, go_shape, nullptr},
+                                        {"grad_input", b, ir::DType::kF32, 4, gi_shape, nullptr}};
+  auto program_call = [&] { loaded->launch(views, 2, stream); };
+  out["program_launch_us"] = per_call_us(program_call);
+  out["program_added_us"] = per_call_us(program_call) - std::min(raw_us, raw_us2);
+
+  // Warm calls to kernel completion for the small case (issue 5's latency target): the typed
+  // function, the prepared program, and the raw launch + synchronize floor under both.
+  auto completion_us = [&](auto&& call) {
+    std::vector<double> complete;
+    for (int r = 0; r < 200; ++r) {
+      auto t = Clock::now();
+      call();
+      runtime::check(d.StreamSynchronize(stream), "sync");
+      complete.push_back(ms_since(t) * 1000.0);
+    }
+    return median(complete);
+  };
+  out["small_call_to_completion_us_median"] = completion_us(typed_call);
+  out["program_launch_to_completion_us_median"] = completion_us(program_call);
+  out["raw_launch_to_completion_us_median"] = completion_us(raw_call);
+  out["synchronize_only_us_median"] = completion_us([] {});
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -63,17 +63,38 @@ adjoint::compiler::Determinism to_determinism(int d) {
                 : adjoint::compiler::Determinism::kAllowAtomics;
 }
 
-std::vector<adjoint::runtime::BoundTensor> to_bound(int count, const char* const* names,
-                                                    const adjoint_tensor* tensors) {
+/// Views of the caller's descriptors for LoadedProgram::launch, checked like to_ref but with
+/// nothing copied: the hot path of adjoint_launch (Python's compiled launcher calls it).
+template <typename Launch>
+void launch_views(int count, const char* const* names, const adjoint_tensor* tensors,
+                  Launch&& launch) {
   require(count >= 0 && (count == 0 || (names && tensors)),
           "launch: names and tensors must be non-null arrays of `count` entries");
-  std::vector<adjoint::runtime::BoundTensor> out;
+  constexpr int kInline = 16;
+  adjoint::runtime::TensorView inline_views[kInline];
+  std::vector<adjoint::runtime::TensorView> heap_views;
+  adjoint::runtime::TensorView* views = inline_views;
+  if (count > kInline) {
+    heap_views.resize(static_cast<size_t>(count));
+    views = heap_views.data();
+  }
   for (int i = 0; i < count; ++i) {
     require(names[i] != nullptr, "launch: names[" + std::to_string(i) + "] is null");
-    adjoint::TensorRef r = to_ref(tensors[i], names[i]);
-    out.push_back({names[i], r.data, static_cast<adjoint::ir::DType>(r.dtype), r.shape, r.strides});
+    const adjoint_tensor& t = tensors[i];
+    require(t.rank >= 0 && t.rank <= ADJOINT_MAX_RANK,
+            std::string("tensor '") + names[i] + "': rank " + std::to_string(t.rank) +
+                ", expected 0.." + std::to_string(ADJOINT_MAX_RANK));
+    require(t.dtype >= 0 && t.dtype <= ADJOINT_BOOL,
+            std::string("tensor '") + names[i] + "': dtype value " + std::to_string(t.dtype) +
+                " is not an adjoint_dtype");
+    views[i] = adjoint::runtime::TensorView{names[i],
+                                            static_cast<CUdeviceptr>(t.data),
+                                            static_cast<adjoint::ir::DType>(t.dtype),
+                                            t.rank,
+                                            t.shape,
+                                            t.strides};
   }
-  return out;
+  launch(views, count);
 }
 
 }  // namespace
@@ -136,7 +157,9 @@ adjoint_status adjoint_launch(adjoint_program* program, int count, const char* c
                               const adjoint_tensor* tensors, void* stream) {
   return guarded([&] {
     require(program != nullptr, "adjoint_launch: program is null");
-    program->program->launch(to_bound(count, names, tensors), static_cast<CUstream>(stream));
+    launch_views(count, names, tensors, [&](const adjoint::runtime::TensorView* views, int n) {
+      program->program->launch(views, n, static_cast<CUstream>(stream));
+    });
   });
 }
 
@@ -150,7 +173,9 @@ adjoint_status adjoint_run(const char* spec, int determinism, int count, const c
     require(spec != nullptr, "adjoint_run: spec is null");
     auto program = adjoint::runtime::Engine::instance().prepare(std::string(spec),
                                                                 to_determinism(determinism));
-    program->launch(to_bound(count, names, tensors), static_cast<CUstream>(stream));
+    launch_views(count, names, tensors, [&](const adjoint::runtime::TensorView* views, int n) {
+      program->launch(views, n, static_cast<CUstream>(stream));
+    });
   });
 }
 

@@ -2,6 +2,7 @@
 // module loads) and launches.
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -170,48 +171,125 @@ LoadedProgram::~LoadedProgram() {
 }
 
 void LoadedProgram::launch(const std::vector<BoundTensor>& tensors, CUstream stream) const {
+  std::vector<TensorView> views(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const BoundTensor& t = tensors[i];
+    if (!t.strides.empty() && t.strides.size() != t.shape.size()) {
+      throw Error(spec + ": tensor '" + t.name + "' has " + std::to_string(t.strides.size()) +
+                  " strides for " + std::to_string(t.shape.size()) + " dimensions");
+    }
+    views[i] = TensorView{t.name.c_str(), t.data,
+                          t.dtype,        static_cast<int>(t.shape.size()),
+                          t.shape.data(), t.strides.empty() ? nullptr : t.strides.data()};
+  }
+  launch(views.data(), static_cast<int>(views.size()), stream);
+}
+
+namespace {
+
+std::vector<int64_t> to_vector(const int64_t* values, int count) {
+  return values == nullptr ? std::vector<int64_t>() : std::vector<int64_t>(values, values + count);
+}
+
+/// True when `t` (whose shape equals `b`'s) has `b`'s strides; a view without strides is
+/// contiguous.
+bool same_layout(const TensorView& t, const compiler::BufferInfo& b) {
+  int64_t contiguous = 1;
+  for (int d = t.rank; d-- > 0;) {
+    int64_t stride = t.strides != nullptr ? t.strides[d] : contiguous;
+    if (stride != b.strides[d]) return false;
+    contiguous *= t.shape[d];
+  }
+  return true;
+}
+
+/// Temporaries of one launch, released (stream-ordered) however the launch ends.
+class LaunchTemporaries {
+ public:
+  explicit LaunchTemporaries(CUstream stream) : stream_(stream) {}
+  LaunchTemporaries(const LaunchTemporaries&) = delete;
+  LaunchTemporaries& operator=(const LaunchTemporaries&) = delete;
+  ~LaunchTemporaries() {
+    for (const DeviceAllocation& a : allocations_) free_device_memory(a, stream_);
+  }
+  CUdeviceptr allocate(size_t bytes) {
+    allocations_.push_back(allocate_device_memory(bytes, stream_));
+    return allocations_.back().pointer;
+  }
+
+ private:
+  CUstream stream_;
+  std::vector<DeviceAllocation> allocations_;
+};
+
+}  // namespace
+
+void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream) const {
   Driver& d = driver();
-  std::vector<CUdeviceptr> pointers(buffers.size(), 0);
-  std::vector<bool> bound(buffers.size(), false);
-  for (const BoundTensor& t : tensors) {
-    int i = buffer_index(t.name);
+  const size_t n = buffers.size();
+  CUdeviceptr inline_pointers[kInlineBuffers];
+  bool inline_bound[kInlineBuffers];
+  std::vector<CUdeviceptr> heap_pointers;
+  std::vector<char> heap_bound;
+  CUdeviceptr* pointers = inline_pointers;
+  bool* bound = inline_bound;
+  if (n > kInlineBuffers) {
+    heap_pointers.resize(n);
+    heap_bound.resize(n);
+    pointers = heap_pointers.data();
+    bound = reinterpret_cast<bool*>(heap_bound.data());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    pointers[i] = 0;
+    bound[i] = false;
+  }
+  size_t next = 0;  // where the next tensor's name is looked for first
+  for (int v = 0; v < count; ++v) {
+    const TensorView& t = tensors[v];
+    const char* name = t.name != nullptr ? t.name : "";
+    while (next < n && buffers[next].role == ir::TensorRole::kTemporary) ++next;
+    int i = next < n && buffers[next].name == name ? static_cast<int>(next) : buffer_index(name);
     if (i < 0 || buffers[i].role == ir::TensorRole::kTemporary) {
       std::string names;
       for (const auto& b : buffers) {
         if (b.role != ir::TensorRole::kTemporary) names += (names.empty() ? "" : ", ") + b.name;
       }
-      throw Error(spec + ": no tensor named '" + t.name + "' to bind; expected " + names);
+      throw Error(spec + ": no tensor named '" + name + "' to bind; expected " + names);
     }
+    next = static_cast<size_t>(i) + 1;
     const compiler::BufferInfo& b = buffers[i];
-    std::vector<int64_t> strides = t.strides.empty() ? ir::contiguous_strides(t.shape) : t.strides;
     if (t.dtype != b.dtype) {
-      throw Error(spec + ": tensor '" + t.name + "' has dtype " +
+      throw Error(spec + ": tensor '" + name + "' has dtype " +
                   std::string(ir::dtype_name(t.dtype)) + ", expected " +
                   std::string(ir::dtype_name(b.dtype)));
     }
-    if (t.shape != b.shape) {
-      throw Error(spec + ": tensor '" + t.name + "' has shape " + shape_text(t.shape) +
-                  ", expected " + shape_text(b.shape));
+    bool same_shape = t.rank == static_cast<int>(b.shape.size()) &&
+                      (t.rank == 0 || std::equal(b.shape.begin(), b.shape.end(), t.shape));
+    if (!same_shape) {
+      throw Error(spec + ": tensor '" + name + "' has shape " +
+                  shape_text(to_vector(t.shape, t.rank)) + ", expected " + shape_text(b.shape));
     }
     bool empty = b.bytes == 0;
-    if (!empty && strides != b.strides) {
-      throw Error(spec + ": tensor '" + t.name + "' has strides " + shape_text(strides) +
+    if (!empty && !same_layout(t, b)) {
+      std::vector<int64_t> strides = t.strides != nullptr ? to_vector(t.strides, t.rank)
+                                                          : ir::contiguous_strides(b.shape);
+      throw Error(spec + ": tensor '" + name + "' has strides " + shape_text(strides) +
                   ", expected " + shape_text(b.strides) + " (the layout of the specialization)");
     }
-    if (!empty && t.data == 0) throw Error(spec + ": tensor '" + t.name + "' has a null pointer");
+    if (!empty && t.data == 0) throw Error(spec + ": tensor '" + name + "' has a null pointer");
     pointers[i] = t.data;
     bound[i] = true;
   }
-  std::vector<DeviceAllocation> temporaries;
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i].role == ir::TensorRole::kTemporary) {
-      if (buffers[i].bytes > 0) {
-        temporaries.push_back(allocate_device_memory(buffers[i].bytes, stream));
-        pointers[i] = temporaries.back().pointer;
-      }
-    } else if (!bound[i]) {
+  for (size_t i = 0; i < n; ++i) {
+    if (buffers[i].role != ir::TensorRole::kTemporary && !bound[i]) {
       throw Error(spec + ": tensor '" + buffers[i].name + "' (" +
                   std::string(ir::tensor_role_name(buffers[i].role)) + ") was not bound");
+    }
+  }
+  LaunchTemporaries temporaries(stream);
+  for (size_t i = 0; i < n; ++i) {
+    if (buffers[i].role == ir::TensorRole::kTemporary && buffers[i].bytes > 0) {
+      pointers[i] = temporaries.allocate(static_cast<size_t>(buffers[i].bytes));
     }
   }
   for (const LoadedKernel& k : kernels) {
@@ -248,7 +326,6 @@ void LoadedProgram::launch(const std::vector<BoundTensor>& tensors, CUstream str
                          l.block[2], l.shared_bytes, stream, args, nullptr),
           "cuLaunchKernel");
   }
-  for (const DeviceAllocation& a : temporaries) free_device_memory(a, stream);
 }
 
 struct Engine::Caches {

@@ -36,6 +36,17 @@ struct BoundTensor {
   std::vector<int64_t> strides;  ///< empty: contiguous
 };
 
+/// The same, by reference to the caller's arrays (nothing copied): what the C API and Python's
+/// compiled fast path pass on every launch.
+struct TensorView {
+  const char* name = nullptr;
+  CUdeviceptr data = 0;
+  ir::DType dtype = ir::DType::kF32;
+  int rank = 0;
+  const int64_t* shape = nullptr;
+  const int64_t* strides = nullptr;  ///< null: contiguous
+};
+
 struct LoadedKernel {
   std::string entry;
   CUfunction function = nullptr;
@@ -74,6 +85,11 @@ struct LoadedProgram {
   int buffer_index(const std::string& name) const;
   /// Checks the bindings and queues every kernel on `stream`.
   void launch(const std::vector<BoundTensor>& tensors, CUstream stream) const;
+  /// The same without copies: no heap allocation when the program has no temporaries and at
+  /// most kInlineBuffers buffers (tensors given in the program's order are matched without a
+  /// name search). Every check and error message is the same as above.
+  void launch(const TensorView* tensors, int count, CUstream stream) const;
+  static constexpr size_t kInlineBuffers = 32;
   ~LoadedProgram();
 };
 

@@ -591,6 +591,11 @@ TEST(HostRun, ChannelsLastThreeDimensionsAndMembershipTests) {
                " output_size=" + std::to_string(out)),
       upsample("upsample_nearest1d_backward dtype=bf16 input_size=2,2," + std::to_string(out) +
                " output_size=" + std::to_string(in)),
+      // A grad_output read in place with channels innermost, and one with padded rows.
+      upsample("upsample_nearest2d_backward dtype=f32 input_size=2,3,5,7 output_size=9,11 "
+               "grad_output_strides=297,1,33,3"),
+      upsample("upsample_nearest2d_backward dtype=bf16 input_size=1,2,8,16 output_size=16,32 "
+               "grad_output_strides=1280,640,40,1"),
   };
   expect_host_runs_match(programs, {1, 2, 8}, 0);
 }
@@ -873,7 +878,11 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
         "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
         "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
         "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
-        "interpolation_mode=bilinear padding_mode=reflection align_corners=false"}) {
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        // Every input read in place: grad_output channels-last, padded input rows, grid planes.
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,5,6 output_size=4,7 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true "
+        "grad_output_strides=84,1,21,3 input_strides=120,40,8,1 grid_strides=28,7,1,56"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   // Grids in [-8, 8] (exact inputs): most points out of range (zeros), clamped to the edge
