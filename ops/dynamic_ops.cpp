@@ -61,6 +61,8 @@ std::string generic_key(const Specialization& spec, const std::vector<std::strin
   std::string out = spec.op_name();
   for (const AttrSpec& a : spec.op().attributes) {
     std::string value = spec.raw(a.name);
+    // as Specialization::to_string: attributes left at a default it does not print are omitted
+    if (!a.print_when_default && a.default_value && value == *a.default_value) continue;
     if (a.kind == AttrKind::kIntList) {
       std::vector<int64_t> list = spec.get_ints(a.name);
       value.clear();

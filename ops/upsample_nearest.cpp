@@ -272,6 +272,12 @@ ir::Expr nearest_source_ratio_expr(std::optional<double> scale, const ir::Expr& 
 ir::Program build_upsample_nearest_backward_generic(const Specialization& spec,
                                                     const std::vector<std::string>& generic_axes) {
   UpsampleNearestConfig config = upsample_nearest_config(spec);
+  const std::string strides_attribute = input_strides_attribute_name("grad_output");
+  if (!spec.get_ints(strides_attribute).empty()) {
+    throw Error(spec.op_name() + ": attribute '" + strides_attribute + "': a generic program reads "
+                "grad_output in its layout's strides; a specialization that gives strides stays "
+                "specialized", ErrorCode::kInvalidProgram);
+  }
   const std::vector<DynamicAxis> declared_axes = upsample_nearest_dynamic_axes(config.spatial_rank);
   for (const std::string& name : generic_axes) {
     bool declared = false;

@@ -76,7 +76,9 @@ std::vector<DynamicAxis> upsample_nearest_dynamic_axes(int spatial_rank);
 
 /// The backward program generic in `generic_axes` (DynamicAxis names: input_size[0] is the
 /// batch, input_size[2..] and output_size[..] the spatial sizes); every other extent keeps the
-/// specialization's value. Throws adjoint::Error for an axis the op does not declare.
+/// specialization's value. Throws adjoint::Error for an axis the op does not declare
+/// (kInvalidArgument) and for a specialization that gives grad_output_strides (kInvalidProgram:
+/// the runtime then specializes).
 ir::Program build_upsample_nearest_backward_generic(const Specialization& spec,
                                                     const std::vector<std::string>& generic_axes);
 

@@ -89,7 +89,13 @@ ProgramChoice generic_choice(const ops::Specialization& spec,
   }
   ProgramChoice choice;
   choice.axes = axes;
-  ir::Program program = op->build_generic(spec, choice.axes);
+  ir::Program program;
+  try {
+    program = op->build_generic(spec, choice.axes);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidProgram) throw;  // an invalid specialization
+    return ProgramChoice{};  // one the op keeps specialized (e.g. given input strides)
+  }
   std::vector<int64_t> values = ops::size_values(program, spec);
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] < program.sizes[i].lower_bound || values[i] > program.sizes[i].upper_bound)

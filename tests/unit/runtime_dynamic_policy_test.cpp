@@ -94,6 +94,11 @@ TEST(DynamicPolicy, GenericKeysNameTheGenericAxesAndTheIndexWidth) {
                                 "output_size=5000000"),
       policy, DynamicMode::kAlways);
   EXPECT_FALSE(beyond.generic);
+  // A grad_output read in place with strides of its own: specialized.
+  ProgramChoice strided = choose_program(
+      ops::parse_specialization(upsample2d(2, 8, 16) + " grad_output_strides=8192,256,16,1"),
+      policy, DynamicMode::kAlways);
+  EXPECT_FALSE(strided.generic);
 }
 
 TEST(DynamicPolicy, FiftyBatchesTimesThreeSpatialSizesBuildAtMostThreePrograms) {
