@@ -127,22 +127,29 @@ void check_ratio(const FloorMap& map, const Expr& target_dim, const ir::Program&
   }
 }
 
-/// start(t): the first o with f(o) >= t, computed as the header says.
-Expr window_start(const FloorMap& map, const Expr& t) {
-  // t * (1 / R) rather than t / R: one multiply per point (the reciprocal is loop-invariant);
-  // its f64 rounding, like the division's, keeps the estimate within one of o*.
+/// start(t) clamped to [0, E]: the first o with f(o) >= t, computed as the header says. Two
+/// rewrites keep it cheap and in 32-bit range, with the same result:
+/// - the estimate is clamped to [0, E + 3] in f64 before it becomes an integer (an estimate
+///   below 0 has start(t) <= 0 and one above E + 3 has start(t) > E, which the probes and the
+///   final clamp then give), so its conversion is defined and its range bounded;
+/// - a probe f(x) < t is tested as (f32(x) + c) * R < f32(t), the floored product's own
+///   comparison: floor(y) < t exactly when y < t for an integer t (exact in f32, t < 2^24), and
+///   min(., T - 1) changes nothing for t <= T - 1. The product is the forward's f32 operations.
+Expr window_start(const FloorMap& map, const Expr& t, const Expr& extent) {
   Expr reciprocal = ir::constant(DType::kF64, 1.0) / ir::cast(DType::kF64, map.ratio);
-  Expr estimate = ir::cast(DType::kI64, ir::ceil(ir::cast(DType::kF64, t) * reciprocal -
-                                                 ir::constant(DType::kF64, map.offset)));
-  Expr base = estimate - Expr(2);
-  auto f = [&](const Expr& o) {
-    return ir::cast(DType::kI64, ir::floor(substitute(map.position_times_ratio, map.var, o)));
-  };
+  Expr estimate = ir::ceil(ir::cast(DType::kF64, t) * reciprocal -
+                           ir::constant(DType::kF64, map.offset));
+  Expr highest = ir::cast(DType::kF64, extent + Expr(3));
+  Expr base = ir::cast(DType::kI64, ir::min(ir::max(estimate, ir::constant(DType::kF64, 0)),
+                                            highest)) -
+              Expr(2);
+  Expr target = ir::cast(DType::kF32, t);
   Expr start = base;
   for (int j = 0; j < 3; ++j) {
-    start = start + ir::select(f(base + Expr(j)) < t, Expr(1), Expr(0));
+    Expr product = substitute(map.position_times_ratio, map.var, base + Expr(j));
+    start = start + ir::select(product < target, Expr(1), Expr(0));
   }
-  return start;
+  return ir::min(ir::max(start, Expr(0)), extent);
 }
 
 ir::Stage invert(const ir::Stage& stage, const ir::Program& program) {
@@ -187,9 +194,8 @@ ir::Stage invert(const ir::Stage& stage, const ir::Program& program) {
     } else if (maps[k]) {
       const Expr t = target_vars[k];
       const Expr e = stage.domain[j].extent;
-      auto clamp = [&](const Expr& x) { return ir::min(ir::max(x, Expr(0)), e); };
-      Expr lo = clamp(window_start(*maps[k], t));
-      Expr hi = ir::select(t >= maps[k]->cap, e, clamp(window_start(*maps[k], t + Expr(1))));
+      Expr lo = window_start(*maps[k], t, e);
+      Expr hi = ir::select(t >= maps[k]->cap, e, window_start(*maps[k], t + Expr(1), e));
       axes.push_back(ir::range(stage.domain[j].var, lo, hi - lo));
     }
   }

@@ -8,11 +8,14 @@
 // with R a positive constant or f32(size) / f32(size). f is non-decreasing, so the preimage of
 // a target index t is an interval [start(t), start(t + 1)) (the last index takes every o up to
 // the domain's extent E), start(t) = the first o with f(o) >= t. The kernel computes start(t)
-// from the runtime extents: an estimate e = ceil(f64(t) * (1 / f64(R)) - c), then
+// from the runtime extents: an estimate e = ceil(f64(t) * (1 / f64(R)) - c) (clamped to
+// [0, E + 3]), then
 //   start(t) = (e - 2) + #{ j in 0..2 : f(e - 2 + j) < t }
-// with f evaluated by the very f32 operations of the forward, so the window is exact (no
-// membership test) and holds the same points, summed in the same order, as the window the
-// specialized compile tabulates on the host: results are bitwise identical.
+// with f(x) < t tested as (f32(x) + c) * R < f32(t) by the very f32 operations of the forward
+// (floor(y) < t exactly when y < t for an integer t), so the window is exact (no membership
+// test) and holds the same points, summed in the same order, as the window the specialized
+// compile tabulates on the host: results are bitwise identical. Everything but the estimate is
+// bounded by E + 3, so 32-bit kernels narrow it to i32.
 //
 // Why three probes suffice: with o + c and t exact in f32 and the f32 product within a factor
 // 1 +- 2^-24 of (o + c) * R, the true start lies in {o* - 1, o*} for o* = ceil(t / R - c)

@@ -8,6 +8,7 @@
 #include "compiler/bounds.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
+#include "compiler/index_width.h"
 #include "compiler/invert_floor_map.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
@@ -194,6 +195,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
+    if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
+      Bounds bounds;
+      for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
+      for (ir::Stage& stage : p.kernels[k].stages) stage = narrow_stage_index_math(stage, bounds);
+    }
     emit_options.schedule_note = "generic in " + [&] {
       std::string names;
       for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;

@@ -307,8 +307,15 @@ ir::Program build_upsample_nearest_backward_generic(const Specialization& spec,
       ir::Expr(config.input_shape[1])};
   std::vector<ir::Expr> out_dims = in_dims;
   for (int a = 0; a < rank; ++a) {
+    // With a given scale, the generic window is exact for input sizes up to ratio * 2^24
+    // (compiler/invert_floor_map.h); larger ones stay specialized.
+    int64_t upper = kMaxGenericSpatialSize;
+    if (config.scales[a] && *config.scales[a] > 0) {
+      double ratio = nearest_source_ratio(config.scales[a], 1, 1);
+      upper = std::min<int64_t>(upper, static_cast<int64_t>(std::floor(ratio * 0x1p24)));
+    }
     in_dims.push_back(extent("input_size", 2 + a, config.input_shape[2 + a], letters[a] + "_in", 1,
-                             kMaxGenericSpatialSize));
+                             std::max<int64_t>(upper, 1)));
   }
   for (int a = 0; a < rank; ++a) {
     out_dims.push_back(extent("output_size", a, config.output_shape[2 + a], letters[a] + "_out", 1,

@@ -103,6 +103,27 @@ TEST(DynamicShapes, GenericGatherMatchesSpecializedAtSizesWithRoundingDepartures
   }
 }
 
+TEST(DynamicShapes, GenericGatherHoldsForRandomLargeSizesAndScales) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int64_t> size(1, 30000);
+  std::uniform_real_distribution<double> scale(0.05, 9.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool exact = trial % 2 == 1;
+    const std::string op = exact ? "_upsample_nearest_exact1d_backward" : "upsample_nearest1d_backward";
+    const std::string scales = trial % 3 == 0 ? "" : " scales=" + ops::format_float(scale(rng));
+    int64_t in = size(rng), out = size(rng);
+    std::string spec = op + " dtype=f32 input_size=1,1," + std::to_string(in) +
+                       " output_size=" + std::to_string(out) + scales;
+    ir::Program g = generic_program(spec, {"input_size[2]", "output_size[0]"});
+    ir::Program specialized = ops::parse_specialization(spec).build_program();
+    ir::HostBuffers inputs = random_inputs(specialized, static_cast<unsigned>(trial));
+    EXPECT_EQ(ir::interpret(compiler::lower_scatter_to_gather_generic(g), {in, out}, inputs)
+                  .at("grad_input"),
+              ir::interpret(specialized, inputs).at("grad_input"))
+        << spec;
+  }
+}
+
 TEST(DynamicShapes, GenericInversionRefusesAMapItCannotComputeInTheKernel) {
   ir::ProgramBuilder b("refused");
   ir::Var n = b.size("N", "input_size[0]", 1, 1024);
