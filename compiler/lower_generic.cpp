@@ -147,17 +147,17 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   // The decode needs the point count plus one grid stride to fit the index type: the index
   // width covers it for 32-bit kernels, and the runtime checks it for each call
   // (kMaxGenericPoints) since a product of upper bounds may exceed int64.
+  auto same_extent = [](const ir::Expr& a, const ir::Expr& b) {
+    auto* x = a.as<ir::IntConstNode>();
+    auto* y = b.as<ir::IntConstNode>();
+    if (x && y) return x->value == y->value;
+    return a.same_as(b) || (a.as<ir::VarNode>() && a.as<ir::VarNode>() == b.as<ir::VarNode>());
+  };
   for (const ir::Stage& stage : kernel.stages) {
-    for (size_t j = 0; j < domain.size(); ++j) {
-      if (stage.domain[j].var.get() != domain[j].var.get() &&
-          !(stage.domain[j].extent.same_as(domain[j].extent))) {
-        auto* a = stage.domain[j].extent.as<ir::IntConstNode>();
-        auto* b = domain[j].extent.as<ir::IntConstNode>();
-        if (!(a && b && a->value == b->value) &&
-            stage.domain[j].extent.as<ir::VarNode>() != domain[j].extent.as<ir::VarNode>())
-          refuse("its stages do not share one domain");
-      }
-    }
+    bool same = stage.domain.size() == domain.size();
+    for (size_t j = 0; same && j < domain.size(); ++j)
+      same = same_extent(stage.domain[j].extent, domain[j].extent);
+    if (!same) refuse("its stages do not share one domain");
   }
 }
 

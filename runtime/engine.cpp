@@ -225,6 +225,11 @@ class LaunchTemporaries {
 }  // namespace
 
 void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream) const {
+  if (!sizes.empty()) {
+    throw Error(spec + ": a generic program runs through a binding to one specialization's sizes "
+                "(Engine::prepare of the specialization), not by itself",
+                ErrorCode::kInvalidArgument);
+  }
   Driver& d = driver();
   const size_t n = buffers.size();
   CUdeviceptr inline_pointers[kInlineBuffers];
@@ -301,10 +306,6 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
     }
     const compiler::LaunchDims& l = k.launch;
     if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) continue;
-    if (!sizes.empty()) {
-      throw Error(spec + ": a generic program is launched through a binding to a specialization",
-                  ErrorCode::kInternal);
-    }
     constexpr size_t kMaxParams = 32;
     void* args[kMaxParams];
     CUdeviceptr values[kMaxParams];
