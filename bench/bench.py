@@ -287,6 +287,17 @@ def write_chart(path, cases, title):
     return "matplotlib"
 
 
+def dynamic_figures(enabled):
+    """bench_dynamic.py's report (docs/dynamic_shapes.md), run in its own processes."""
+    if not enabled:
+        return {"skipped": "pass --dynamic"}
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_dynamic.py")
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamic.json")
+    subprocess.run([sys.executable, path, "--out", out], check=False)
+    with open(out) as f:
+        return json.load(f)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="bench.json")
@@ -301,6 +312,9 @@ def main():
     parser.add_argument("--jit-bench", default=os.path.join(
         os.environ.get("ADJOINT_BUILD_DIR", os.path.join(ROOT, "build")), "bin",
         "adjoint_jit_bench"))
+    parser.add_argument("--dynamic", action="store_true",
+                        help="also run bench_dynamic.py (issue 12: compile counts over size "
+                             "sweeps, generic vs specialized kernel time); under \"dynamic\"")
     args = parser.parse_args()
 
     properties = torch.cuda.get_device_properties(DEVICE)
@@ -347,7 +361,8 @@ def main():
     for name, measure in (("latency", lambda: small_case_latency(max(args.runs, 200))),
                           ("overhead", lambda: __import__("bench_overhead").measure()),
                           ("jit", jit_figures),
-                          ("jit_bench", lambda: jit_bench(args.jit_bench))):
+                          ("jit_bench", lambda: jit_bench(args.jit_bench)),
+                          ("dynamic", lambda: dynamic_figures(args.dynamic))):
         try:
             results[name] = measure()
         except Exception as error:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,19 @@ struct LaunchDims {
   uint32_t shared_bytes = 0;
 };
 
+/// A count that depends on the sizes of a generic kernel (ir/dynamic_sizes.h): `constant`
+/// times the product of the sizes named (by their SizeParam source, e.g. "input_size[0]").
+struct SizeProduct {
+  int64_t constant = 1;
+  std::vector<std::string> sizes;
+
+  /// The value for `values` (one per name in `names`, in that order); throws adjoint::Error
+  /// for a name not among them.
+  int64_t evaluate(const std::vector<std::string>& names, const std::vector<int64_t>& values) const;
+  /// "4 * input_size[0] * output_size[1]".
+  std::string text() const;
+};
+
 /// One `extern "C"` entry point in its own self-contained CUDA translation unit.
 struct CompiledKernel {
   std::string entry;                     ///< the __global__ function's name
@@ -30,6 +44,13 @@ struct CompiledKernel {
   /// True when the kernel adds atomically (data-dependent scatter): its results may differ in
   /// the last bits from run to run.
   bool uses_atomics = false;
+  /// Generic kernels: the sizes passed after the pointers (by SizeParam source), each as an
+  /// integer of `size_param_bytes` (4 in 32-bit kernels, else 8); the domain's point count, from
+  /// which the runtime derives the grid (launch holds the block only). Empty for specialized
+  /// kernels.
+  std::vector<std::string> size_params;
+  int size_param_bytes = 8;
+  SizeProduct points;
 };
 
 /// A tensor the runtime must bind or allocate.
@@ -40,6 +61,10 @@ struct BufferInfo {
   std::vector<int64_t> strides;
   int64_t bytes;  ///< storage size in bytes (storage_elements * element size)
   ir::TensorRole role;
+  /// Dynamic tensors of generic programs: dimensions and strides as products of sizes (shape
+  /// and strides then hold the values at the sizes' upper bounds). Empty for static tensors.
+  std::vector<SizeProduct> dynamic_shape;
+  std::vector<SizeProduct> dynamic_strides;
 };
 
 /// A whole lowered program: kernels run in order on one stream.
@@ -50,6 +75,8 @@ struct CompiledProgram {
   /// False when some kernel accumulates with atomics (run-to-run results may differ in the
   /// last bits); the lowering sets it.
   bool deterministic = true;
+  /// Generic programs: the size parameters by source, in the order of ir::Program::sizes.
+  std::vector<std::string> sizes;
   /// The IR after each pass ("(unchanged)" where a pass changed nothing); filled only when
   /// LowerOptions::record_passes is set.
   std::string pass_dump;

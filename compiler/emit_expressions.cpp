@@ -132,6 +132,7 @@ bool KernelEmitter::speculatable(const Expr& e) {
   bool ok = e.kind() != ir::ExprKind::kReduce;
   if (auto* load = e.as<ir::LoadNode>()) {
     ok = load->tensor->name != options_.claim_slot_tensor;  // a claim runs once, where the IR says
+    ok = ok && !load->tensor->is_dynamic();  // its shape holds upper bounds, not the extents
     for (size_t d = 0; d < load->indices.size() && ok; ++d) {
       ok = bounds_.of(load->indices[d]).within(0, load->tensor->shape[d] - 1);
     }
@@ -195,7 +196,12 @@ std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::s
       continue;  // in bounds, so the index is 0 or irrelevant
     if (is_identifier(indices[d])) referenced_.insert(indices[d]);
     std::string term = indices[d];
-    if (t->strides[d] != 1) term += " * " + std::to_string(t->strides[d]);
+    if (t->is_dynamic()) {  // a generic kernel's stride: a product of size parameters
+      std::string stride = size_text(t->dynamic_strides[d]);
+      if (stride != "1") term += " * " + stride;
+    } else if (t->strides[d] != 1) {
+      term += " * " + std::to_string(t->strides[d]);
+    }
     offset += (offset.empty() ? "" : " + ") + term;
   }
   return params_.at(t.get()) + "[" + (offset.empty() ? "0" : strip_parens(offset)) + "]";

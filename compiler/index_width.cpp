@@ -170,6 +170,16 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
   return IndexWidth::k32;
 }
 
+ir::Stage narrow_stage_index_math(const ir::Stage& stage, Bounds& bounds) {
+  bounds.bind_domain(stage.domain);
+  Narrower narrower(bounds);
+  ir::Stage narrowed = map_stage(stage, [&](const Expr& e) { return narrower.mutate(e); });
+  for (size_t k = 0; k < stage.indices.size(); ++k)
+    narrowed.indices[k] = narrower.narrow_or_mutate(stage.indices[k]);
+  narrowed.domain = stage.domain;  // domain extents stay as the emitter decodes them
+  return narrowed;
+}
+
 ir::Program narrow_index_math(const ir::Program& program) {
   std::vector<IndexWidth> widths;
   return narrow_index_math_recording(program, widths);
@@ -185,15 +195,7 @@ ir::Program narrow_index_math_recording(const ir::Program& program,
     widths.push_back(width);
     if (width != IndexWidth::k32) continue;
     Bounds bounds;
-    for (ir::Stage& stage : kernel.stages) {
-      bounds.bind_domain(stage.domain);
-      Narrower narrower(bounds);
-      ir::Stage narrowed = map_stage(stage, [&](const Expr& e) { return narrower.mutate(e); });
-      for (size_t k = 0; k < stage.indices.size(); ++k)
-        narrowed.indices[k] = narrower.narrow_or_mutate(stage.indices[k]);
-      narrowed.domain = stage.domain;  // domain extents are constants the emitter bakes in
-      stage = narrowed;
-    }
+    for (ir::Stage& stage : kernel.stages) stage = narrow_stage_index_math(stage, bounds);
   }
   return same_program(out, program) ? program : out;
 }

@@ -38,7 +38,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
       : program_(program),
         kernel_(kernel),
         options_(options),
-        index_type_(options.index_width.value_or(kernel_index_width(kernel)) == IndexWidth::k32
+        index_type_((options.index_width ? *options.index_width : kernel_index_width(kernel)) ==
+                            IndexWidth::k32
                         ? "int"
                         : "long long") {}
 
@@ -162,6 +163,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
+  /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
+  /// signature, and a grid-stride loop over the runtime point count decoding every axis.
+  std::vector<std::string> bind_size_params(CompiledKernel& result);
+  void emit_generic_body();
+  /// An extent or stride of a generic kernel as text: a literal or a size parameter's name.
+  std::string size_text(const ir::Expr& e);
   void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
                    std::vector<std::string> names);
   void begin_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);

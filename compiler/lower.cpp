@@ -9,6 +9,7 @@
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
 #include "compiler/index_width.h"
+#include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
@@ -51,7 +52,7 @@ class PassRecorder {
 BufferInfo buffer_info(const ir::Tensor& t) {
   return BufferInfo{
       t->name, t->dtype, t->shape, t->strides, t->storage_elements() * ir::dtype_bytes(t->dtype),
-      t->role};
+      t->role, {}, {}};
 }
 
 /// Entry points are C identifiers unique within the program: <program>_<kernel>.
@@ -90,6 +91,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);

@@ -6,6 +6,9 @@
 //          -> split_reductions -> derive_grid -> narrow_index_math
 //          -> emit_cuda (one unit per kernel)
 //
+// Generic programs (ir/dynamic_sizes.h: extents that are kernel parameters) take a pipeline of
+// their own, compiler/lower_generic.h.
+//
 // With LowerOptions::record_passes the IR after each pass, or "(unchanged)" when the pass
 // returned the very same program, is recorded in CompiledProgram::pass_dump.
 #pragma once

@@ -137,7 +137,9 @@ std::vector<Axis> over(const Tensor& t, std::vector<Var> vars) {
                 ErrorCode::kInvalidProgram);
   }
   std::vector<Axis> axes;
-  for (size_t i = 0; i < vars.size(); ++i) axes.push_back(range(vars[i], Expr(t->shape[i])));
+  for (size_t i = 0; i < vars.size(); ++i) {
+    axes.push_back(range(vars[i], t->is_dynamic() ? t->dynamic_shape[i] : Expr(t->shape[i])));
+  }
   return axes;
 }
 
@@ -217,6 +219,35 @@ Tensor ProgramBuilder::output(std::string name, DType t, std::vector<int64_t> sh
 }
 Tensor ProgramBuilder::temporary(std::string name, DType t, std::vector<int64_t> shape) {
   return add(std::move(name), t, std::move(shape), TensorRole::kTemporary, {});
+}
+
+Var ProgramBuilder::size(std::string name, std::string source, int64_t lower_bound,
+                         int64_t upper_bound) {
+  if (lower_bound < 0 || upper_bound < lower_bound) {
+    throw Error("program '" + program_.name + "': size '" + name + "' needs 0 <= lower bound <= "
+                "upper bound, given [" + std::to_string(lower_bound) + ", " +
+                    std::to_string(upper_bound) + "]",
+                ErrorCode::kInvalidProgram);
+  }
+  Var var(std::move(name));
+  program_.sizes.push_back(SizeParam{var, std::move(source), lower_bound, upper_bound});
+  return var;
+}
+
+Tensor ProgramBuilder::dynamic_tensor(std::string name, DType t, std::vector<Expr> dims,
+                                      const std::vector<int>& memory_order, TensorRole role) {
+  if (program_.find_tensor(name)) {
+    throw Error("program '" + program_.name + "': a tensor named '" + name + "' already exists",
+                ErrorCode::kInvalidProgram);
+  }
+  Tensor tensor =
+      make_dynamic_tensor(std::move(name), t, std::move(dims), memory_order, role, program_.sizes);
+  switch (role) {
+    case TensorRole::kInput: program_.inputs.push_back(tensor); break;
+    case TensorRole::kOutput: program_.outputs.push_back(tensor); break;
+    case TensorRole::kTemporary: program_.temporaries.push_back(tensor); break;
+  }
+  return tensor;
 }
 
 void ProgramBuilder::kernel(std::string name, std::vector<Stage> stages, GridConfig grid) {

@@ -63,7 +63,8 @@ Expr constant(DType t, double value);
 Axis range(Var var, Expr extent);
 /// `var` in [start, start + extent).
 Axis range(Var var, Expr start, Expr extent);
-/// A domain over a tensor's shape: one axis per var, extents from `t`'s shape.
+/// A domain over a tensor's shape: one axis per var, extents from `t`'s shape (a dynamic
+/// tensor's dimension expressions).
 std::vector<Axis> over(const Tensor& t, std::vector<Var> vars);
 /// A domain with explicit constant extents.
 std::vector<Axis> over(std::vector<Var> vars, std::vector<int64_t> extents);
@@ -88,6 +89,13 @@ class ProgramBuilder {
   Tensor output(std::string name, DType t, std::vector<int64_t> shape,
                 std::vector<int64_t> strides = {});
   Tensor temporary(std::string name, DType t, std::vector<int64_t> shape);
+  /// A size parameter of a generic program (ir/dynamic_sizes.h), read by the runtime from
+  /// `source`, declared to lie in [lower_bound, upper_bound].
+  Var size(std::string name, std::string source, int64_t lower_bound, int64_t upper_bound);
+  /// A dynamic input, output or temporary: `dims` are constants or sizes of this builder,
+  /// strides follow `memory_order` (dimensions from outermost to innermost in memory).
+  Tensor dynamic_tensor(std::string name, DType t, std::vector<Expr> dims,
+                        const std::vector<int>& memory_order, TensorRole role);
   /// Appends a kernel made of `stages`, with a derived grid unless `grid.is_set`.
   void kernel(std::string name, std::vector<Stage> stages, GridConfig grid = {});
   void attribute(std::string key, std::string value);

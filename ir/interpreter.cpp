@@ -236,7 +236,19 @@ void run_kernel(const Kernel& k, Evaluator& ev,
 
 }  // namespace
 
+HostBuffers interpret(const Program& program, const std::vector<int64_t>& sizes,
+                      const HostBuffers& inputs) {
+  return interpret(bind_sizes(program, sizes), inputs);
+}
+
 HostBuffers interpret(const Program& program, const HostBuffers& inputs) {
+  if (!program.sizes.empty()) {
+    std::string names;
+    for (const SizeParam& s : program.sizes) names += (names.empty() ? "" : ", ") + s.source;
+    throw Error("interpreter: program '" + program.name + "' is generic in " + names +
+                    "; give a value for each size (interpret(program, sizes, inputs))",
+                ErrorCode::kInvalidArgument);
+  }
   HostBuffers buffers;
   std::unordered_map<const TensorNode*, std::vector<double>*> bound;
   for (const Tensor& t : program.inputs) {

@@ -26,6 +26,12 @@ using HostBuffers = std::map<std::string, std::vector<double>>;
 /// division by zero.
 HostBuffers interpret(const Program& program, const HostBuffers& inputs);
 
+/// Runs a generic program (ir/dynamic_sizes.h) at `sizes`, one value per size parameter: the
+/// program bind_sizes() makes of it, with buffers sized for those values. A generic program
+/// given to interpret() without sizes is an adjoint::Error naming its size parameters.
+HostBuffers interpret(const Program& program, const std::vector<int64_t>& sizes,
+                      const HostBuffers& inputs);
+
 /// Evaluates an expression with no free variables (a constant expression), e.g. in tests.
 double evaluate_constant(const Expr& e);
 

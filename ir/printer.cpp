@@ -183,7 +183,27 @@ std::string kernel_string(Printer& p, const Kernel& k) {
 
 }  // namespace
 
+namespace {
+
+/// A tensor's signature; a dynamic tensor's dims and strides as size expressions named by `p`.
+std::string tensor_text(Printer& p, const TensorNode& t) {
+  if (t.is_dynamic()) {
+    std::vector<std::string> dims, st;
+    for (const Expr& d : t.dynamic_shape) dims.push_back(p.visit(d));
+    for (const Expr& d : t.dynamic_strides) st.push_back(p.visit(d));
+    return t.name + ": " + std::string(dtype_name(t.dtype)) + "[" + join(dims) + "] strides [" +
+           join(st) + "]";
+  }
+  return tensor_signature(t);
+}
+
+}  // namespace
+
 std::string tensor_signature(const TensorNode& t) {
+  if (t.is_dynamic()) {
+    Printer p;
+    return tensor_text(p, t);
+  }
   std::vector<std::string> dims;
   for (int64_t d : t.shape) dims.push_back(std::to_string(d));
   std::string s = t.name + ": " + std::string(dtype_name(t.dtype)) + "[" + join(dims) + "]";
@@ -214,9 +234,15 @@ std::string to_string(const Program& prog) {
   Printer p;
   std::string out = "program " + prog.name + " {\n";
   for (const auto& [k, v] : prog.attributes) out += "  attribute " + k + " = " + v + "\n";
-  for (const Tensor& t : prog.inputs) out += "  input " + tensor_signature(*t) + "\n";
-  for (const Tensor& t : prog.outputs) out += "  output " + tensor_signature(*t) + "\n";
-  for (const Tensor& t : prog.temporaries) out += "  temporary " + tensor_signature(*t) + "\n";
+  for (const SizeParam& size : prog.sizes) {
+    out += "  size " + p.visit(size.var) + " = " + size.source + " in [" +
+           std::to_string(size.lower_bound) + ", " + std::to_string(size.upper_bound) + "]\n";
+  }
+  if (prog.dynamic_storage_bound > 0)
+    out += "  dynamic storage <= " + std::to_string(prog.dynamic_storage_bound) + " elements\n";
+  for (const Tensor& t : prog.inputs) out += "  input " + tensor_text(p, *t) + "\n";
+  for (const Tensor& t : prog.outputs) out += "  output " + tensor_text(p, *t) + "\n";
+  for (const Tensor& t : prog.temporaries) out += "  temporary " + tensor_text(p, *t) + "\n";
   for (const Kernel& k : prog.kernels) out += kernel_string(p, k);
   return out + "}\n";
 }

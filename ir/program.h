@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dynamic_sizes.h"
 #include "ir/expr.h"
 #include "ir/tensor.h"
 
@@ -80,6 +81,12 @@ struct Program {
   std::vector<Kernel> kernels;
   /// Free-form facts about the specialization (op attributes), printed in the header.
   std::map<std::string, std::string> attributes;
+  /// Size parameters of a generic program (ir/dynamic_sizes.h); empty for a static program.
+  std::vector<SizeParam> sizes;
+  /// Generic programs: a declared bound on the storage elements of every dynamic tensor at run
+  /// time (the runtime checks it before choosing the program); 0 when only the sizes' bounds
+  /// apply. The index width of generic kernels follows from it (compiler/lower_generic.h).
+  int64_t dynamic_storage_bound = 0;
 
   /// The tensor with this name among inputs, outputs and temporaries, or nullptr.
   Tensor find_tensor(const std::string& name) const;

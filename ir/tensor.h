@@ -22,7 +22,13 @@ struct TensorNode {
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;  // elements; same rank as shape
   TensorRole role;
+  /// Dynamic tensors of generic programs (ir/dynamic_sizes.h): each dimension and stride as an
+  /// expression of the program's size variables; empty for a static tensor. `shape` and
+  /// `strides` then hold the values at the sizes' upper bounds.
+  std::vector<Expr> dynamic_shape;
+  std::vector<Expr> dynamic_strides;
 
+  bool is_dynamic() const { return !dynamic_shape.empty(); }
   int rank() const { return static_cast<int>(shape.size()); }
   /// Number of logical elements (product of the shape).
   int64_t num_elements() const;

@@ -6,6 +6,7 @@
 #include "ops/input_strides.h"
 #include "ops/shape_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -234,10 +235,118 @@ float nearest_source_ratio(std::optional<double> scale, int64_t input_size, int6
 
 ir::Expr nearest_source_index(const ir::Expr& output_index, NearestRule rule, float ratio,
                               int64_t input_size) {
+  return nearest_source_index(output_index, rule, ir::constant(ir::DType::kF32, ratio),
+                              ir::Expr(input_size));
+}
+
+ir::Expr nearest_source_index(const ir::Expr& output_index, NearestRule rule,
+                              const ir::Expr& ratio, const ir::Expr& input_size) {
   ir::Expr position = ir::cast(ir::DType::kF32, output_index);
   if (rule == NearestRule::kNearestExact) position = position + ir::constant(ir::DType::kF32, 0.5);
-  ir::Expr source = ir::floor(position * ir::constant(ir::DType::kF32, ratio));
-  return ir::min(ir::cast(ir::DType::kI64, source), ir::Expr(input_size - 1));
+  ir::Expr source = ir::floor(position * ratio);
+  ir::Expr last = input_size.as<ir::IntConstNode>()
+                      ? ir::Expr(input_size.as<ir::IntConstNode>()->value - 1)
+                      : input_size - ir::Expr(1);
+  return ir::min(ir::cast(ir::DType::kI64, source), last);
+}
+
+std::vector<DynamicAxis> upsample_nearest_dynamic_axes(int spatial_rank) {
+  std::vector<DynamicAxis> axes = {{"input_size", 0, "batch"}};
+  std::vector<std::string> letters = spatial_axis_letters(spatial_rank);
+  for (int a = 0; a < spatial_rank; ++a) axes.push_back({"input_size", 2 + a, "input " + letters[a]});
+  for (int a = 0; a < spatial_rank; ++a) axes.push_back({"output_size", a, "output " + letters[a]});
+  return axes;
+}
+
+ir::Expr nearest_source_ratio_expr(std::optional<double> scale, const ir::Expr& input_size,
+                                   const ir::Expr& output_size) {
+  auto* in = input_size.as<ir::IntConstNode>();
+  auto* out = output_size.as<ir::IntConstNode>();
+  if ((scale && *scale > 0) || (in && out)) {
+    return ir::constant(ir::DType::kF32,
+                        nearest_source_ratio(scale, in ? in->value : 1, out ? out->value : 1));
+  }
+  return ir::cast(ir::DType::kF32, input_size) / ir::cast(ir::DType::kF32, output_size);
+}
+
+ir::Program build_upsample_nearest_backward_generic(const Specialization& spec,
+                                                    const std::vector<std::string>& generic_axes) {
+  UpsampleNearestConfig config = upsample_nearest_config(spec);
+  const std::string strides_attribute = input_strides_attribute_name("grad_output");
+  if (!spec.get_ints(strides_attribute).empty()) {
+    throw Error(spec.op_name() + ": attribute '" + strides_attribute + "': a generic program reads "
+                "grad_output in its layout's strides; a specialization that gives strides stays "
+                "specialized", ErrorCode::kInvalidProgram);
+  }
+  const std::vector<DynamicAxis> declared_axes = upsample_nearest_dynamic_axes(config.spatial_rank);
+  for (const std::string& name : generic_axes) {
+    bool declared = false;
+    for (const DynamicAxis& axis : declared_axes) declared |= axis.name() == name;
+    if (!declared) {
+      std::string valid;
+      for (const DynamicAxis& axis : declared_axes) valid += (valid.empty() ? "" : ", ") + axis.name();
+      throw Error(spec.op_name() + ": generic axis '" + name + "': expected one of " + valid,
+                  ErrorCode::kInvalidArgument);
+    }
+  }
+  auto generic = [&](const std::string& name) {
+    return std::find(generic_axes.begin(), generic_axes.end(), name) != generic_axes.end();
+  };
+  ir::ProgramBuilder builder(spec.op_name());
+  const std::vector<std::string> letters = spatial_axis_letters(config.spatial_rank);
+  // A size per generic axis, else the specialization's constant.
+  auto extent = [&](const std::string& attribute, int index, int64_t value,
+                    const std::string& hint, int64_t lower, int64_t upper) -> ir::Expr {
+    std::string name = attribute + "[" + std::to_string(index) + "]";
+    if (!generic(name)) return ir::Expr(value);
+    return builder.size(hint, name, lower, upper);
+  };
+  const int rank = config.spatial_rank;
+  std::vector<ir::Expr> in_dims = {
+      extent("input_size", 0, config.input_shape[0], "N", 0, (int64_t{1} << 31) - 1),
+      ir::Expr(config.input_shape[1])};
+  std::vector<ir::Expr> out_dims = in_dims;
+  for (int a = 0; a < rank; ++a) {
+    // With a given scale, the generic window is exact for input sizes up to ratio * 2^24
+    // (compiler/invert_floor_map.h); larger ones stay specialized.
+    int64_t upper = kMaxGenericSpatialSize;
+    if (config.scales[a] && *config.scales[a] > 0) {
+      double ratio = nearest_source_ratio(config.scales[a], 1, 1);
+      upper = std::min<int64_t>(upper, static_cast<int64_t>(std::floor(ratio * 0x1p24)));
+    }
+    in_dims.push_back(extent("input_size", 2 + a, config.input_shape[2 + a], letters[a] + "_in", 1,
+                             std::max<int64_t>(upper, 1)));
+  }
+  for (int a = 0; a < rank; ++a) {
+    out_dims.push_back(extent("output_size", a, config.output_shape[2 + a], letters[a] + "_out", 1,
+                              kMaxGenericSpatialSize));
+  }
+  std::vector<int> order(rank + 2);
+  for (int d = 0; d < rank + 2; ++d) order[d] = d;
+  if (config.channels_last) {  // N, spatial..., C
+    order = {0};
+    for (int d = 2; d < rank + 2; ++d) order.push_back(d);
+    order.push_back(1);
+  }
+  ir::TensorRef grad_output =
+      builder.dynamic_tensor("grad_output", config.dtype, out_dims, order, ir::TensorRole::kInput);
+  ir::Tensor grad_input =
+      builder.dynamic_tensor("grad_input", config.dtype, in_dims, order, ir::TensorRole::kOutput);
+  static const std::vector<std::string> kSpatialNames = {"od", "oh", "ow"};
+  std::vector<ir::Var> vars = {ir::Var("n"), ir::Var("c")};
+  for (int a = 0; a < rank; ++a) vars.emplace_back(kSpatialNames[3 - rank + a]);
+  std::vector<ir::Expr> out_index(vars.begin(), vars.end());
+  std::vector<ir::Expr> source = {out_index[0], out_index[1]};
+  for (int a = 0; a < rank; ++a) {
+    ir::Expr ratio = nearest_source_ratio_expr(config.scales[a], in_dims[2 + a], out_dims[2 + a]);
+    source.push_back(nearest_source_index(out_index[2 + a], config.rule, ratio, in_dims[2 + a]));
+  }
+  ir::DType accumulation = ir::default_accumulation(config.dtype);
+  builder.kernel("scatter_grad_input",
+                 {ir::scatter_add(grad_input, source, ir::cast(accumulation, grad_output(out_index)),
+                                  ir::over(grad_output, vars), accumulation)});
+  annotate(builder, config);
+  return std::move(builder).build();
 }
 
 UpsampleNearestConfig upsample_nearest_config(const Specialization& spec) {

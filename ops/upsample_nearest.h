@@ -20,6 +20,7 @@
 
 #include "ir/expr.h"
 #include "ir/program.h"
+#include "ops/dynamic_ops.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -54,6 +55,32 @@ ir::Expr nearest_source_index(const ir::Expr& output_index, NearestRule rule, fl
 /// The backward program of an upsample_nearest specialization (what the registered ops build):
 /// input `grad_output`, output `grad_input`, one kernel with one scatter_add stage.
 ir::Program build_upsample_nearest_backward(const Specialization& spec);
+
+/// The ratio r of one axis as an f32 expression of the (possibly dynamic) sizes: a constant
+/// float(1.0 / scale) when a scale > 0 is given, else f32(input) / f32(output), the division
+/// PyTorch's kernels make, so a generic kernel rounds exactly as the specialized one.
+ir::Expr nearest_source_ratio_expr(std::optional<double> scale, const ir::Expr& input_size,
+                                   const ir::Expr& output_size);
+
+/// The source index with the ratio and the clamp `input_size - 1` as expressions (generic
+/// programs); the same f32 operations as nearest_source_index.
+ir::Expr nearest_source_index(const ir::Expr& output_index, NearestRule rule,
+                              const ir::Expr& ratio, const ir::Expr& input_size);
+
+/// The largest spatial size a generic upsample program accepts: its gather windows are computed
+/// in the kernel (compiler/invert_floor_map.h), exact while f32(o) is exact with a margin.
+constexpr int64_t kMaxGenericSpatialSize = int64_t{1} << 22;
+
+/// The axes that may be dynamic: the batch, each input and each output spatial size.
+std::vector<DynamicAxis> upsample_nearest_dynamic_axes(int spatial_rank);
+
+/// The backward program generic in `generic_axes` (DynamicAxis names: input_size[0] is the
+/// batch, input_size[2..] and output_size[..] the spatial sizes); every other extent keeps the
+/// specialization's value. Throws adjoint::Error for an axis the op does not declare
+/// (kInvalidArgument) and for a specialization that gives grad_output_strides (kInvalidProgram:
+/// the runtime then specializes).
+ir::Program build_upsample_nearest_backward_generic(const Specialization& spec,
+                                                    const std::vector<std::string>& generic_axes);
 
 /// The forward program matching a backward specialization: input `input` (grad_input's shape
 /// and layout), output `output` (grad_output's), one compute stage gathering input[src(o)].

@@ -187,6 +187,29 @@ void set_jit_enabled(bool enabled) try {
   rethrow_as_error("adjoint::set_jit_enabled");
 }
 
+void set_dynamic_shapes(DynamicShapes mode) try {
+  runtime::Engine::instance().set_dynamic_mode(
+      mode == DynamicShapes::kNever    ? runtime::DynamicMode::kNever
+      : mode == DynamicShapes::kAlways ? runtime::DynamicMode::kAlways
+                                       : runtime::DynamicMode::kAuto);
+} catch (...) {
+  rethrow_as_error("adjoint::set_dynamic_shapes");
+}
+
+CompileStats compile_stats() try {
+  runtime::CompileStats s = runtime::Engine::instance().compile_stats();
+  return CompileStats{s.specialized_programs, s.generic_programs, s.specialized_compiles,
+                      s.generic_compiles,     s.generic_bindings, s.generic_fallbacks};
+} catch (...) {
+  rethrow_as_error("adjoint::compile_stats");
+}
+
+void reset_compile_stats() try {
+  runtime::Engine::instance().reset_compile_stats();
+} catch (...) {
+  rethrow_as_error("adjoint::reset_compile_stats");
+}
+
 const char* version() { return ADJOINT_VERSION_STRING; }
 
 }  // namespace adjoint

@@ -210,4 +210,27 @@ adjoint_status adjoint_set_jit_enabled(int enabled) {
   return guarded([&] { adjoint::set_jit_enabled(enabled != 0); });
 }
 
+adjoint_status adjoint_set_dynamic_shapes(const char* mode) {
+  return guarded([&] {
+    if (!mode) throw adjoint::Error("adjoint_set_dynamic_shapes: mode is NULL; expected never, auto or always");
+    adjoint::runtime::DynamicMode parsed =
+        adjoint::runtime::parse_dynamic_mode(mode, "adjoint_set_dynamic_shapes: mode");
+    adjoint::runtime::Engine::instance().set_dynamic_mode(parsed);
+  });
+}
+
+adjoint_status adjoint_get_compile_stats(adjoint_compile_stats* stats) {
+  return guarded([&] {
+    if (!stats) throw adjoint::Error("adjoint_get_compile_stats: stats is NULL");
+    adjoint::CompileStats s = adjoint::compile_stats();
+    *stats = adjoint_compile_stats{s.specialized_programs, s.generic_programs,
+                                   s.specialized_compiles, s.generic_compiles,
+                                   s.generic_bindings,     s.generic_fallbacks};
+  });
+}
+
+adjoint_status adjoint_reset_compile_stats(void) {
+  return guarded([&] { adjoint::reset_compile_stats(); });
+}
+
 }  // extern "C"

@@ -13,6 +13,8 @@
 
 #include <xxhash.h>
 
+#include "compiler/launch_geometry.h"
+#include "compiler/lower_generic.h"
 #include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -237,6 +239,11 @@ class LaunchTemporaries {
 }  // namespace
 
 void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream) const {
+  if (!sizes.empty()) {
+    throw Error(spec + ": a generic program runs through a binding to one specialization's sizes "
+                "(Engine::prepare of the specialization), not by itself",
+                ErrorCode::kInvalidArgument);
+  }
   Driver& d = driver();
   const size_t n = buffers.size();
   CUdeviceptr inline_pointers[kInlineBuffers];
@@ -313,12 +320,22 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
     }
     const compiler::LaunchDims& l = k.launch;
     if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) continue;
-    void* args[16];
-    CUdeviceptr values[16];
-    if (k.params.size() > 16) throw Error("too many kernel parameters", ErrorCode::kInternal);
+    constexpr size_t kMaxParams = 32;
+    void* args[kMaxParams];
+    CUdeviceptr values[kMaxParams];
+    int64_t wide_sizes[kMaxParams];
+    int32_t narrow_sizes[kMaxParams];
+    if (k.params.size() + k.size_args.size() > kMaxParams)
+      throw Error("too many kernel parameters", ErrorCode::kInternal);
     for (size_t p = 0; p < k.params.size(); ++p) {
       values[p] = pointers[k.params[p]];
       args[p] = &values[p];
+    }
+    for (size_t i = 0; i < k.size_args.size(); ++i) {  // a generic kernel's sizes
+      wide_sizes[i] = k.size_args[i];
+      narrow_sizes[i] = static_cast<int32_t>(k.size_args[i]);
+      args[k.params.size() + i] =
+          k.size_param_bytes == 4 ? static_cast<void*>(&narrow_sizes[i]) : &wide_sizes[i];
     }
     check(d.LaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
                          l.block[2], l.shared_bytes, stream, args, nullptr),
@@ -329,6 +346,52 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
 struct Engine::Caches {
   OnceCache<std::string, std::shared_ptr<const LoadedProgram>> programs;
 };
+
+struct Engine::Counters {
+  std::atomic<uint64_t> specialized_programs{0}, generic_programs{0}, specialized_compiles{0},
+      generic_compiles{0}, generic_bindings{0}, generic_fallbacks{0};
+};
+
+std::shared_ptr<const LoadedProgram> bind_generic_program(
+    const std::shared_ptr<const LoadedProgram>& program, const std::string& spec_text,
+    const std::vector<int64_t>& values) {
+  auto bound = std::make_shared<LoadedProgram>();
+  bound->spec = spec_text;
+  bound->determinism = program->determinism;
+  bound->context = program->context;
+  bound->deterministic = program->deterministic;
+  bound->source = program->source;
+  bound->generic = program;
+  bound->buffers = program->buffers;
+  for (compiler::BufferInfo& b : bound->buffers) {
+    if (b.dynamic_shape.empty()) continue;
+    int64_t span = 1;
+    for (size_t d = 0; d < b.dynamic_shape.size(); ++d) {
+      b.shape[d] = b.dynamic_shape[d].evaluate(program->sizes, values);
+      b.strides[d] = b.dynamic_strides[d].evaluate(program->sizes, values);
+      span = b.shape[d] == 0 || span == 0 ? 0 : span + (b.shape[d] - 1) * b.strides[d];
+    }
+    b.bytes = span * static_cast<int64_t>(ir::dtype_bytes(b.dtype));
+    b.dynamic_shape.clear();
+    b.dynamic_strides.clear();
+  }
+  bound->kernels = program->kernels;
+  for (LoadedKernel& k : bound->kernels) {
+    const int64_t points = k.points.evaluate(program->sizes, values);
+    if (points > compiler::kMaxGenericPoints) {
+      throw Error(spec_text + ": " + std::to_string(points) + " points exceed what a generic "
+                  "kernel decodes (2^62)", ErrorCode::kInvalidArgument);
+    }
+    const int64_t block = k.launch.block[0];
+    k.launch.grid[0] = static_cast<uint32_t>(
+        std::min<int64_t>((points + block - 1) / block, compiler::kMaxLinearBlocks));
+    k.size_args.clear();
+    for (const std::string& name : k.size_params) {
+      k.size_args.push_back(compiler::SizeProduct{1, {name}}.evaluate(program->sizes, values));
+    }
+  }
+  return bound;
+}
 
 namespace {
 
@@ -350,10 +413,41 @@ size_t memory_cache_capacity_from_environment() {
   return static_cast<size_t>(value);
 }
 
+/// ADJOINT_DYNAMIC: never (default), auto or always; an invalid value throws on first use.
+/// The default stays `never` while generic kernels run slower than specialized ones
+/// (docs/dynamic_shapes.md, "Speed").
+DynamicMode dynamic_mode_from_environment() {
+  const char* text = std::getenv("ADJOINT_DYNAMIC");
+  if (!text || !*text) return DynamicMode::kNever;
+  return parse_dynamic_mode(text, "ADJOINT_DYNAMIC");
+}
+
 }  // namespace
 
-Engine::Engine() : caches_(std::make_unique<Caches>()) {
+Engine::Engine()
+    : caches_(std::make_unique<Caches>()),
+      dynamic_mode_(dynamic_mode_from_environment()),
+      counters_(std::make_unique<Counters>()) {
   caches_->programs.set_capacity(memory_cache_capacity_from_environment());
+}
+
+CompileStats Engine::compile_stats() const {
+  CompileStats s;
+  s.specialized_programs = counters_->specialized_programs;
+  s.generic_programs = counters_->generic_programs;
+  s.specialized_compiles = counters_->specialized_compiles;
+  s.generic_compiles = counters_->generic_compiles;
+  s.generic_bindings = counters_->generic_bindings;
+  s.generic_fallbacks = counters_->generic_fallbacks;
+  return s;
+}
+
+void Engine::reset_compile_stats() {
+  for (auto* c : {&counters_->specialized_programs, &counters_->generic_programs,
+                  &counters_->specialized_compiles, &counters_->generic_compiles,
+                  &counters_->generic_bindings, &counters_->generic_fallbacks})
+    *c = 0;
+  policy_.reset();
 }
 
 void Engine::set_program_cache_capacity(size_t programs) {
@@ -397,10 +491,42 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& 
   std::string text = spec.to_string();
   return caches_->programs.get_or_create(text + key_suffix(determinism, context), [&] {
     auto step = Clock::now();
+    ProgramChoice choice = choose_program(spec, policy_, dynamic_mode_);
+    if (choice.generic) {
+      try {
+        return prepare_generic(spec, choice, determinism, context);
+      } catch (const Error& e) {
+        // Refused by the compiler, or (JIT off) absent from every package: specialize.
+        if (e.code() != ErrorCode::kInvalidProgram &&
+            !(e.code() == ErrorCode::kNotAvailable && !jit_enabled_))
+          throw;
+        ++counters_->generic_fallbacks;  // the compiler could not make it generic
+        logger().info("'{}': no generic program ({}); specializing", text, e.what());
+      }
+    }
     ir::Program ir_program = spec.build_program();
-    return build(ir_program, text, spec.op_name(), determinism, context, current_arch(),
-                 milliseconds_since(step));
+    auto program = build(ir_program, text, spec.op_name(), determinism, context, current_arch(),
+                         milliseconds_since(step));
+    ++counters_->specialized_programs;
+    if (program->source == BinarySource::kCompiled) ++counters_->specialized_compiles;
+    return program;
   });
+}
+
+std::shared_ptr<const LoadedProgram> Engine::prepare_generic(const ops::Specialization& spec,
+                                                             const ProgramChoice& choice,
+                                                             compiler::Determinism determinism,
+                                                             CUcontext context) {
+  std::shared_ptr<const LoadedProgram> generic = caches_->programs.get_or_create(
+      choice.key + key_suffix(determinism, context), [&] {
+        auto program = build(choice.program, choice.key, spec.op_name() + "_generic",
+                             determinism, context, current_arch(), 0);
+        ++counters_->generic_programs;
+        if (program->source == BinarySource::kCompiled) ++counters_->generic_compiles;
+        return program;
+      });
+  ++counters_->generic_bindings;
+  return bind_generic_program(generic, spec.to_string(), choice.size_values);
 }
 
 std::shared_ptr<const LoadedProgram> Engine::prepare(const ir::Program& ir_program,
@@ -464,6 +590,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   if (dump.passes) write_dump(dump, dump_key + ".passes.txt", compiled.pass_dump);
   program->buffers = compiled.buffers;
   program->deterministic = compiled.deterministic;
+  program->sizes = compiled.sizes;
 
   step = Clock::now();
   BinaryRequest request;
@@ -503,6 +630,9 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
       check(driver().ModuleGetFunction(&loaded.function, module, k.entry.c_str()),
             "cuModuleGetFunction");
       loaded.launch = k.launch;
+      loaded.size_params = k.size_params;
+      loaded.size_param_bytes = k.size_param_bytes;
+      loaded.points = k.points;
       for (const std::string& name : k.params) loaded.params.push_back(program->buffer_index(name));
       for (const std::string& name : k.zero_before) {
         loaded.zero_before.push_back(program->buffer_index(name));

@@ -12,6 +12,7 @@
 // recently used, so a process that prepares many specializations keeps bounded memory.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "compiler/compiled_program.h"
 #include "compiler/lower.h"
 #include "ops/registry.h"
+#include "runtime/dynamic_policy.h"
 
 namespace adjoint::runtime {
 
@@ -51,6 +53,13 @@ struct LoadedKernel {
   compiler::LaunchDims launch;
   std::vector<int> params;       ///< buffer index of each parameter
   std::vector<int> zero_before;  ///< buffer indices zeroed before the launch
+  /// Generic kernels (docs/dynamic_shapes.md): the size parameters (by source), their width in
+  /// bytes (4 or 8) and the point count the grid is derived from; in a binding to one
+  /// specialization, the values passed after the pointers (launch.grid is then derived).
+  std::vector<std::string> size_params;
+  int size_param_bytes = 8;
+  compiler::SizeProduct points;
+  std::vector<int64_t> size_args;
 };
 
 /// Where a program's binaries came from, for logs and benchmarks.
@@ -67,6 +76,10 @@ struct LoadedProgram {
   bool deterministic = true;
   BinarySource source = BinarySource::kCompiled;
   double compile_milliseconds = 0;  ///< NVRTC time spent building it (0 on a cache hit)
+  /// A generic program: its size parameters (by source). A binding of one to a specialization
+  /// has them empty and holds the generic program in `generic` (it owns no modules).
+  std::vector<std::string> sizes;
+  std::shared_ptr<const LoadedProgram> generic;
 
   /// Index of the buffer named `name`, or -1.
   int buffer_index(const std::string& name) const;
@@ -79,6 +92,23 @@ struct LoadedProgram {
   static constexpr size_t kInlineBuffers = 32;
   ~LoadedProgram();
 };
+
+/// Counters of the engine's work since the process started (or reset_compile_stats): what
+/// tests and benchmarks count to see the dynamic-shape policy at work.
+struct CompileStats {
+  uint64_t specialized_programs = 0;  ///< specialized programs built (any binary source)
+  uint64_t generic_programs = 0;      ///< generic programs built (any binary source)
+  uint64_t specialized_compiles = 0;  ///< specialized programs whose binaries NVRTC compiled
+  uint64_t generic_compiles = 0;      ///< generic programs whose binaries NVRTC compiled
+  uint64_t generic_bindings = 0;      ///< specializations served by a generic program
+  uint64_t generic_fallbacks = 0;     ///< generic programs refused by the compiler: specialized
+};
+
+/// A binding of the generic `program` to one specialization's size values (in the order of
+/// program->sizes): the buffers' shapes, each kernel's size arguments and grid. No compile.
+std::shared_ptr<const LoadedProgram> bind_generic_program(
+    const std::shared_ptr<const LoadedProgram>& program, const std::string& spec_text,
+    const std::vector<int64_t>& values);
 
 /// The process-wide engine.
 class Engine {
@@ -108,6 +138,13 @@ class Engine {
   /// Programs in the in-memory cache (loaded, failed or being built).
   size_t cached_programs() const;
 
+  /// The dynamic-shape policy (runtime/dynamic_policy.h): ADJOINT_DYNAMIC at start, default auto.
+  void set_dynamic_mode(DynamicMode mode) { dynamic_mode_ = mode; }
+  DynamicMode dynamic_mode() const { return dynamic_mode_; }
+  CompileStats compile_stats() const;
+  /// Zeroes the counters and forgets the sizes the policy has seen (loaded programs stay).
+  void reset_compile_stats();
+
   void set_jit_enabled(bool enabled) { jit_enabled_ = enabled; }
   bool jit_enabled() const { return jit_enabled_; }
 
@@ -119,9 +156,19 @@ class Engine {
                                              const std::string& spec_text, const std::string& name,
                                              compiler::Determinism determinism, CUcontext context,
                                              int arch, double build_ir_ms);
+  /// A specialization `choice` says to serve with a generic program: the generic program
+  /// (built once per generic key) bound to the specialization's sizes.
+  std::shared_ptr<const LoadedProgram> prepare_generic(const ops::Specialization& spec,
+                                                       const ProgramChoice& choice,
+                                                       compiler::Determinism determinism,
+                                                       CUcontext context);
   struct Caches;
   std::unique_ptr<Caches> caches_;
   bool jit_enabled_ = true;
+  std::atomic<DynamicMode> dynamic_mode_;
+  DynamicPolicy policy_;
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
 };
 
 /// LowerOptions for `arch` with this process's ADJOINT_TUNE_* knobs applied: exactly what the

@@ -72,7 +72,7 @@ void add_request_binaries(const runtime::Nvrtc& nvrtc, const SpecRequest& reques
                           const std::string& text, const std::vector<int>& archs,
                           KernelTable& table,
                           const std::function<void(const PackageBuildStep&)>& on_step) {
-  const ir::Program program = request.specialization.build_program();
+  const ir::Program program = request.program();  // specialized or generic
   for (int arch : archs) {
     compiler::CompiledProgram compiled =
         compiler::lower(program, runtime::lower_options(request.determinism, arch));

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "ops/dynamic_ops.h"
+#include "runtime/dynamic_policy.h"
 
 namespace adjoint::tools {
 namespace {
@@ -33,15 +35,33 @@ std::string_view trim(std::string_view text) {
 std::string SpecRequest::to_string() const {
   std::string text = specialization.to_string();
   if (determinism == compiler::Determinism::kAllowAtomics) text += " determinism=allow_atomics";
+  for (size_t i = 0; i < generic_axes.size(); ++i)
+    text += (i ? "," : " generic=") + generic_axes[i];
   return text;
+}
+
+ir::Program SpecRequest::program() const {
+  if (generic_axes.empty()) return specialization.build_program();
+  runtime::ProgramChoice choice = runtime::generic_choice(specialization, generic_axes);
+  if (!choice.generic) {
+    throw Error("generic: a size of '" + specialization.to_string() +
+                "' lies outside the bounds of the generic program");
+  }
+  return choice.program;
 }
 
 SpecRequest parse_spec_request(std::string_view text) {
   std::istringstream words{std::string(text)};
-  std::string word, rest;
+  std::string word, rest, generic_text;
   bool determinism_given = false;
   compiler::Determinism determinism = compiler::Determinism::kDefault;
   while (words >> word) {
+    if (word.starts_with("generic=")) {
+      if (!generic_text.empty()) throw Error("generic: given twice");
+      generic_text = word.substr(8);
+      if (generic_text.empty()) throw Error("generic: expected dynamic axes such as input_size[0] or all, given ''");
+      continue;
+    }
     if (word.starts_with(kDeterminismKey)) {
       if (determinism_given) throw Error("determinism: given twice");
       determinism = parse_determinism(std::string_view(word).substr(kDeterminismKey.size()));
@@ -50,7 +70,34 @@ SpecRequest parse_spec_request(std::string_view text) {
     }
     rest += word + " ";
   }
-  return SpecRequest{ops::parse_specialization(rest), determinism};
+  SpecRequest request{ops::parse_specialization(rest), determinism, {}};
+  if (generic_text.empty()) return request;
+  const ops::DynamicOp* op = ops::find_dynamic_op(request.specialization.op_name());
+  std::string valid;
+  if (op) {
+    for (const ops::DynamicAxis& axis : op->axes) valid += (valid.empty() ? "" : ",") + axis.name();
+  }
+  if (!op) {
+    throw Error("generic: " + request.specialization.op_name() +
+                " has no dynamic axes (it is always specialized)");
+  }
+  std::istringstream names(generic_text == "all" ? valid : generic_text);
+  for (std::string name; std::getline(names, name, ',');) {
+    if (("," + valid + ",").find("," + name + ",") == std::string::npos)
+      throw Error("generic: expected dynamic axes among " + valid + " or all, given '" + name + "'");
+    // in the op's order, each once
+    if (std::find(request.generic_axes.begin(), request.generic_axes.end(), name) ==
+        request.generic_axes.end())
+      request.generic_axes.push_back(name);
+  }
+  std::vector<std::string> ordered;
+  for (const ops::DynamicAxis& axis : op->axes) {
+    if (std::find(request.generic_axes.begin(), request.generic_axes.end(), axis.name()) !=
+        request.generic_axes.end())
+      ordered.push_back(axis.name());
+  }
+  request.generic_axes = ordered;
+  return request;
 }
 
 std::vector<SpecRequest> parse_spec_file(std::string_view contents, const std::string& file_name) {
@@ -63,7 +110,7 @@ std::vector<SpecRequest> parse_spec_file(std::string_view contents, const std::s
     if (text.empty()) continue;
     try {
       SpecRequest request = parse_spec_request(text);
-      request.specialization.build_program();  // shape errors surface here, before any compile
+      request.program();  // shape errors surface here, before any compile
       if (seen.insert(request.to_string()).second) requests.push_back(std::move(request));
     } catch (const Error& e) {
       throw Error(file_name + ":" + std::to_string(number) + ": " + e.what(), e.code());

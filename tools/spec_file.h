@@ -7,7 +7,10 @@
 //   grid_sampler_2d_backward dtype=f32 input_size=1,2,4,4 grid_size=1,3,3 determinism=allow_atomics
 //
 // `determinism` is `default` (the default) or `allow_atomics`; the name is reserved, no op may
-// declare an attribute called so. A spec file holds one request per line; `#` starts a comment
+// declare an attribute called so. `generic=AXES` (also reserved) asks for the program generic in
+// the listed dynamic axes (ops/dynamic_ops.h, e.g. generic=input_size[0],output_size[1], or
+// generic=all), the very program the runtime's dynamic-shape policy builds: a package holding it
+// serves every size of those axes (docs/dynamic_shapes.md). A spec file holds one request per line; `#` starts a comment
 // that runs to the end of the line, and blank lines are ignored. A request listed twice (same
 // canonical text and determinism) is kept once. Errors name the file and line.
 #pragma once
@@ -26,9 +29,14 @@ namespace adjoint::tools {
 struct SpecRequest {
   ops::Specialization specialization;
   compiler::Determinism determinism = compiler::Determinism::kDefault;
+  std::vector<std::string> generic_axes;  ///< empty: the specialized program
+
+  /// The IR program the request asks for: specialized, or generic in generic_axes. Throws
+  /// adjoint::Error when the op has no such dynamic axis or a size is out of the generic bounds.
+  ir::Program program() const;
 
   /// The canonical text: the specialization's text, plus " determinism=allow_atomics" when the
-  /// determinism is not the default. Parsing it gives back an equal request.
+  /// determinism is not the default and " generic=..." for a generic request. Parsing it gives back an equal request.
   std::string to_string() const;
 };
 

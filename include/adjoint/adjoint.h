@@ -101,6 +101,25 @@ void load_package(const std::string& directory);
 /// With JIT disabled, a call no package covers fails instead of compiling with NVRTC.
 void set_jit_enabled(bool enabled);
 
+/// The dynamic-shape policy (docs/dynamic_shapes.md), as ADJOINT_DYNAMIC: kNever always
+/// specializes; kAuto (default) serves a specialization with a kernel generic in an axis once a
+/// second distinct size shows up on that dynamic axis; kAlways makes every dynamic axis generic.
+enum class DynamicShapes { kNever, kAuto, kAlways };
+void set_dynamic_shapes(DynamicShapes mode);
+
+/// What the engine has built since start (or reset_compile_stats()).
+struct CompileStats {
+  uint64_t specialized_programs = 0;  ///< specialized programs built (from any binary source)
+  uint64_t generic_programs = 0;      ///< generic programs built
+  uint64_t specialized_compiles = 0;  ///< of those, compiled by NVRTC
+  uint64_t generic_compiles = 0;
+  uint64_t generic_bindings = 0;   ///< specializations served by a generic program
+  uint64_t generic_fallbacks = 0;  ///< generic programs the compiler refused (specialized)
+};
+CompileStats compile_stats();
+/// Zeroes the counters and forgets the sizes the policy has seen.
+void reset_compile_stats();
+
 /// The library version, e.g. "0.1.0".
 const char* version();
 

@@ -104,6 +104,22 @@ adjoint_status adjoint_load_package(const char* path);
  * error that names the specialization. */
 adjoint_status adjoint_set_jit_enabled(int enabled);
 
+/* The dynamic-shape policy, as ADJOINT_DYNAMIC: "never", "auto" or "always"
+ * (docs/dynamic_shapes.md). */
+adjoint_status adjoint_set_dynamic_shapes(const char* mode);
+
+/* What the engine has built since start (or adjoint_reset_compile_stats). */
+typedef struct adjoint_compile_stats {
+  uint64_t specialized_programs; /* specialized programs built (any binary source) */
+  uint64_t generic_programs;     /* generic programs built */
+  uint64_t specialized_compiles; /* of those, compiled by NVRTC */
+  uint64_t generic_compiles;
+  uint64_t generic_bindings;  /* specializations served by a generic program */
+  uint64_t generic_fallbacks; /* generic programs the compiler refused (specialized instead) */
+} adjoint_compile_stats;
+adjoint_status adjoint_get_compile_stats(adjoint_compile_stats* stats);
+adjoint_status adjoint_reset_compile_stats(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,8 +72,28 @@ def set_jit_enabled(enabled):
     library().set_jit_enabled(enabled)
 
 
+def set_dynamic_shapes(mode):
+    """The dynamic-shape policy, as ADJOINT_DYNAMIC: "never" (default), "auto" or "always"."""
+    from ._capi import library
+    library().set_dynamic_shapes(mode)
+
+
+def compile_stats():
+    """What the engine has built: a dict of specialized_programs, generic_programs,
+    specialized_compiles, generic_compiles, generic_bindings and generic_fallbacks."""
+    from ._capi import library
+    return library().compile_stats()
+
+
+def reset_compile_stats():
+    """Zeroes the compile counters and forgets the sizes the dynamic-shape policy has seen."""
+    from ._capi import library
+    library().reset_compile_stats()
+
+
 __all__ = [
     "AdjointError", "InvalidArgumentError", "Program", "TensorInfo", "clear_cache",
+    "compile_stats", "reset_compile_stats", "set_dynamic_shapes",
     "grid_sampler_2d_backward", "grid_sampler_3d_backward", "library_path", "load_package",
     "locate_library", "mhc_post", "mhc_post_backward", "mhc_pre_backward", "mhc_sinkhorn",
     "mhc_sinkhorn_backward", "prepare", "run", "set_jit_enabled", "spec",

@@ -44,6 +44,14 @@ class AdjointTensor(ctypes.Structure):
 _status = ctypes.c_int
 _program_p = ctypes.c_void_p
 
+
+class CompileStats(ctypes.Structure):
+    """adjoint_compile_stats: what the engine has built (docs/dynamic_shapes.md)."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "specialized_programs", "generic_programs", "specialized_compiles", "generic_compiles",
+        "generic_bindings", "generic_fallbacks")]
+
 # name -> (restype, argtypes), exactly as adjoint_c.h declares them.
 PROTOTYPES = {
     "adjoint_version": (ctypes.c_char_p, []),
@@ -75,6 +83,9 @@ PROTOTYPES = {
     ),
     "adjoint_load_package": (_status, [ctypes.c_char_p]),
     "adjoint_set_jit_enabled": (_status, [ctypes.c_int]),
+    "adjoint_set_dynamic_shapes": (_status, [ctypes.c_char_p]),
+    "adjoint_get_compile_stats": (_status, [ctypes.POINTER(CompileStats)]),
+    "adjoint_reset_compile_stats": (_status, []),
 }
 
 
@@ -201,6 +212,17 @@ class Library:
 
     def set_jit_enabled(self, enabled):
         self.call("adjoint_set_jit_enabled", 1 if enabled else 0)
+
+    def set_dynamic_shapes(self, mode):
+        self.call("adjoint_set_dynamic_shapes", str(mode).encode())
+
+    def compile_stats(self):
+        stats = CompileStats()
+        self.call("adjoint_get_compile_stats", ctypes.byref(stats))
+        return {name: int(getattr(stats, name)) for name, _ in CompileStats._fields_}
+
+    def reset_compile_stats(self):
+        self.call("adjoint_reset_compile_stats")
 
 
 def default_library_path():

@@ -534,3 +534,28 @@ class RealLibraryTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DynamicShapesTest(unittest.TestCase):
+    """The dynamic-shape policy's mode and counters through the real library (no GPU needed)."""
+
+    def setUp(self):
+        try:
+            self.library = _capi.Library(
+                __import__("ctypes").CDLL(_capi.locate_library()), _capi.locate_library())
+        except (AdjointError, OSError) as error:  # no built library here: nothing to check
+            self.skipTest("libadjoint not loadable: %s" % error)
+
+    def test_modes_and_counters(self):
+        for mode in ("never", "always", "auto"):
+            self.library.set_dynamic_shapes(mode)
+        with self.assertRaisesRegex(
+                InvalidArgumentError,
+                "adjoint_set_dynamic_shapes: mode: expected never, auto or always, got 'often'"):
+            self.library.set_dynamic_shapes("often")
+        self.library.reset_compile_stats()
+        stats = self.library.compile_stats()
+        self.assertEqual(sorted(stats), sorted([
+            "specialized_programs", "generic_programs", "specialized_compiles",
+            "generic_compiles", "generic_bindings", "generic_fallbacks"]))
+        self.assertEqual(set(stats.values()), {0})

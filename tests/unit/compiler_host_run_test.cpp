@@ -38,6 +38,7 @@
 #include "compiler/index_width.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/lower.h"
+#include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
@@ -49,6 +50,7 @@
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
+#include "ops/dynamic_ops.h"
 #include "ops/registry.h"
 
 namespace adjoint::compiler {
@@ -135,9 +137,16 @@ inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 
 /// Runs every thread of a launch; one exported launcher per kernel.
 constexpr const char* kLauncher = R"(
+#include <type_traits>
+// Pointer parameters are passed as the pointers; a generic kernel's sizes as their addresses.
+template <typename P>
+P adjoint_argument(void* arg) {
+  if constexpr (std::is_pointer_v<P>) return static_cast<P>(arg);
+  else return *static_cast<const P*>(arg);
+}
 template <typename... P, size_t... I>
 void adjoint_call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
-  kernel(static_cast<P>(args[I])...);
+  kernel(adjoint_argument<P>(args[I])...);
 }
 template <typename... P>
 void adjoint_launch(void (*kernel)(P...), void** args, const unsigned* grid, unsigned block) {
@@ -434,6 +443,7 @@ class HostLibrary {
     handle_ = dlopen((dir_ / "kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
     return handle_ ? "" : dlerror();
   }
+  void* handle() const { return handle_; }
   ~HostLibrary() {
     if (handle_) dlclose(handle_);
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
@@ -983,6 +993,125 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
                       .build_program();
   expect_host_runs_match({p}, {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64)},
                          1e-5, rounding_inputs);
+}
+
+
+// --- generic kernels (ir/dynamic_sizes.h) ------------------------------------------------------
+
+/// A generic program's kernels, compiled once, run at several sizes each: on exact inputs the
+/// outputs must be the interpreter's, and on inputs whose sums round they must be those of the
+/// specialized kernels lower() makes for those sizes (vector groups and all), bit for bit; with
+/// a grid of at most three blocks, so that the grid-stride loop runs.
+TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+  struct Case {
+    std::string op, attributes;  ///< the spec is op + " " + sizes + attributes
+    std::vector<std::string> axes;
+    std::vector<std::string> sizes_text;       ///< input_size=... output_size=... per size set
+    std::vector<std::vector<int64_t>> sizes;  ///< the generic program's size values
+  };
+  const std::vector<Case> cases = {
+      {"upsample_nearest2d_backward", " dtype=f32",
+       {"input_size[0]", "input_size[2]", "input_size[3]", "output_size[0]", "output_size[1]"},
+       {"input_size=1,3,5,7 output_size=8,3", "input_size=2,3,4,9 output_size=13,2",
+        "input_size=3,3,16,3 output_size=5,40", "input_size=0,3,3,3 output_size=7,7",
+        "input_size=1,3,7,6 output_size=7,6"},
+       {{1, 5, 7, 8, 3}, {2, 4, 9, 13, 2}, {3, 16, 3, 5, 40}, {0, 3, 3, 7, 7}, {1, 7, 6, 7, 6}}},
+      {"_upsample_nearest_exact3d_backward", " dtype=bf16 layout=channels_last",
+       {"input_size[0]", "input_size[2]", "input_size[4]", "output_size[1]"},
+       {"input_size=1,2,3,4,5 output_size=6,5,3", "input_size=2,2,5,4,2 output_size=6,9,3",
+        "input_size=3,2,1,4,11 output_size=6,4,3"},
+       {{1, 3, 5, 5}, {2, 5, 2, 9}, {3, 1, 11, 4}}},
+      {"upsample_nearest1d_backward", " dtype=f16 scales=2.5",
+       {"input_size[2]", "output_size[0]"},
+       {"input_size=2,3,7 output_size=17", "input_size=2,3,13 output_size=30",
+        "input_size=2,3,4 output_size=9", "input_size=2,3,1 output_size=1"},
+       {{7, 17}, {13, 30}, {4, 9}, {1, 1}}},
+  };
+  std::vector<ir::Program> generics;
+  std::vector<CompiledKernel> kernels;
+  std::vector<HostProgram> specialized;  // per case, per size set
+  auto rename = [&](CompiledKernel& k, const std::string& entry) {
+    size_t at = k.source.find(k.entry + "(");
+    ASSERT_NE(at, std::string::npos);
+    k.source.replace(at, k.entry.size(), entry);
+    k.entry = entry;
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    ops::Specialization spec =
+        ops::parse_specialization(cases[c].op + " " + cases[c].sizes_text[0] + cases[c].attributes);
+    ir::Program g = ops::find_dynamic_op(spec.op_name())->build_generic(spec, cases[c].axes);
+    for (int64_t bound : {int64_t{0}, kGenericInt32StorageBound}) {  // 64- and 32-bit index math
+      g.dynamic_storage_bound = bound;
+      CompiledProgram compiled = lower(g, LowerOptions{});
+      ASSERT_EQ(compiled.kernels.size(), 1u);
+      CompiledKernel k = compiled.kernels[0];
+      rename(k, k.entry + "_" + std::to_string(kernels.size()));
+      kernels.push_back(k);
+      generics.push_back(g);
+    }
+    for (size_t s = 0; s < cases[c].sizes.size(); ++s) {
+      ir::Program p = ops::parse_specialization(cases[c].op + " " + cases[c].sizes_text[s] +
+                                                cases[c].attributes)
+                          .build_program();
+      HostProgram run{"s" + std::to_string(specialized.size()), p, lower(p, LowerOptions{}).kernels};
+      for (CompiledKernel& k : run.kernels) rename(k, k.entry + "_" + run.label);
+      specialized.push_back(std::move(run));
+    }
+  }
+  std::vector<const CompiledKernel*> pointers;
+  for (const CompiledKernel& k : kernels) pointers.push_back(&k);
+  for (const HostProgram& run : specialized)
+    for (const CompiledKernel& k : run.kernels) pointers.push_back(&k);
+  HostLibrary library;
+  std::string error = library.build(pointers);
+  ASSERT_TRUE(error.empty()) << error;
+  size_t first_specialized = 0;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (size_t variant = 0; variant < 2; ++variant) {
+      const size_t i = 2 * c + variant;
+      const CompiledKernel& k = kernels[i];
+      for (size_t s = 0; s < cases[c].sizes.size(); ++s) {
+        const std::vector<int64_t>& sizes = cases[c].sizes[s];
+        const HostProgram& reference = specialized[first_specialized + s];
+        ir::Program bound = ir::bind_sizes(generics[i], sizes);
+        for (bool exact : {true, false}) {
+          ir::HostBuffers inputs = exact ? exact_inputs(bound, 5) : rounding_inputs(bound, 5);
+          ir::HostBuffers expected = exact ? ir::interpret(generics[i], sizes, inputs)
+                                           : library.run(reference, inputs, false);
+          std::map<std::string, std::unique_ptr<HostTensor>> tensors;
+          for (const auto* list : {&bound.inputs, &bound.outputs}) {
+            for (const ir::Tensor& t : *list) {
+              tensors[t->name] = std::make_unique<HostTensor>(t, 0);
+              if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
+            }
+          }
+          std::vector<int64_t> wide(sizes.begin(), sizes.end());
+          std::vector<int32_t> narrow(sizes.begin(), sizes.end());
+          std::vector<void*> args;
+          for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
+          for (size_t j = 0; j < sizes.size(); ++j)
+            args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
+          const int64_t points = k.points.evaluate(k.size_params, sizes);
+          const int64_t block = k.launch.block[0];
+          unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>((points + block - 1) / block, 3)),
+                              1, 1};
+          auto launch = reinterpret_cast<HostLibrary::Launcher>(
+              dlsym(library.handle(), ("launch_" + k.entry).c_str()));
+          ASSERT_NE(launch, nullptr);
+          if (grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
+          for (const ir::Tensor& t : bound.outputs) {
+            ASSERT_EQ(tensors.at(t->name)->read(), expected.at(t->name))
+                << cases[c].op << " " << cases[c].sizes_text[s] << cases[c].attributes
+                << (exact ? " (exact inputs, against the interpreter)"
+                          : " (rounding inputs, against the specialized kernel)")
+                << "\n" << k.source << "\n" << reference.kernels.front().source;
+          }
+        }
+      }
+    }
+    first_specialized += cases[c].sizes.size();
+  }
 }
 
 }  // namespace

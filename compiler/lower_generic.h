@@ -1,0 +1,42 @@
+// lower_generic(): the pipeline of generic programs (ir/dynamic_sizes.h), whose extents are
+// kernel parameters. lower() hands them here. It is shorter than the specialized pipeline on
+// purpose: every step must hold for every size in the declared bounds, so it keeps to what it
+// can prove symbolically:
+//
+//   verify (at sample sizes) -> lower_scatter_to_gather_generic (compiler/invert_floor_map.h)
+//     -> generic grid (every axis linear, one point per thread, grid-stride) + coverage proof
+//     -> index width from the declared bounds -> emit_cuda (sizes as parameters)
+//
+// Vector groups, split reductions and cooperative reductions need divisibility or lengths the
+// host knows, so generic kernels do without them (docs/dynamic_shapes.md).
+#pragma once
+
+#include <cstdint>
+
+#include "compiler/compiled_program.h"
+#include "compiler/lower.h"
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+/// The largest storage bound (elements per tensor) with which a generic kernel uses 32-bit
+/// index math: room for the grid-stride loop's last step past the end.
+inline constexpr int64_t kGenericInt32StorageBound = (int64_t{1} << 31) - 1 - (int64_t{1} << 30);
+
+/// The most points a generic kernel's domain may have at run time (the runtime checks each
+/// call): a grid-stride step past the last point stays within int64.
+inline constexpr int64_t kMaxGenericPoints = int64_t{1} << 62;
+
+/// Lowers a generic program. Throws adjoint::Error (kInvalidProgram) when a scatter has no
+/// gather computable from runtime extents or a grid configuration cannot be proven to cover
+/// the symbolic domain.
+CompiledProgram lower_generic(const ir::Program& program, const LowerOptions& options);
+
+/// The coverage proof of a generic kernel: its grid must map every point of the domain to
+/// exactly one (thread, loop iteration) for every size in the declared bounds. Proven for
+/// all-linear bindings with one point per thread (a mixed-radix decode of a grid-stride index
+/// over the product of the extents), given a point count of at most kMaxGenericPoints.
+/// Throws adjoint::Error (kInvalidProgram) naming the kernel and what it cannot prove.
+void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel);
+
+}  // namespace adjoint::compiler

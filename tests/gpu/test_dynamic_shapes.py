@@ -1,0 +1,46 @@
+"""GPU parity of generic kernels (issue 12, docs/dynamic_shapes.md) at sizes they were not
+compiled for.
+
+With the policy set to "always", every upsample_nearest specialization below is served by a
+kernel generic in all its dynamic axes (batch and spatial sizes). Each case is first called at
+other sizes (batch + 1, every spatial size + 3), which compiles the generic kernel; the case's
+own sizes then reuse it. The result must pass test_upsample_nearest's checks (the exact adjoint
+of PyTorch's forward within the summation bound, and PyTorch's backward wherever that is the
+adjoint of its forward), and the engine's counters must show generic bindings and no fallback to
+specialized kernels. The sizes differ from test_upsample_nearest's so that no specialized
+program of the same specialization is already in the process's cache.
+"""
+
+import harness
+import pytest
+from harness import DTYPES, adjoint
+from test_upsample_nearest import ADJOINT, Case, check_case, extra_cases
+
+
+def shifted(case, batch, spatial):
+    return Case([case.input_size[0] + batch, case.input_size[1]] +
+                [s + spatial for s in case.input_size[2:]],
+                [s + spatial for s in case.output_size], case.scales, case.dtype, case.exact,
+                case.channels_last)
+
+
+@pytest.fixture
+def always_generic():
+    adjoint.set_dynamic_shapes("always")
+    yield
+    adjoint.set_dynamic_shapes("auto")
+
+
+@pytest.mark.parametrize("case", [shifted(c, 2, 1) for c in extra_cases()], ids=repr)
+def test_generic_kernel_at_sizes_it_was_not_compiled_for(case, always_generic):
+    compile_at = shifted(case, 1, 3)
+    grad_output = harness.random_tensor(compile_at.output_shape, DTYPES[case.dtype], 7,
+                                        memory_format=compile_at.memory_format)
+    ADJOINT[case.key](grad_output, compile_at.output_size, compile_at.input_size, *case.scales)
+    before = adjoint.compile_stats()
+    check_case(case, 11)
+    after = adjoint.compile_stats()
+    assert after["generic_fallbacks"] == before["generic_fallbacks"], case
+    assert after["generic_bindings"] == before["generic_bindings"] + 1, (case, before, after)
+    assert after["generic_compiles"] == before["generic_compiles"], (
+        "%s: its generic kernel should have been compiled at the other sizes" % case)

@@ -1,0 +1,212 @@
+// Generic programs (ir/dynamic_sizes.h) without a GPU: the printer, the interpreter at several
+// sizes against the specialized program, the generic gather inversion and its refusals, the
+// coverage proof of generic grids (including the configurations it must refuse), the index
+// width from declared bounds, and generic keys.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compiler/lower.h"
+#include "compiler/lower_generic.h"
+#include "compiler/invert_floor_map.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ops/dynamic_ops.h"
+#include "ops/registry.h"
+
+namespace adjoint {
+namespace {
+
+ir::Program generic_program(const std::string& spec, const std::vector<std::string>& axes) {
+  ops::Specialization s = ops::parse_specialization(spec);
+  const ops::DynamicOp* op = ops::find_dynamic_op(s.op_name());
+  EXPECT_NE(op, nullptr);
+  return op->build_generic(s, axes);
+}
+
+ir::HostBuffers random_inputs(const ir::Program& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-64, 64);
+  ir::HostBuffers in;
+  for (const ir::Tensor& t : p.inputs) {
+    std::vector<double> v(static_cast<size_t>(t->storage_elements()));
+    for (double& x : v) x = dist(rng) / 16.0 + 1.0 / 1024;  // sums round in f16/bf16
+    in[t->name] = v;
+  }
+  return in;
+}
+
+const std::vector<std::string> kAll2d = {"input_size[0]", "input_size[2]", "input_size[3]",
+                                         "output_size[0]", "output_size[1]"};
+
+TEST(DynamicShapes, PrinterShowsSizesAndDynamicTensors) {
+  ir::Program p = generic_program(
+      "upsample_nearest2d_backward dtype=f32 input_size=2,3,5,7 output_size=8,3", kAll2d);
+  std::string text = ir::to_string(p);
+  EXPECT_NE(text.find("size N = input_size[0] in [0, 2147483647]"), std::string::npos) << text;
+  EXPECT_NE(text.find("size W_out = output_size[1] in [1, 4194304]"), std::string::npos) << text;
+  EXPECT_NE(text.find("input grad_output: f32[N, 3, H_out, W_out] strides ["), std::string::npos)
+      << text;
+}
+
+TEST(DynamicShapes, InterpreterOfAGenericProgramIsTheSpecializedProgramAtEverySize) {
+  const std::vector<std::string> rules = {"upsample_nearest2d_backward",
+                                          "_upsample_nearest_exact2d_backward"};
+  for (const std::string& op : rules) {
+    for (const char* layout : {"contiguous", "channels_last"}) {
+      ir::Program g = generic_program(op + " dtype=bf16 input_size=2,3,5,7 output_size=8,3 layout=" +
+                                          layout, kAll2d);
+      // sizes: N, H_in, W_in, H_out, W_out
+      for (std::vector<int64_t> sizes : std::vector<std::vector<int64_t>>{
+               {1, 5, 7, 8, 3}, {3, 4, 9, 13, 2}, {2, 16, 3, 5, 40}, {0, 3, 3, 7, 7}}) {
+        std::string spec = op + " dtype=bf16 input_size=" + std::to_string(sizes[0]) + ",3," +
+                           std::to_string(sizes[1]) + "," + std::to_string(sizes[2]) +
+                           " output_size=" + std::to_string(sizes[3]) + "," +
+                           std::to_string(sizes[4]) + " layout=" + layout;
+        ir::Program specialized = ops::parse_specialization(spec).build_program();
+        ir::HostBuffers in = random_inputs(specialized, 7);
+        EXPECT_EQ(ir::interpret(g, sizes, in), ir::interpret(specialized, in)) << spec;
+      }
+    }
+  }
+}
+
+TEST(DynamicShapes, InterpreterNeedsSizesForAGenericProgram) {
+  ir::Program g = generic_program(
+      "upsample_nearest1d_backward dtype=f32 input_size=2,3,7 output_size=17", {"input_size[0]"});
+  EXPECT_THROW(ir::interpret(g, {}), Error);
+  EXPECT_THROW(ir::interpret(g, {-1}, {}), Error);  // below the lower bound
+}
+
+TEST(DynamicShapes, GenericGatherMatchesSpecializedAtSizesWithRoundingDepartures) {
+  // Sizes where floor(o * f32(I/O)) departs from the rational map: the specialized gather keeps
+  // a membership test; the generic window must still hold exactly the same points. Both rules,
+  // derived ratios and given scales (among them ratios far from I/O).
+  for (const std::string op : {"upsample_nearest1d_backward", "_upsample_nearest_exact1d_backward"}) {
+    for (const std::string scales : {"", " scales=3", " scales=0.37", " scales=1.7"}) {
+      ir::Program g = generic_program(op + " dtype=f32 input_size=1,1,8 output_size=9" + scales,
+                                      {"input_size[2]", "output_size[0]"});
+      ir::Program lowered = compiler::lower_scatter_to_gather_generic(g);
+      for (int64_t in = 1; in <= 40; in += 3) {
+        for (int64_t out = 1; out <= 120; out += 7) {
+          std::string spec = op + " dtype=f32 input_size=1,1," + std::to_string(in) +
+                             " output_size=" + std::to_string(out) + scales;
+          ir::Program specialized = ops::parse_specialization(spec).build_program();
+          ir::HostBuffers inputs = random_inputs(specialized, 3);
+          EXPECT_EQ(ir::interpret(lowered, {in, out}, inputs), ir::interpret(specialized, inputs))
+              << spec;
+        }
+      }
+    }
+  }
+}
+
+TEST(DynamicShapes, GenericGatherHoldsForRandomLargeSizesAndScales) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int64_t> size(1, 30000);
+  std::uniform_real_distribution<double> scale(0.05, 9.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool exact = trial % 2 == 1;
+    const std::string op = exact ? "_upsample_nearest_exact1d_backward" : "upsample_nearest1d_backward";
+    const std::string scales = trial % 3 == 0 ? "" : " scales=" + ops::format_float(scale(rng));
+    int64_t in = size(rng), out = size(rng);
+    std::string spec = op + " dtype=f32 input_size=1,1," + std::to_string(in) +
+                       " output_size=" + std::to_string(out) + scales;
+    ir::Program g = generic_program(spec, {"input_size[2]", "output_size[0]"});
+    ir::Program specialized = ops::parse_specialization(spec).build_program();
+    ir::HostBuffers inputs = random_inputs(specialized, static_cast<unsigned>(trial));
+    EXPECT_EQ(ir::interpret(compiler::lower_scatter_to_gather_generic(g), {in, out}, inputs)
+                  .at("grad_input"),
+              ir::interpret(specialized, inputs).at("grad_input"))
+        << spec;
+  }
+}
+
+TEST(DynamicShapes, GenericInversionRefusesAMapItCannotComputeInTheKernel) {
+  ir::ProgramBuilder b("refused");
+  ir::Var n = b.size("N", "input_size[0]", 1, 1024);
+  ir::Tensor src = b.dynamic_tensor("src", ir::DType::kF32, {n}, {0}, ir::TensorRole::kInput);
+  ir::Tensor dst = b.dynamic_tensor("dst", ir::DType::kF32, {n}, {0}, ir::TensorRole::kOutput);
+  ir::Var o("o");
+  // dst[(o * 7) % N] += src[o]: a permutation, not a monotone floor map.
+  b.kernel("k", {ir::scatter_add(dst, {(ir::Expr(o) * ir::Expr(7)) % ir::Expr(n)},
+                                 ir::load(src, {o}), ir::over(src, {o}), ir::DType::kF32)});
+  ir::Program p = std::move(b).build();
+  try {
+    compiler::lower(p, compiler::LowerOptions{});
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no gather computable from runtime extents"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+/// A generic copy kernel with an explicit grid, for the coverage proof.
+ir::Program generic_copy(ir::GridConfig grid) {
+  ir::ProgramBuilder b("copy");
+  ir::Var n = b.size("N", "input_size[0]", 0, 1 << 20);
+  ir::Tensor src = b.dynamic_tensor("src", ir::DType::kF32, {n, ir::Expr(64)}, {0, 1},
+                                    ir::TensorRole::kInput);
+  ir::Tensor dst = b.dynamic_tensor("dst", ir::DType::kF32, {n, ir::Expr(64)}, {0, 1},
+                                    ir::TensorRole::kOutput);
+  ir::Var i("i"), j("j");
+  b.kernel("k", {ir::compute(dst, ir::over(dst, {i, j}), ir::load(src, {i, j}))}, grid);
+  return std::move(b).build();
+}
+
+TEST(DynamicShapes, CoverageProofAcceptsLinearGridsAndRefusesWhatItCannotProve) {
+  ir::GridConfig linear{true, {ir::AxisBinding::kLinear, ir::AxisBinding::kLinear}, 128, 1, 1};
+  EXPECT_NO_THROW(compiler::lower(generic_copy(linear), compiler::LowerOptions{}));
+  EXPECT_NO_THROW(compiler::lower(generic_copy({}), compiler::LowerOptions{}));
+
+  ir::GridConfig vectorized = linear;
+  vectorized.vector_width = 4;  // the innermost extent is constant here, but V is still unproven
+  ir::GridConfig blocks{true, {ir::AxisBinding::kBlock, ir::AxisBinding::kLinear}, 128, 1, 1};
+  ir::GridConfig threads{true, {ir::AxisBinding::kLinear, ir::AxisBinding::kThread}, 64, 1, 1};
+  for (const ir::GridConfig& g : {vectorized, blocks, threads}) {
+    try {
+      compiler::lower(generic_copy(g), compiler::LowerOptions{});
+      FAIL() << "expected the coverage proof to refuse " << ir::to_string(generic_copy(g));
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot prove that its grid covers"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(DynamicShapes, IndexWidthFollowsTheDeclaredBounds) {
+  ir::Program g = generic_program(
+      "upsample_nearest2d_backward dtype=f32 input_size=2,3,5,7 output_size=8,3", kAll2d);
+  compiler::CompiledProgram wide = compiler::lower(g, compiler::LowerOptions{});
+  ASSERT_EQ(wide.kernels.size(), 1u);
+  EXPECT_NE(wide.kernels[0].source.find("64-bit index math"), std::string::npos);
+  EXPECT_EQ(wide.kernels[0].size_param_bytes, 8);
+  g.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  compiler::CompiledProgram narrow = compiler::lower(g, compiler::LowerOptions{});
+  EXPECT_NE(narrow.kernels[0].source.find("32-bit index math"), std::string::npos)
+      << narrow.kernels[0].source;
+  EXPECT_EQ(narrow.kernels[0].size_param_bytes, 4);
+  EXPECT_EQ(narrow.kernels[0].size_params,
+            (std::vector<std::string>{"input_size[0]", "input_size[2]", "input_size[3]",
+                                      "output_size[0]", "output_size[1]"}));
+  EXPECT_EQ(narrow.kernels[0].points.text(),
+            "3 * input_size[0] * input_size[2] * input_size[3]");
+}
+
+TEST(DynamicShapes, GenericKeysSayWhichAxesAreGeneric) {
+  ops::Specialization s = ops::parse_specialization(
+      "upsample_nearest2d_backward dtype=f32 input_size=2,3,5,7 output_size=8,3");
+  EXPECT_EQ(ops::generic_key(s, {"input_size[0]"}),
+            "upsample_nearest2d_backward dtype=f32 input_size=?,3,5,7 output_size=8,3 "
+            "scales_h=none scales_w=none layout=contiguous");
+  EXPECT_EQ(ops::generic_key(s, kAll2d),
+            "upsample_nearest2d_backward dtype=f32 input_size=?,3,?,? output_size=?,? "
+            "scales_h=none scales_w=none layout=contiguous");
+  EXPECT_THROW(ops::find_dynamic_op(s.op_name())->build_generic(s, {"input_size[1]"}), Error);
+}
+
+}  // namespace
+}  // namespace adjoint
