@@ -77,6 +77,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "[1, 64], got " + std::to_string(options.partial_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_channels_last_min < 0) {
+    throw Error("LowerOptions.binned_channels_last_min: expected 0 (never) or a number of "
+                "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
+                ErrorCode::kInvalidArgument);
+  }
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);
@@ -87,9 +92,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  BinnedGatherOptions binned_options;
+  binned_options.channels_last_min = options.binned_channels_last_min;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);

@@ -23,6 +23,16 @@
 //                 value(record bin_sorted[q], broadcast axes = t's components), a serial sum
 //                 in record order per element: no float atomics, bitwise the same every run
 //                 and for every launch configuration
+// Broadcast-innermost layout (BinnedGatherOptions::channels_last_min): where the broadcast
+// axes span at least that many elements, the gather reads and writes with them innermost, so
+// that the lanes of a warp share one cell's bucket bounds, record ids and factors (one
+// transaction each instead of one per lane) and read a record's values for consecutive
+// broadcast indices from one contiguous row instead of one scattered element per plane:
+//   bin_<X>_transposed   X with its broadcast components moved last, for every tensor X the
+//                        value reads with the broadcast indices as plain components
+//                        (grid_sampler's grad_output: N, H_out, W_out, C)
+//   <kernel>_gather      T's cells x broadcast indices, the same serial sums as below
+//   <kernel>             T = the gathered values in T's own layout (a copy: the same bits)
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
 // bin_count stands for the claim); `claim_slot_tensors` names it for the emitter.
 //
@@ -41,8 +51,15 @@ namespace adjoint::compiler {
 /// Kernel name -> the tensor whose loads in that kernel are slot claims (EmitOptions).
 using ClaimSlotTensors = std::map<std::string, std::string>;
 
+struct BinnedGatherOptions {
+  /// The fewest broadcast elements per cell (product of the broadcast extents) for which the
+  /// gather uses the broadcast-innermost layout; 0 never uses it. LowerOptions carries it.
+  int64_t channels_last_min = 8;
+};
+
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
 /// fills `claims` (may be null) for the fill kernels it adds.
-ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims);
+ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
+                                           const BinnedGatherOptions& options = {});
 
 }  // namespace adjoint::compiler

@@ -81,6 +81,7 @@ struct TuningKnobs {
   int split_threads_log2 = 0;
   int partial_unroll = 0;
   std::string reduction_schedule = "auto";
+  int binned_channels_last_min = 8;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -125,6 +126,9 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.binned_channels_last_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 8, [](int v) { return v >= 0; },
+      "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -411,6 +415,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_split = tuning_knobs().reduction_split;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
+  options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

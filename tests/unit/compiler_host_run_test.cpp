@@ -217,11 +217,14 @@ struct Variant {
     return v;
   }
   /// Data-dependent scatters as binned gathers (Determinism::kDefault) at a block size.
-  static Variant binned_gather(int block_size) {
+  /// `channels_last_min`: BinnedGatherOptions::channels_last_min (1: always broadcast-innermost).
+  static Variant binned_gather(int block_size, int64_t channels_last_min = 8) {
     Variant v(0, block_size, 0, false);
     v.binned = true;
+    v.channels_last_min = channels_last_min;
     return v;
   }
+  int64_t channels_last_min = 8;
   int width = 1;
   int block_size = 0;
   int vector_bytes = 0;
@@ -239,7 +242,7 @@ struct Variant {
   bool binned = false;
 
   std::string label() const {
-    return std::string(binned ? "binned_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
+    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction;
   }
@@ -254,7 +257,11 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   ClaimSlotTensors claims;
-  if (variant.binned) p = lower_scatter_to_binned_gather(p, &claims);
+  if (variant.binned) {
+    BinnedGatherOptions binned;
+    binned.channels_last_min = variant.channels_last_min;
+    p = lower_scatter_to_binned_gather(p, &claims, binned);
+  }
   p = lower_scatter_to_atomics(p);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
@@ -863,13 +870,23 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
         "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
         "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
         "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
-        "interpolation_mode=bilinear padding_mode=reflection align_corners=false"}) {
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        // Nine channels: broadcast-innermost by default.
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,9,4,3 output_size=3,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   // Grids in [-8, 8] (exact inputs): most points out of range (zeros), clamped to the edge
   // cells (border: large buckets) or reflected; then values whose sums round by order.
-  const std::vector<Variant> variants = {Variant(1), Variant::binned_gather(256),
-                                         Variant::binned_gather(32), Variant::binned_gather(1024)};
+  // The broadcast-innermost gather (channels innermost, through transposed copies) for every
+  // mode too: the same sums in the same order, so the same bits.
+  const std::vector<Variant> variants = {
+      Variant(1),
+      Variant::binned_gather(256),
+      Variant::binned_gather(32),
+      Variant::binned_gather(1024),
+      Variant::binned_gather(256, 1),
+      Variant::binned_gather(32, 1)};
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
 }

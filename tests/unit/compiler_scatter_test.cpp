@@ -500,6 +500,51 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   EXPECT_EQ(text.find("source_coordinate"), std::string::npos) << text;
 }
 
+TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
+  ir::Program p = ops::parse_specialization(
+                      "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=4,3 "
+                      "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
+                      .build_program();
+  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);  // 16 channels >= 8
+  ir::verify(out);
+  std::vector<std::string> names = kernel_names(out);
+  ASSERT_GE(names.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 4, names.end()),
+            (std::vector<std::string>{"grad_input_bin_grad_output_transposed",
+                                      "grad_input_gather", "grad_input", "grad_grid"}));
+  // grad_output (N, C, H_out, W_out) copied as (N, H_out, W_out, C), in its own dtype.
+  ir::Tensor copy = out.find_tensor("grad_input_bin_grad_output_transposed");
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(copy->shape, (std::vector<int64_t>{2, 4, 3, 16}));
+  EXPECT_EQ(copy->dtype, DType::kBF16);
+  ir::Tensor gathered = out.find_tensor("grad_input_bin_gathered");
+  ASSERT_TRUE(gathered);
+  EXPECT_EQ(gathered->shape, (std::vector<int64_t>{2, 6, 5, 16}));
+  const ir::Stage& gather = out.kernels[names.size() - 3].stages[0];
+  EXPECT_EQ(gather.target, gathered);
+  EXPECT_EQ(gather.domain.back().var.name_hint(), "c");
+  const std::string text = ir::to_string(gather.value);
+  EXPECT_NE(text.find("grad_input_bin_grad_output_transposed["), std::string::npos) << text;
+  EXPECT_EQ(text.find("grad_output["), std::string::npos) << text;
+  // The last kernel before grad_grid copies the gathered values into grad_input's layout.
+  const ir::Stage& copy_back = out.kernels[names.size() - 2].stages[0];
+  EXPECT_EQ(copy_back.target->name, "grad_input");
+  EXPECT_EQ(copy_back.value.kind(), ir::ExprKind::kLoad);
+  // Below the threshold, or with it off, the gather writes grad_input directly.
+  BinnedGatherOptions off;
+  off.channels_last_min = 0;
+  ir::Program planar = lower_scatter_to_binned_gather(p, nullptr, off);
+  EXPECT_FALSE(planar.find_tensor("grad_input_bin_gathered"));
+  EXPECT_EQ(kernel_names(planar).size(), names.size() - 2);
+  BinnedGatherOptions high;
+  high.channels_last_min = 17;
+  EXPECT_FALSE(lower_scatter_to_binned_gather(p, nullptr, high).find_tensor(
+      "grad_input_bin_gathered"));
+  LowerOptions negative;
+  negative.binned_channels_last_min = -1;
+  EXPECT_THROW(lower(p, negative), Error);
+}
+
 TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
   for (const char* spec :
        {"grid_sampler_2d_backward dtype=bf16 input_size=1,2,5,7 output_size=4,3 "
