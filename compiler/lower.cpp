@@ -8,6 +8,7 @@
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_scatter_to_atomics.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
@@ -77,6 +78,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "[1, 64], got " + std::to_string(options.partial_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.gathered_rows_min < 0) {
+    throw Error("LowerOptions.gathered_rows_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.gathered_rows_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_channels_last_min < 0) {
     throw Error("LowerOptions.binned_channels_last_min: expected 0 (never) or a number of "
                 "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
@@ -100,6 +106,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
+    return copy_gathered_rows_innermost(x, options.gathered_rows_min);
+  });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   ScheduleNotes notes, cooperative_notes;
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {

@@ -3,6 +3,7 @@
 //
 //   verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
+//          -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
 //          -> emit_cuda (one unit per kernel)
 //
@@ -54,6 +55,9 @@ struct LowerOptions {
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 8;
+  /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
+  /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
+  int64_t gathered_rows_min = 8;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

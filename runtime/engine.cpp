@@ -82,6 +82,7 @@ struct TuningKnobs {
   int partial_unroll = 0;
   std::string reduction_schedule = "auto";
   int binned_channels_last_min = 8;
+  int gathered_rows_min = 8;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -129,6 +130,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.binned_channels_last_min = integer_knob(
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 8, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
+  knobs.gathered_rows_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_ROWS", 8, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -416,6 +420,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
+  options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

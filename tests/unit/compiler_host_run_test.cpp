@@ -39,6 +39,7 @@
 #include "compiler/launch_geometry.h"
 #include "compiler/lower.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
@@ -222,8 +223,11 @@ struct Variant {
     Variant v(0, block_size, 0, false);
     v.binned = true;
     v.channels_last_min = channels_last_min;
+    v.gathered_rows_min = channels_last_min;
     return v;
   }
+  /// copy_gathered_rows_innermost's min_extent (0: not run).
+  int64_t gathered_rows_min = 0;
   int64_t channels_last_min = 8;
   int width = 1;
   int block_size = 0;
@@ -242,7 +246,8 @@ struct Variant {
   bool binned = false;
 
   std::string label() const {
-    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
+    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") +
+           "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction;
   }
@@ -263,6 +268,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     p = lower_scatter_to_binned_gather(p, &claims, binned);
   }
   p = lower_scatter_to_atomics(p);
+  p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);

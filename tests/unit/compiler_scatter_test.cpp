@@ -9,6 +9,7 @@
 #include <random>
 
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower.h"
 #include "compiler/lower_scatter_to_atomics.h"
@@ -543,6 +544,50 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   LowerOptions negative;
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);
+}
+
+// --- copy_gathered_rows_innermost -----------------------------------------------------------
+
+TEST(GatheredRowsInnermost, GradGridReadsInputWithChannelsLast) {
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,9,5,7 output_size=4,3 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,8,4,4 output_size=5,3 "
+        "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,8,3,4,5 output_size=3,2,4 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=false"}) {
+    ir::Program p = ops::parse_specialization(spec).build_program();
+    ir::Program out = copy_gathered_rows_innermost(p, 8);
+    ir::verify(out);
+    // One copy, right before grad_grid: input with its channel component last.
+    ir::Tensor rows = out.find_tensor("input_rows");
+    ASSERT_TRUE(rows) << spec;
+    std::vector<int64_t> shape = p.find_tensor("input")->shape;
+    shape.push_back(shape[1]);
+    shape.erase(shape.begin() + 1);
+    EXPECT_EQ(rows->shape, shape) << spec;
+    std::vector<std::string> names = kernel_names(out);
+    ASSERT_EQ(names.size(), p.kernels.size() + 1) << spec;
+    EXPECT_EQ(names[names.size() - 2], "input_rows") << spec;
+    EXPECT_EQ(names.back(), "grad_grid") << spec;
+    const std::string text = ir::to_string(out.kernels.back().stages[0].value);
+    EXPECT_EQ(text.find("input["), std::string::npos) << text;
+    // grad_output is read at plain (n, c, h, w): not a data-dependent read, left alone.
+    EXPECT_NE(text.find("grad_output["), std::string::npos) << text;
+    expect_same_results(p, out);
+    // Reduced axes shorter than the minimum, or the pass off: the very same program.
+    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 10), p)) << spec;
+    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 0), p)) << spec;
+  }
+  // Loads whose indices do not read memory stay (upsample's gathers).
+  ir::Program up = ops::parse_specialization(
+                       "upsample_nearest2d_backward dtype=f32 input_size=2,16,4,4 "
+                       "output_size=8,8")
+                       .build_program();
+  EXPECT_TRUE(same_program(copy_gathered_rows_innermost(up, 1), up));
+  LowerOptions negative;
+  negative.gathered_rows_min = -1;
+  EXPECT_THROW(lower(up, negative), Error);
 }
 
 TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
