@@ -54,10 +54,10 @@ struct LowerOptions {
   std::string reduction_schedule = "auto";
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
-  int64_t binned_channels_last_min = 8;
+  int64_t binned_channels_last_min = 2;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
-  int64_t gathered_rows_min = 8;
+  int64_t gathered_rows_min = 2;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

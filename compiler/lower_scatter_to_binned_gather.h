@@ -54,7 +54,7 @@ using ClaimSlotTensors = std::map<std::string, std::string>;
 struct BinnedGatherOptions {
   /// The fewest broadcast elements per cell (product of the broadcast extents) for which the
   /// gather uses the broadcast-innermost layout; 0 never uses it. LowerOptions carries it.
-  int64_t channels_last_min = 8;
+  int64_t channels_last_min = 2;
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;

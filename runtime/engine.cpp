@@ -81,8 +81,8 @@ struct TuningKnobs {
   int split_threads_log2 = 0;
   int partial_unroll = 0;
   std::string reduction_schedule = "auto";
-  int binned_channels_last_min = 8;
-  int gathered_rows_min = 8;
+  int binned_channels_last_min = 2;
+  int gathered_rows_min = 2;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -128,10 +128,10 @@ TuningKnobs read_tuning_knobs() {
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
   knobs.binned_channels_last_min = integer_knob(
-      "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 8, [](int v) { return v >= 0; },
+      "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   knobs.gathered_rows_min = integer_knob(
-      "ADJOINT_TUNE_GATHERED_ROWS", 8, [](int v) { return v >= 0; },
+      "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it

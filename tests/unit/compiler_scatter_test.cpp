@@ -471,7 +471,9 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
                       "interpolation_mode=bicubic padding_mode=zeros align_corners=false")
                       .build_program();
   ClaimSlotTensors claims;
-  ir::Program out = lower_scatter_to_binned_gather(p, &claims);
+  BinnedGatherOptions planar;  // the gather in grad_input's own layout
+  planar.channels_last_min = 0;
+  ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
   // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
   EXPECT_EQ(kernel_names(out),
@@ -506,7 +508,7 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
                       "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=4,3 "
                       "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
                       .build_program();
-  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);  // 16 channels >= 8
+  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);  // 16 channels >= 2
   ir::verify(out);
   std::vector<std::string> names = kernel_names(out);
   ASSERT_GE(names.size(), 5u);
