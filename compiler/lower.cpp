@@ -98,11 +98,12 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims, binned_options);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
@@ -139,10 +140,14 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
+    if (auto store = stores.find(kernel.name); store != stores.end())
+      emit_options.store_scatter_target = store->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
-      if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
+      if (stage.kind == ir::StageKind::kScatterAdd &&
+          stage.target->name != emit_options.store_scatter_target &&
+          zeroed.insert(stage.target->name).second) {
         compiled.zero_before.push_back(stage.target->name);
       }
     }

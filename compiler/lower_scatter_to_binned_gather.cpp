@@ -264,7 +264,7 @@ class Rewriter {
   /// Rewrites `stage` (the only stage of `kernel`) into kernels appended to `kernels`.
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
-               const BinnedGatherOptions& options) {
+               const BinnedGatherOptions& options, StoreScatterTargets* stores) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr true_ = Expr(int64_t{0}) == Expr(int64_t{0});
@@ -291,6 +291,7 @@ class Rewriter {
                          condition)},
         {}});
     if (claims) (*claims)[fill_name] = count->name;
+    if (stores) (*stores)[fill_name] = unsorted->name;
     // Sort: slot p's record goes to its rank (by id) within its bucket.
     Tensor sorted = temporary(prefix + "_sorted", b.records);
     {
@@ -304,6 +305,7 @@ class Rewriter {
                   ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
                              ir::constant(DType::kI32, 0)),
                   DType::kI32);
+      if (stores) (*stores)[prefix + "_sort"] = sorted->name;
       kernels.push_back(ir::Kernel{
           prefix + "_sort",
           {ir::scatter_add(sorted, {begin + as_i64(rank)}, record,
@@ -437,7 +439,8 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
 }  // namespace
 
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
-                                           const BinnedGatherOptions& options) {
+                                           const BinnedGatherOptions& options,
+                                           StoreScatterTargets* stores) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -454,7 +457,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       out.kernels.push_back(kernel);
       continue;
     }
-    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options);
+    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores);
     changed = true;
   }
   return changed ? out : program;

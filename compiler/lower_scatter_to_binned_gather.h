@@ -34,7 +34,10 @@
 //   <kernel>_gather      T's cells x broadcast indices, the same serial sums as below
 //   <kernel>             T = the gathered values in T's own layout (a copy: the same bits)
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
-// bin_count stands for the claim); `claim_slot_tensors` names it for the emitter.
+// bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
+// sort scatters write every slot at most once, so they are plain stores into unzeroed
+// temporaries (StoreScatterTargets); slots past the last filled one stay unwritten and are
+// read only where the factors' guard discards them (clamped into range first).
 //
 // Applies to a scatter that is the only stage of its kernel and the only writer of its target,
 // whose target is not an input and is read by no earlier kernel, with fewer than 2^31 records
@@ -50,6 +53,9 @@ namespace adjoint::compiler {
 
 /// Kernel name -> the tensor whose loads in that kernel are slot claims (EmitOptions).
 using ClaimSlotTensors = std::map<std::string, std::string>;
+/// Kernel name -> the target its scatter writes at distinct elements (EmitOptions::
+/// store_scatter_target): the fill and sort kernels.
+using StoreScatterTargets = std::map<std::string, std::string>;
 
 struct BinnedGatherOptions {
   /// The fewest broadcast elements per cell (product of the broadcast extents) for which the
@@ -58,8 +64,11 @@ struct BinnedGatherOptions {
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
-/// fills `claims` (may be null) for the fill kernels it adds.
+/// fills `claims` (may be null) for the fill kernels it adds, and `stores` (may be null) for
+/// the fill and sort kernels. Without `stores` those scatters stay atomic adds into zeroed
+/// slots, which gives the same result.
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
-                                           const BinnedGatherOptions& options = {});
+                                           const BinnedGatherOptions& options = {},
+                                           StoreScatterTargets* stores = nullptr);
 
 }  // namespace adjoint::compiler

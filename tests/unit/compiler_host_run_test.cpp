@@ -262,10 +262,11 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   ClaimSlotTensors claims;
+  StoreScatterTargets stores;
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
-    p = lower_scatter_to_binned_gather(p, &claims, binned);
+    p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
@@ -302,6 +303,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     EmitOptions options{variant.streaming};
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
+    if (auto store = stores.find(p.kernels[k].name); store != stores.end())
+      options.store_scatter_target = store->second;
     kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k), options));
   }
   return kernels;
