@@ -19,6 +19,9 @@ using ir::Expr;
 using ir::Tensor;
 using ir::Var;
 
+/// The memory sector: the unit of a global load's transfer on NVIDIA GPUs.
+constexpr int64_t kSectorBytes = 32;
+
 int64_t constant_of(const Expr& e) {
   auto* c = e.as<ir::IntConstNode>();
   return c ? c->value : -1;
@@ -69,6 +72,7 @@ class RowsInnermost : public ir::ExprMutator {
         }
       }
       if (row < 0 || row == rank - 1 || other_uses || !data_dependent) continue;
+      if (n.tensor->shape[row] * ir::dtype_bytes(n.tensor->dtype) > kSectorBytes) continue;
       std::vector<int> order;
       for (int j = 0; j < rank; ++j) {
         if (j != row) order.push_back(j);

@@ -352,7 +352,8 @@ class Rewriter {
       broadcast_vars.push_back(vars[j].get());
     }
     const bool innermost = options.channels_last_min > 0 && !broadcast_vars.empty() &&
-                           broadcast_elements >= options.channels_last_min;
+                           broadcast_elements >= options.channels_last_min &&
+                           b.records >= options.records_per_cell_min * b.cells;
     if (innermost) {
       std::map<std::pair<std::string, std::vector<int>>, Tensor> copies;
       BroadcastInnermost transposer(broadcast_vars, [&](const Tensor& x,

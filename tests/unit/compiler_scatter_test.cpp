@@ -505,10 +505,11 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
 
 TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   ir::Program p = ops::parse_specialization(
-                      "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=4,3 "
+                      "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=8,6 "
                       "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
                       .build_program();
-  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);  // 16 channels >= 2
+  // 16 channels >= 2, and 2 x 8 x 6 x 4 = 384 records >= 2 per cell (2 x 6 x 5 = 60 cells).
+  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);
   ir::verify(out);
   std::vector<std::string> names = kernel_names(out);
   ASSERT_GE(names.size(), 5u);
@@ -518,7 +519,7 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   // grad_output (N, C, H_out, W_out) copied as (N, H_out, W_out, C), in its own dtype.
   ir::Tensor copy = out.find_tensor("grad_input_bin_grad_output_transposed");
   ASSERT_TRUE(copy);
-  EXPECT_EQ(copy->shape, (std::vector<int64_t>{2, 4, 3, 16}));
+  EXPECT_EQ(copy->shape, (std::vector<int64_t>{2, 8, 6, 16}));
   EXPECT_EQ(copy->dtype, DType::kBF16);
   ir::Tensor gathered = out.find_tensor("grad_input_bin_gathered");
   ASSERT_TRUE(gathered);
@@ -543,6 +544,17 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   high.channels_last_min = 17;
   EXPECT_FALSE(lower_scatter_to_binned_gather(p, nullptr, high).find_tensor(
       "grad_input_bin_gathered"));
+  // Nearest on the same shapes: 96 records for 60 cells, too few to pay for the copies.
+  ir::Program nearest = ops::parse_specialization(
+                            "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 "
+                            "output_size=8,6 interpolation_mode=nearest")
+                            .build_program();
+  EXPECT_FALSE(lower_scatter_to_binned_gather(nearest, nullptr).find_tensor(
+      "grad_input_bin_gathered"));
+  BinnedGatherOptions any_records;
+  any_records.records_per_cell_min = 0;
+  EXPECT_TRUE(lower_scatter_to_binned_gather(nearest, nullptr, any_records)
+                  .find_tensor("grad_input_bin_gathered"));
   LowerOptions negative;
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);
@@ -552,14 +564,16 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
 
 TEST(GatheredRowsInnermost, GradGridReadsInputWithChannelsLast) {
   for (const char* spec :
-       {"grid_sampler_2d_backward dtype=f32 input_size=2,9,5,7 output_size=4,3 "
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,8,5,7 output_size=4,3 "
         "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
-        "grid_sampler_2d_backward dtype=f64 input_size=1,8,4,4 output_size=5,3 "
+        "grid_sampler_2d_backward dtype=f64 input_size=1,4,4,4 output_size=5,3 "
         "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,16,4,4 output_size=5,3 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
         "grid_sampler_3d_backward dtype=f32 input_size=1,8,3,4,5 output_size=3,2,4 "
         "interpolation_mode=bilinear padding_mode=border align_corners=false"}) {
     ir::Program p = ops::parse_specialization(spec).build_program();
-    ir::Program out = copy_gathered_rows_innermost(p, 8);
+    ir::Program out = copy_gathered_rows_innermost(p, 2);  // rows of 32 bytes: one sector
     ir::verify(out);
     // One copy, right before grad_grid: input with its channel component last.
     ir::Tensor rows = out.find_tensor("input_rows");
@@ -578,9 +592,15 @@ TEST(GatheredRowsInnermost, GradGridReadsInputWithChannelsLast) {
     EXPECT_NE(text.find("grad_output["), std::string::npos) << text;
     expect_same_results(p, out);
     // Reduced axes shorter than the minimum, or the pass off: the very same program.
-    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 10), p)) << spec;
+    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 17), p)) << spec;
     EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 0), p)) << spec;
   }
+  // Rows longer than one 32-byte sector stay in place (9 f32 channels: 36 bytes).
+  ir::Program wide = ops::parse_specialization(
+                         "grid_sampler_2d_backward dtype=f32 input_size=2,9,5,7 output_size=4,3 "
+                         "interpolation_mode=bilinear")
+                         .build_program();
+  EXPECT_TRUE(same_program(copy_gathered_rows_innermost(wide, 2), wide));
   // Loads whose indices do not read memory stay (upsample's gathers).
   ir::Program up = ops::parse_specialization(
                        "upsample_nearest2d_backward dtype=f32 input_size=2,16,4,4 "
