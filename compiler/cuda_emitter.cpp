@@ -49,6 +49,11 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     head.line("// Each thread computes " + std::to_string(vector_->width) +
               " consecutive points of " +
               kernel_.stages.front().domain[vector_->axis].var.name_hint() + ".");
+    if (tile_)
+      head.line("// Thread tile: each thread also computes " + std::to_string(tile_->points) +
+                " consecutive points of " +
+                kernel_.stages.front().domain[tile_->axis].var.name_hint() +
+                "; their reductions share one loop, so what they read in common is read once.");
     if (options_.streaming_loads || options_.streaming_stores)
       head.line(std::string("// Streaming cache hints (evict first) on ") +
                 (options_.streaming_loads && options_.streaming_stores ? "span loads and group stores."

@@ -7,6 +7,7 @@
 
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
+#include "compiler/thread_tiles.h"
 #include "compiler/vector_groups.h"
 #include "ir/error.h"
 
@@ -51,9 +52,16 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
     if (!kernel.grid.is_set) {
       // reduction_schedule's choice: warp lanes with their own vector width
       const int lanes = kernel.grid.reduction_lanes, width = kernel.grid.vector_width;
+      const int tile_axis = kernel.grid.tile_axis, tile = kernel.grid.tile_points;
       kernel.grid = default_grid(domain_extents(kernel).size(), block_size);
       kernel.grid.reduction_lanes = lanes;
       kernel.grid.vector_width = lanes > 1 ? width : derived_vector_width(kernel, group_bytes);
+      // thread_tiles' choice: R points of its axis, R x V accumulators at most
+      kernel.grid.tile_axis = tile_axis;
+      kernel.grid.tile_points = tile;
+      while (tile > 1 && kernel.grid.vector_width > 1 &&
+             tile * kernel.grid.vector_width > ThreadTileOptions{}.max_accumulators)
+        kernel.grid.vector_width /= 2;
       changed = true;
     }
     launch_dims(kernel);  // throws, naming the kernel, unless the launch covers the domain

@@ -65,6 +65,7 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     return;
   }
   const int64_t vector_width = kernel_.grid.vector_width;
+  const int64_t tile_points = kernel_.grid.tile_points;
   const std::string lanes = std::to_string(m.lanes);
   const std::string count = std::to_string(m.linear_points);
   const int64_t per_index = m.thread_points * m.reduction_lanes;
@@ -89,6 +90,7 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   for (size_t i = m.linear_axes.size(); i-- > 0;) {
     int axis = m.linear_axes[i];
     int64_t extent = extents[axis] / (i + 1 == m.linear_axes.size() ? vector_width : 1);
+    if (tile_points > 1 && axis == kernel_.grid.tile_axis) extent /= tile_points;
     std::string v = divisor == 1 ? linear : linear + " / " + std::to_string(divisor);
     decoded[i] = extent == 1 && i != 0 ? "0" : (i == 0 ? v : v + " % " + std::to_string(extent));
     divisor *= extent;
@@ -102,7 +104,20 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   decode_blocks();
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
     int axis = m.linear_axes[i];
-    if (i + 1 == m.linear_axes.size() && vector_width > 1) {
+    if (tile_points > 1 && axis == kernel_.grid.tile_axis) {
+      ThreadTile tile;
+      tile.axis = axis;
+      tile.points = tile_points;
+      tile.base = names_.fresh(names[axis] + "_base");
+      tile.base_var = ir::Var(tile.base);
+      tile.index = names_.fresh("r");
+      tile.extent = extents[axis];
+      var_names_[tile.base_var.get()] = tile.base;
+      var_levels_[tile.base_var.get()] = 0;
+      bounds_.bind(tile.base_var.get(), Interval{0, extents[axis] - tile_points});
+      pending.emplace_back(tile.base, decoded[i] + " * " + std::to_string(tile_points));
+      tile_ = std::move(tile);
+    } else if (i + 1 == m.linear_axes.size() && (vector_width > 1 || tile_points > 1)) {
       VectorGroup group;
       group.axis = axis;
       group.width = vector_width;

@@ -33,6 +33,17 @@ bool reads_memory(const Expr& e) {
   return reads;
 }
 
+/// True when `t`'s strides already make `order` its row-major layout (extent-1 components aside).
+bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
+  std::vector<int64_t> permuted;
+  for (int k : order) permuted.push_back(t.shape[k]);
+  const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
+  }
+  return true;
+}
+
 /// Rewrites the qualifying loads of one kernel; `copy(tensor, order)` makes (or reuses) the
 /// copy whose component k is the tensor's component order[k].
 class RowsInnermost : public ir::ExprMutator {
@@ -78,6 +89,7 @@ class RowsInnermost : public ir::ExprMutator {
         if (j != row) order.push_back(j);
       }
       order.push_back(row);
+      if (laid_out(*n.tensor, order)) return rewritten;  // read in place: rows already there
       std::vector<Expr> indices;
       for (int k : order) indices.push_back(load.indices[k]);
       return ir::load(copy_(n.tensor, order), std::move(indices));

@@ -240,6 +240,36 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   bool uses_memory_helpers_ = false;
   LaunchDims launch_;
   std::optional<VectorGroup> vector_;
+  /// A thread tile (GridConfig::tile_points > 1, see thread_tiles.h): each thread computes the
+  /// points a_base + r, r < points, of domain axis `axis` besides its vector group; group
+  /// reductions keep acc[points][V] and run the tile loop inside their loops.
+  struct ThreadTile {
+    int axis = -1;
+    int64_t points = 1;
+    std::string base;   ///< the name of a_base
+    ir::Var base_var;   ///< a_base as an IR variable
+    std::string index;  ///< the name of the tile loop's variable r
+    int64_t extent = 1; ///< the tile axis' extent
+    const ir::VarNode* var = nullptr;  ///< the current stage's variable of the tile axis
+  };
+  std::optional<ThreadTile> tile_;
+  std::string tile_name_;  ///< the current stage's name of the tile axis' variable
+  /// With a tile, emit_spans loads only the spans whose load moves with the tile axis (true,
+  /// inside the tile loop) or only those that do not, and the tile spans: loads contiguous
+  /// along the tile axis alone, R elements from a_base (false, once before it).
+  std::optional<bool> spans_moving_with_tile_;
+  /// The partial unroll factor of a tiled group reduction's long constant loops.
+  int tile_loop_unroll() const;
+  /// emit_spans of `e`, split around the tile loop (see spans_moving_with_tile_).
+  void emit_tile_spans(const ir::Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
+                       bool moving);
+  void emit_group_values(const ir::Stage& stage, const std::vector<std::string>& axis_names,
+                         const std::vector<std::string>& group_point, const ir::VarNode* x,
+                         const std::string& x_name);
+  /// Emits `body` inside the unrolled tile loop with the tile axis' variable bound to
+  /// a_base + r (or `body` alone without a tile).
+  void for_each_tile_point(const ir::VarNode* a, const std::string& a_name,
+                           const std::function<void()>& body);
   /// Reductions of the current stage computed for a whole group: node -> accumulator array.
   std::unordered_map<const ir::ExprNode*, std::string> group_reductions_;
   std::unordered_map<int, Span> spans_;  ///< by structural id of the load

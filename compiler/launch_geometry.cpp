@@ -38,6 +38,7 @@ GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfi
     }
   }
   if (config.vector_width > 1) m.linear_points /= config.vector_width;
+  if (config.tile_points > 1) m.linear_points /= config.tile_points;
   m.reduction_lanes = std::max(config.reduction_lanes, 1);
   m.lanes = m.thread_points > 0
                 ? std::max<int64_t>(config.block_size / (m.thread_points * m.reduction_lanes), 1)
@@ -137,6 +138,21 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
            ") is not a multiple of the vector width " + str(config.vector_width) +
            ": its tail would be dropped");
     }
+  }
+  if (config.tile_points < 1) fail("thread tile of " + str(config.tile_points) + " points");
+  if (config.tile_points > 1) {
+    const int axis = config.tile_axis;
+    if (axis < 0 || static_cast<size_t>(axis) >= extents.size() ||
+        std::find(m.linear_axes.begin(), m.linear_axes.end(), axis) == m.linear_axes.end())
+      fail("the thread tile's axis " + str(axis) + " is not a linear axis");
+    if (axis == m.linear_axes.back())
+      fail("the thread tile's axis " + str(axis) + " is the innermost linear axis, which the " +
+           "vector group owns");
+    if (extents[axis] % config.tile_points != 0) {
+      fail("the thread tile's axis (extent " + str(extents[axis]) + ") is not a multiple of " +
+           "the tile of " + str(config.tile_points) + " points: its tail would be dropped");
+    }
+    if (config.reduction_lanes != 1) fail("a thread tile with cooperative reduction lanes");
   }
   if (config.reduction_lanes != 1) {
     if (config.reduction_lanes != 32)

@@ -18,6 +18,10 @@
 //     linear = blockIdx.x * (block_size / L) + threadIdx.x / L, lane = threadIdx.x % L; the
 //     lanes share the point, split its reductions (lane l takes iterations l, l + L, ...) and
 //     lane 0 stores. Every point still runs once: once per warp.
+//   - thread tile R (GridConfig::tile_points > 1, on a linear axis a other than the innermost,
+//     R dividing its extent): axis a counts tiles of R points in the flattening, and each
+//     linear index covers the R points a_base + r, r < R, a_base = R * (its tile), each with
+//     its vector group: R * vector_width points per linear index, each once.
 // Without linear axes, threads with threadIdx.x >= T do nothing.
 #pragma once
 

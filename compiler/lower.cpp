@@ -18,6 +18,7 @@
 #include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
+#include "compiler/thread_tiles.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -72,7 +73,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
+  split_options.tiles.forced_points = options.thread_tile;
   check_reduction_split_options(split_options);
+  check_thread_tile_options(split_options.tiles);
   if (options.partial_unroll < 0 || options.partial_unroll > 64) {
     throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "
                 "[1, 64], got " + std::to_string(options.partial_unroll),
@@ -117,6 +120,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   });
   p = passes.run("split_reductions", p, [&](const ir::Program& x) {
     return split_reductions(x, split_options, &notes);
+  });
+  p = passes.run("choose_thread_tiles", p, [&](const ir::Program& x) {
+    return choose_thread_tiles(x, split_options.tiles, &notes);
   });
   p = passes.run("derive_grid", p,
                  [&](const ir::Program& x) { return derive_grid(x, grid_options); });

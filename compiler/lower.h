@@ -58,6 +58,9 @@ struct LowerOptions {
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
+  /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
+  int thread_tile = -1;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -200,6 +200,15 @@ class BroadcastInnermost : public ir::ExprMutator {
     }
     if (order.empty()) return ExprMutator::visit_Load(n, self);  // already contiguous rows
     order.insert(order.end(), last.begin(), last.end());
+    // Already laid out that way (a channels-last input read in place): no copy needed.
+    std::vector<int64_t> permuted;
+    for (int k : order) permuted.push_back(n.tensor->shape[k]);
+    const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
+    bool laid_out = true;
+    for (size_t k = 0; k < order.size(); ++k) {
+      laid_out &= permuted[k] == 1 || n.tensor->strides[order[k]] == wanted[k];
+    }
+    if (laid_out) return ExprMutator::visit_Load(n, self);
     std::vector<Expr> indices;
     for (int k : order) indices.push_back(mutate(n.indices[k]));
     return ir::load(transposed_(n.tensor, order), std::move(indices));

@@ -137,6 +137,7 @@ void check_reduction_split_options(const ReductionSplitOptions& options) {
 ir::Program split_reductions(const ir::Program& program, const ReductionSplitOptions& options,
                              ScheduleNotes* notes) {
   check_reduction_split_options(options);
+  check_thread_tile_options(options.tiles);
   ir::Program out = program;
   out.kernels.clear();
   bool changed = false;
@@ -149,6 +150,13 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
     int64_t points = 1;
     for (int64_t e : extents) points *= e;
     const std::vector<ir::Tensor> written = tensors_written(kernel);
+    // The tile thread_tiles will give the partials kernel (its parallelism is the split's).
+    ThreadTileOptions tile_options = options.tiles;
+    tile_options.min_threads = 1;
+    const int64_t tile = choose_thread_tile(kernel, tile_options).points;
+    const int64_t target =
+        tile > 1 ? std::max<int64_t>(options.target_threads / options.tiled_thread_divisor, 1)
+                 : options.target_threads;
     ir::Kernel rewritten = kernel;
     std::vector<std::string> lines;
     for (ir::Stage& stage : rewritten.stages) {
@@ -174,15 +182,17 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         } else if (trips(*r) < options.min_trips) {
           why = "fewer than " + std::to_string(options.min_trips) + " iterations";
         } else {
-          while (points * partials < options.target_threads &&
-                 partials * 2 <= options.max_partials && extent % (partials * 2) == 0 &&
-                 extent / (partials * 2) >= options.min_iterations)
+          while (points * partials / tile < target && partials * 2 <= options.max_partials &&
+                 extent % (partials * 2) == 0 && extent / (partials * 2) >= options.min_iterations)
             partials *= 2;
-          why = points >= options.target_threads
-                    ? "the domain alone fills the GPU (" + std::to_string(points) + " >= " +
-                          std::to_string(options.target_threads) + " threads)"
-                    : "domain points x G reach " + std::to_string(points * partials) +
-                          " threads (target " + std::to_string(options.target_threads) + ")";
+          const std::string tiled =
+              tile > 1 ? " / a thread tile of " + std::to_string(tile) : std::string();
+          why = points / tile >= target
+                    ? "the domain alone fills the GPU (" + std::to_string(points) + tiled +
+                          " >= " + std::to_string(target) + " threads)"
+                    : "domain points x G" + tiled + " reach " +
+                          std::to_string(points * partials / tile) + " threads (target " +
+                          std::to_string(target) + ")";
         }
         if (partials < 2) {
           lines.push_back(what + ": serial in the thread (" + why + ")");

@@ -14,6 +14,8 @@
 #include <map>
 #include <string>
 
+#include "compiler/schedule_notes.h"
+#include "compiler/thread_tiles.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -30,10 +32,13 @@ struct ReductionSplitOptions {
   int64_t min_trips = 512;
   /// The largest derived G.
   int64_t max_partials = 1024;
+  /// A kernel that thread_tiles will tile (R points per thread) counts points x G / R threads
+  /// and aims at target_threads / tiled_thread_divisor of them: each tiled thread keeps R x V
+  /// accumulators busy, and every partial costs the whole output again in traffic.
+  ThreadTileOptions tiles;
+  int64_t tiled_thread_divisor = 8;
 };
 
-/// kernel name -> the schedule its reductions use and why (one line each, for the dumps).
-using ScheduleNotes = std::map<std::string, std::string>;
 
 /// Throws adjoint::Error (kInvalidArgument) for a forced_partials below -1 or above 4096, or a
 /// target_threads that is not a power of two in [2^10, 2^24].

@@ -158,15 +158,20 @@ class Printer : public ExprFunctor<std::string> {
 
 std::string grid_string(const GridConfig& g) {
   if (!g.is_set) {
-    return g.reduction_lanes == 1
-               ? "grid(derived)"
-               : "grid(derived; reduction lanes " + std::to_string(g.reduction_lanes) + ")";
+    std::string extra;
+    if (g.reduction_lanes != 1) extra += "reduction lanes " + std::to_string(g.reduction_lanes);
+    if (g.tile_points > 1)
+      extra += (extra.empty() ? "" : ", ") + std::string("tile axis ") +
+               std::to_string(g.tile_axis) + " x " + std::to_string(g.tile_points);
+    return extra.empty() ? "grid(derived)" : "grid(derived; " + extra + ")";
   }
   std::vector<std::string> b;
   for (AxisBinding x : g.bindings) b.emplace_back(axis_binding_name(x));
   std::string s = "grid(" + join(b) + "; block " + std::to_string(g.block_size);
   if (g.vector_width != 1) s += ", vector " + std::to_string(g.vector_width);
   if (g.reduction_lanes != 1) s += ", reduction lanes " + std::to_string(g.reduction_lanes);
+  if (g.tile_points > 1)
+    s += ", tile axis " + std::to_string(g.tile_axis) + " x " + std::to_string(g.tile_points);
   return s + ")";
 }
 

@@ -58,6 +58,12 @@ struct GridConfig {
   /// tree). 32 needs every axis linear (compiler/reduction_schedule.h); with a vector width V
   /// the warp computes V points of the innermost axis, one accumulator each.
   int reduction_lanes = 1;
+  /// Thread tile (compiler/thread_tiles.h): with tile_points R > 1, each thread computes R
+  /// consecutive points of domain axis `tile_axis` (a linear axis, not the innermost; R divides
+  /// its extent) besides its vector group, so that what the R points read in common inside a
+  /// reduction is read once for all of them. -1 / 1: no tile.
+  int tile_axis = -1;
+  int tile_points = 1;
 };
 
 struct Kernel {

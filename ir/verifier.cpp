@@ -135,6 +135,20 @@ class Verifier {
         fail("grid: cooperative reduction lanes", "every axis linear and a block of whole warps",
              "a grid of " + std::to_string(g.block_size) + " threads or other bindings");
     }
+    if (g.tile_points < 1)
+      fail("grid: invalid thread tile", "at least 1 point", std::to_string(g.tile_points));
+    if (g.tile_points > 1) {
+      const bool axis_ok = g.tile_axis >= 0 && static_cast<size_t>(g.tile_axis) < domain.size();
+      if (!axis_ok)
+        fail("grid: thread tile axis", "a domain axis", std::to_string(g.tile_axis));
+      int64_t extent = domain[g.tile_axis].extent.as<IntConstNode>()->value;
+      if (g.bindings[g.tile_axis] != AxisBinding::kLinear || extent % g.tile_points != 0)
+        fail("grid: thread tile axis " + std::to_string(g.tile_axis),
+             "a linear axis whose extent the tile divides",
+             "extent " + std::to_string(extent) + ", tile " + std::to_string(g.tile_points));
+      if (g.reduction_lanes > 1)
+        fail("grid: thread tile", "no cooperative reduction lanes", "reduction lanes");
+    }
   }
 
   void check_stage(const Stage& s, const std::vector<Axis>& kernel_domain) {

@@ -5,6 +5,7 @@
 // coordinate). The backward kernels are then the adjoint of "output = sum over taps of weight *
 // input[tap]": a scatter_add into grad_input and a sum over channels and taps for grad_grid.
 #include "ops/grid_sampler.h"
+#include "ops/input_strides.h"
 #include "ops/shape_checks.h"
 
 #include <string>
@@ -168,12 +169,22 @@ struct Sampler {
   Expr scale_x, scale_y;  ///< d source / d grid, when it is a constant
 };
 
+std::vector<int64_t> grad_output_shape(const GridSampler2dParams& p) {
+  return {p.batch, p.channels, p.output_height, p.output_width};
+}
+std::vector<int64_t> input_shape(const GridSampler2dParams& p) {
+  return {p.batch, p.channels, p.input_height, p.input_width};
+}
+std::vector<int64_t> grid_shape(const GridSampler2dParams& p) {
+  return {p.batch, p.output_height, p.output_width, 2};
+}
+
 Sampler declare_sampler(ir::ProgramBuilder& b, const GridSampler2dParams& p) {
   Sampler s;
   s.p = p;
   s.compute = ir::default_accumulation(p.dtype);
-  s.input = b.input("input", p.dtype, {p.batch, p.channels, p.input_height, p.input_width});
-  s.grid = b.input("grid", p.dtype, {p.batch, p.output_height, p.output_width, 2});
+  s.input = b.input("input", p.dtype, input_shape(p), p.input_strides);
+  s.grid = b.input("grid", p.dtype, grid_shape(p), p.grid_strides);
   return s;
 }
 
@@ -325,6 +336,9 @@ OpDefinition grid_sampler_2d_backward_definition() {
        "1,1",
        "which gradients are wanted (grad_input, grad_grid); grad_grid is always produced",
        {}},
+      input_strides_attribute("grad_output"),
+      input_strides_attribute("input"),
+      input_strides_attribute("grid"),
   };
   op.build = build_from_spec;
   op.examples = {
@@ -336,6 +350,8 @@ OpDefinition grid_sampler_2d_backward_definition() {
       "interpolation_mode=nearest padding_mode=border output_mask=0,1",
       "grid_sampler_2d_backward dtype=f64 input_size=1,3,8,8 output_size=16,16 "
       "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+      "grid_sampler_2d_backward dtype=f32 input_size=2,3,5,6 output_size=4,7 "
+      "grad_output_strides=84,1,21,3 grid_strides=28,7,1,56",
       "grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 "
       "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
   };
@@ -370,6 +386,9 @@ GridSampler2dParams grid_sampler_2d_params(const Specialization& spec) {
                                      spec.raw("output_mask") + "'");
   }
   p.compute_grad_input = mask[0] == 1;
+  p.grad_output_strides = input_strides(spec, "grad_output", grad_output_shape(p), {});
+  p.input_strides = input_strides(spec, "input", input_shape(p), {});
+  p.grid_strides = input_strides(spec, "grid", grid_shape(p), {});
   return p;
 }
 
@@ -411,8 +430,7 @@ GridSampler2dShapes grid_sampler_2d_shapes(const std::vector<int64_t>& grad_outp
 ir::Program build_grid_sampler_2d_backward(const GridSampler2dParams& p) {
   ir::ProgramBuilder b(kOpName);
   describe(b, p);
-  Tensor grad_output =
-      b.input("grad_output", p.dtype, {p.batch, p.channels, p.output_height, p.output_width});
+  Tensor grad_output = b.input("grad_output", p.dtype, grad_output_shape(p), p.grad_output_strides);
   Sampler s = declare_sampler(b, p);
   bool nearest = p.interpolation == GridSamplerInterpolation::kNearest;
   if (p.compute_grad_input || !nearest) add_source_kernel(b, s, /*with_grad=*/!nearest);

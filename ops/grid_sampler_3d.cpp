@@ -9,6 +9,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/input_strides.h"
 #include "ops/shape_checks.h"
 
 namespace adjoint::ops {
@@ -102,14 +103,22 @@ struct Sampler {
   std::array<Expr, 3> scale;  ///< d source / d grid per axis, when it is a constant
 };
 
+std::vector<int64_t> grad_output_shape(const GridSampler3dParams& p) {
+  return {p.batch, p.channels, p.output_depth, p.output_height, p.output_width};
+}
+std::vector<int64_t> input_shape(const GridSampler3dParams& p) {
+  return {p.batch, p.channels, p.input_depth, p.input_height, p.input_width};
+}
+std::vector<int64_t> grid_shape(const GridSampler3dParams& p) {
+  return {p.batch, p.output_depth, p.output_height, p.output_width, kAxes};
+}
+
 Sampler declare_sampler(ir::ProgramBuilder& b, const GridSampler3dParams& p) {
   Sampler s;
   s.p = p;
   s.compute = ir::default_accumulation(p.dtype);
-  s.input = b.input("input", p.dtype,
-                    {p.batch, p.channels, p.input_depth, p.input_height, p.input_width});
-  s.grid =
-      b.input("grid", p.dtype, {p.batch, p.output_depth, p.output_height, p.output_width, kAxes});
+  s.input = b.input("input", p.dtype, input_shape(p), p.input_strides);
+  s.grid = b.input("grid", p.dtype, grid_shape(p), p.grid_strides);
   return s;
 }
 
@@ -264,6 +273,9 @@ OpDefinition grid_sampler_3d_backward_definition() {
        "1,1",
        "which gradients are wanted (grad_input, grad_grid); grad_grid is always produced",
        {}},
+      input_strides_attribute("grad_output"),
+      input_strides_attribute("input"),
+      input_strides_attribute("grid"),
   };
   op.build = build_from_spec;
   op.examples = {
@@ -314,6 +326,9 @@ GridSampler3dParams grid_sampler_3d_params(const Specialization& spec) {
                                      spec.raw("output_mask") + "'");
   }
   p.compute_grad_input = mask[0] == 1;
+  p.grad_output_strides = input_strides(spec, "grad_output", grad_output_shape(p), {});
+  p.input_strides = input_strides(spec, "input", input_shape(p), {});
+  p.grid_strides = input_strides(spec, "grid", grid_shape(p), {});
   return p;
 }
 
@@ -326,9 +341,7 @@ ir::Program build_grid_sampler_3d_backward(const GridSampler3dParams& p) {
   }
   ir::ProgramBuilder b(kOpName);
   describe(b, p);
-  Tensor grad_output =
-      b.input("grad_output", p.dtype,
-              {p.batch, p.channels, p.output_depth, p.output_height, p.output_width});
+  Tensor grad_output = b.input("grad_output", p.dtype, grad_output_shape(p), p.grad_output_strides);
   Sampler s = declare_sampler(b, p);
   bool nearest = p.interpolation == GridSamplerInterpolation::kNearest;
   if (p.compute_grad_input || !nearest) add_source_kernel(b, s, /*with_grad=*/!nearest);

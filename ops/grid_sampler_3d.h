@@ -42,6 +42,9 @@ struct GridSampler3dParams {
   GridSamplerPadding padding = GridSamplerPadding::kZeros;
   bool align_corners = false;
   bool compute_grad_input = true;  ///< output_mask[0]
+  /// Strides of the inputs (attributes <tensor>_strides, ops/input_strides.h); empty:
+  /// contiguous. The outputs are always contiguous.
+  std::vector<int64_t> grad_output_strides, input_strides, grid_strides;
 };
 
 /// Reads and checks the attributes of a grid_sampler_3d_backward specialization. Throws

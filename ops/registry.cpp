@@ -197,7 +197,11 @@ const std::string& Specialization::get_choice(const std::string& name) const {
 
 std::string Specialization::to_string() const {
   std::string out = op_->name;
-  for (const AttrSpec& a : op_->attributes) out += " " + a.name + "=" + values_.at(a.name);
+  for (const AttrSpec& a : op_->attributes) {
+    const std::string& value = values_.at(a.name);
+    if (!a.print_when_default && a.default_value && value == *a.default_value) continue;
+    out += " " + a.name + "=" + value;
+  }
   return out;
 }
 

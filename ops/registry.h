@@ -38,6 +38,9 @@ struct AttrSpec {
   std::optional<std::string> default_value;
   std::string doc;
   std::vector<std::string> choices;  ///< kChoice: valid values; kDType: allowed dtypes
+  /// False: the canonical text leaves the attribute out while it has its default, so that an
+  /// attribute added later keeps the text (and cache keys) of specializations without it.
+  bool print_when_default = true;
 };
 
 class Specialization;

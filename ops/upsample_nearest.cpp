@@ -3,6 +3,7 @@
 // Both programs share one index map per axis, so the backward is the adjoint of the forward by
 // construction; the tests check it against a plain-loop reference and by finite differences.
 #include "ops/upsample_nearest.h"
+#include "ops/input_strides.h"
 #include "ops/shape_checks.h"
 
 #include <cmath>
@@ -193,6 +194,7 @@ std::vector<AttrSpec> attribute_schema(int spatial_rank) {
       "memory layout of both tensors (channels_last: N, spatial..., C; 2d and 3d only)";
   schema.push_back(
       {"layout", AttrKind::kChoice, "contiguous", layout_doc, {"contiguous", "channels_last"}});
+  schema.push_back(input_strides_attribute("grad_output"));
   return schema;
 }
 
@@ -207,7 +209,8 @@ std::vector<std::string> examples(const FamilyMember& m) {
       return {op + " dtype=f32 input_size=1,2,5,7 output_size=8,3",
               op + " dtype=bf16 input_size=2,16,32,32 output_size=64,64 scales_h=2 scales_w=2",
               op + " dtype=f16 input_size=2,8,13,17 output_size=20,9 layout=channels_last",
-              op + " dtype=f64 input_size=1,3,16,16 output_size=8,24"};
+              op + " dtype=f64 input_size=1,3,16,16 output_size=8,24",
+              op + " dtype=f32 input_size=2,3,5,7 output_size=9,11 grad_output_strides=297,1,33,3"};
     default:
       return {op + " dtype=f32 input_size=1,2,3,4,5 output_size=6,7,3",
               op + " dtype=bf16 input_size=2,4,8,8,8 output_size=16,16,16 scales_d=2 "
@@ -275,8 +278,10 @@ UpsampleNearestConfig upsample_nearest_config(const Specialization& spec) {
 ir::Program build_upsample_nearest_backward(const Specialization& spec) {
   UpsampleNearestConfig config = upsample_nearest_config(spec);
   ir::ProgramBuilder builder(spec.op_name());
-  ir::TensorRef grad_output = builder.input("grad_output", config.dtype, config.output_shape,
-                                            layout_strides(config, config.output_shape));
+  ir::TensorRef grad_output = builder.input(
+      "grad_output", config.dtype, config.output_shape,
+      input_strides(spec, "grad_output", config.output_shape,
+                    layout_strides(config, config.output_shape)));
   ir::Tensor grad_input = builder.output("grad_input", config.dtype, config.input_shape,
                                          layout_strides(config, config.input_shape));
   IndexMap map = index_map(config);

@@ -13,6 +13,7 @@
 
 #include "reference/families.h"
 #include "reference/grid_sampler_coords.h"
+#include "reference/strided_inputs.h"
 
 namespace adjoint::reference {
 namespace {
@@ -187,10 +188,16 @@ class GridSamplerBackward {
 ir::HostBuffers grid_sampler_2d_backward(const ops::Specialization& spec,
                                          const ir::HostBuffers& inputs) {
   Problem problem(spec);
+  const int64_t n = problem.N, c = problem.C;
+  ir::HostBuffers row_major =
+      row_major_inputs(spec, inputs,
+                       {{"grad_output", {n, c, problem.H_out, problem.W_out}},
+                        {"input", {n, c, problem.H, problem.W}},
+                        {"grid", {n, problem.H_out, problem.W_out, 2}}});
   if (problem.dtype == ir::DType::kF64) {
-    return GridSamplerBackward<double>(problem, inputs).run();
+    return GridSamplerBackward<double>(problem, row_major).run();
   }
-  return GridSamplerBackward<float>(problem, inputs).run();
+  return GridSamplerBackward<float>(problem, row_major).run();
 }
 
 /// Grid values that land exactly on something: the image edges and center, and the values

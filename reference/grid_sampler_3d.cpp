@@ -11,6 +11,7 @@
 
 #include "reference/families.h"
 #include "reference/grid_sampler_coords.h"
+#include "reference/strided_inputs.h"
 
 namespace adjoint::reference {
 namespace {
@@ -149,10 +150,16 @@ class GridSampler3dBackward {
 ir::HostBuffers grid_sampler_3d_backward(const ops::Specialization& spec,
                                          const ir::HostBuffers& inputs) {
   Problem3d problem(spec);
+  const int64_t n = problem.N, c = problem.C;
+  ir::HostBuffers row_major = row_major_inputs(
+      spec, inputs,
+      {{"grad_output", {n, c, problem.D_out, problem.H_out, problem.W_out}},
+       {"input", {n, c, problem.D, problem.H, problem.W}},
+       {"grid", {n, problem.D_out, problem.H_out, problem.W_out, 3}}});
   if (problem.dtype == ir::DType::kF64) {
-    return GridSampler3dBackward<double>(problem, inputs).run();
+    return GridSampler3dBackward<double>(problem, row_major).run();
   }
-  return GridSampler3dBackward<float>(problem, inputs).run();
+  return GridSampler3dBackward<float>(problem, row_major).run();
 }
 
 }  // namespace adjoint::reference

@@ -12,6 +12,7 @@
 
 #include "ir/dtype.h"
 #include "reference/families.h"
+#include "reference/strided_inputs.h"
 
 namespace adjoint::reference {
 namespace {
@@ -98,7 +99,11 @@ ir::HostBuffers upsample_nearest_backward(const ops::Specialization& spec,
                                       g.scales[axis], exact);
   }
 
-  const std::vector<double>& grad_output = inputs.at("grad_output");
+  // A grad_output of given strides is read in row-major order (the layout's strides no longer
+  // apply to it).
+  ir::HostBuffers row_major = row_major_inputs(spec, inputs, {{"grad_output", g.output_shape}});
+  if (!spec.get_ints("grad_output_strides").empty()) out_strides = strides_of(g.output_shape, false);
+  const std::vector<double>& grad_output = row_major.at("grad_output");
   std::vector<double> grad_input(element_count(g.input_shape), 0.0);
   int64_t total = element_count(g.output_shape);
   std::vector<int64_t> index(rank, 0);  // position in grad_output, row-major over (N, C, ...)

@@ -138,6 +138,9 @@ void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& 
                                  CUstream stream) try {
   static TypedCache cache;
   bool channels_last = is_channels_last(grad_output);
+  // Other strides are read in place (a specialization with grad_output_strides).
+  bool strided = !channels_last && !grad_output.strides.empty() &&
+                 grad_output.strides != ir::contiguous_strides(grad_output.shape);
   std::string key;
   key.reserve(96);
   CUcontext context = runtime::current_context();
@@ -149,6 +152,9 @@ void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& 
   double sh = scales_h.value_or(NAN), sw = scales_w.value_or(NAN);
   append_bytes(key, sh);
   append_bytes(key, sw);
+  if (strided) {
+    for (int64_t s : grad_output.strides) append_bytes(key, s);
+  }
   std::shared_ptr<const runtime::LoadedProgram> program = cache.find(key);
   if (!program) {
     std::map<std::string, std::string> attrs{
@@ -158,6 +164,7 @@ void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& 
         {"scales_h", ops::format_optional_float(scales_h)},
         {"scales_w", ops::format_optional_float(scales_w)},
         {"layout", channels_last ? "channels_last" : "contiguous"}};
+    if (strided) attrs["grad_output_strides"] = ops::format_ints(grad_output.strides);
     ops::Specialization spec = ops::make_specialization("upsample_nearest2d_backward", attrs);
     program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
     cache.insert(key, program);

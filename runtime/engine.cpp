@@ -78,6 +78,7 @@ struct TuningKnobs {
   bool streaming_loads = false;
   bool streaming_stores = false;
   int reduction_split = -1;
+  int thread_tile = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
   std::string reduction_schedule = "auto";
@@ -120,6 +121,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.reduction_split = integer_knob(
       "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
       "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
+  knobs.thread_tile = integer_knob(
+      "ADJOINT_TUNE_THREAD_TILE", -1, [](int v) { return v >= -1 && v != 1 && v <= 64; },
+      "-1 (derive), 0 (never tile) or a thread tile of 2 to 64 points");
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
@@ -417,6 +421,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_loads = tuning_knobs().streaming_loads;
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
+  options.thread_tile = tuning_knobs().thread_tile;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;

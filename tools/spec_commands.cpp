@@ -39,7 +39,9 @@ void add_ops_command(CLI::App& app) {
           std::cout << ": ";
           for (size_t i = 0; i < a.choices.size(); ++i) std::cout << (i ? "|" : "") << a.choices[i];
         }
-        std::cout << ")" << (a.default_value ? " default=" + *a.default_value : " required")
+        std::cout << ")" << (!a.default_value         ? std::string(" required")
+                            : a.default_value->empty() ? std::string(" optional")
+                                                       : " default=" + *a.default_value)
                   << "  " << a.doc << "\n";
       }
       for (const std::string& ex : op.examples) std::cout << "  example: " << ex << "\n";

@@ -85,8 +85,9 @@ class Program {
 void run(const std::string& spec, const Bindings& tensors, CUstream stream,
          Determinism determinism = Determinism::kDefault);
 
-/// ATen's upsample_nearest2d_backward: writes grad_input (shape input_size, the layout of
-/// grad_output: contiguous or channels-last) from grad_output. Deterministic.
+/// ATen's upsample_nearest2d_backward: writes grad_input (shape input_size; channels-last when
+/// grad_output is, else contiguous) from grad_output, which may have any strides that do not
+/// overlap (read in place by a specialization for those strides). Deterministic.
 void upsample_nearest2d_backward(const TensorRef& grad_output, const TensorRef& grad_input,
                                  std::array<int64_t, 2> output_size,
                                  std::array<int64_t, 4> input_size,

@@ -23,12 +23,13 @@ def _int_list(values, argument):
 
 
 def _input_layout(tensor, argument, allowed):
-    """(layout, copy) for input `tensor`: the layout among `allowed` its strides follow and
-    copy False; or, for any other strides, "contiguous" and copy True (the caller binds
-    tensor.contiguous(), as PyTorch's own upsample backward does). A tensor that overlaps
-    itself (an .expand()ed one) is refused with an InvalidArgumentError naming `argument`."""
+    """(layout, strides) for input `tensor`: the layout among `allowed` its strides follow and
+    None; or, for any other strides, "contiguous" and its strides, which the specialization
+    then reads in place (attribute <tensor>_strides: compiled for those strides as for a
+    shape, no copy). A tensor that overlaps itself (an .expand()ed one) is refused with an
+    InvalidArgumentError naming `argument`."""
     try:
-        return layout_of(tensor, argument, allowed), False
+        return layout_of(tensor, argument, allowed), None
     except InvalidArgumentError:
         shape, strides = shape_of(tensor), strides_of(tensor)
         if overlaps_itself(shape, strides):
@@ -36,7 +37,7 @@ def _input_layout(tensor, argument, allowed):
                 "%s: overlaps itself (shape %s, strides %s: several indices share one "
                 "address, as after .expand()); pass one with its own memory, e.g. "
                 ".contiguous()" % (argument, shape, strides)) from None
-        return "contiguous", True
+        return "contiguous", strides
 
 
 # (call signature) -> Program for calls already checked once: a warm call with an alike
@@ -66,10 +67,7 @@ def _upsample_backward(spatial_rank, exact, grad_output, output_size, input_size
                                            input_size, scales)
         if key is not None:
             _programs_by_call[key] = entry
-    program, copy = entry
-    if copy:
-        grad_output = grad_output.contiguous()
-    return program(grad_output=grad_output)["grad_input"]
+    return entry(grad_output=grad_output)["grad_input"]
 
 
 def _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size, input_size,
@@ -90,12 +88,13 @@ def _prepare_upsample_backward(spatial_rank, exact, grad_output, output_size, in
         raise InvalidArgumentError(
             "%s: grad_output: expected shape %s (input_size[0:2] + output_size), got %s"
             % (op, expected, shape))
-    layout, copy = _input_layout(
+    layout, strides = _input_layout(
         grad_output, "%s: grad_output" % op,
         ("contiguous", "channels_last") if spatial_rank > 1 else ("contiguous",))
     text = spec.upsample_nearest_backward(spatial_rank, exact, dtype.name, input_size,
-                                          output_size, scales, layout)
-    return prepare(text, device=device), copy
+                                          output_size, scales, layout,
+                                          {"grad_output": strides} if strides else None)
+    return prepare(text, device=device)
 
 
 def upsample_nearest1d_backward(grad_output, output_size, input_size, scales=None):
@@ -159,13 +158,10 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input.
     determinism "default" is bitwise reproducible (grad_input as a binned gather);
     "allow_atomics" scatters grad_input with float atomics, faster and run-to-run variable."""
-    program, copies = _grid_sampler_2d_backward_entry(grad_output, input, grid,
-                                                      interpolation_mode, padding_mode,
-                                                      align_corners, output_mask, determinism)
-    bound = {"grad_output": grad_output, "input": input, "grid": grid}
-    for name in copies:
-        bound[name] = bound[name].contiguous()
-    outputs = program(bound)
+    program = _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
+                                              padding_mode, align_corners, output_mask,
+                                              determinism)
+    outputs = program({"grad_output": grad_output, "input": input, "grid": grid})
     return outputs.get("grad_input"), outputs["grad_grid"]
 
 
@@ -174,12 +170,12 @@ def grid_sampler_2d_backward_program(grad_output, input, grid, interpolation_mod
     """The Program grid_sampler_2d_backward runs for these arguments (checked, memoized)."""
     return _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
                                            padding_mode, align_corners, output_mask,
-                                           determinism)[0]
+                                           determinism)
 
 
 def _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
                                     align_corners, output_mask, determinism="default"):
-    """(Program, names of the inputs to bind as contiguous copies) for these arguments."""
+    """The Program for these arguments (checked once, then memoized by call signature)."""
     try:
         key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
                         grad_output.device, input.dtype, input.shape, input.stride(),
@@ -201,6 +197,17 @@ def _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode
 _grid_programs_by_call = call_cache()
 
 
+def _strided_inputs(op, named):
+    """{name: strides} of the (name, tensor) inputs that are not contiguous: the grid_sampler
+    specializations read them in place."""
+    strides = {}
+    for name, tensor in named:
+        given = _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1]
+        if given is not None:
+            strides[name] = given
+    return strides
+
+
 def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
                                       align_corners, output_mask, determinism):
     op = "grid_sampler_2d_backward"
@@ -216,12 +223,11 @@ def _prepare_grid_sampler_2d_backward(grad_output, input, grid, interpolation_mo
     if out_shape != expected:
         raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; H_out, "
                                    "W_out of grid), got %s" % (op, expected, out_shape))
-    copies = tuple(name for name, tensor in named
-                   if _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1])
+    strides = _strided_inputs(op, named)
     text = spec.grid_sampler_2d_backward(dtype.name, in_shape, grid_shape[1:3],
                                          interpolation_mode, padding_mode, align_corners,
-                                         output_mask)
-    return prepare(text, determinism, device=device), copies
+                                         output_mask, strides)
+    return prepare(text, determinism, device=device)
 
 
 def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
@@ -230,13 +236,10 @@ def grid_sampler_3d_backward(grad_output, input, grid, interpolation_mode, paddi
     Modes as ATen's ints (interpolation 0 bilinear, i.e. trilinear, 1 nearest; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input.
     determinism as in grid_sampler_2d_backward."""
-    program, copies = _grid_sampler_3d_backward_entry(grad_output, input, grid,
-                                                      interpolation_mode, padding_mode,
-                                                      align_corners, output_mask, determinism)
-    bound = {"grad_output": grad_output, "input": input, "grid": grid}
-    for name in copies:
-        bound[name] = bound[name].contiguous()
-    outputs = program(bound)
+    program = _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode,
+                                              padding_mode, align_corners, output_mask,
+                                              determinism)
+    outputs = program({"grad_output": grad_output, "input": input, "grid": grid})
     return outputs.get("grad_input"), outputs["grad_grid"]
 
 
@@ -245,13 +248,12 @@ def grid_sampler_3d_backward_program(grad_output, input, grid, interpolation_mod
     """The Program grid_sampler_3d_backward runs for these arguments (checked, memoized)."""
     return _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode,
                                            padding_mode, align_corners, output_mask,
-                                           determinism)[0]
+                                           determinism)
 
 
 def _grid_sampler_3d_backward_entry(grad_output, input, grid, interpolation_mode, padding_mode,
                                     align_corners, output_mask, determinism="default"):
-    """(Program, names of the inputs to bind as contiguous copies) for these arguments: a warm
-    call skips the argument checks, the spec text and the library's lookup, as in 2-d."""
+    """The Program for these arguments: a warm call skips the argument checks, the spec text and the library's lookup, as in 2-d."""
     try:
         key = _call_key(grad_output.dtype, grad_output.shape, grad_output.stride(),
                         grad_output.device, input.dtype, input.shape, input.stride(),
@@ -288,12 +290,11 @@ def _prepare_grid_sampler_3d_backward(grad_output, input, grid, interpolation_mo
     if out_shape != expected:
         raise InvalidArgumentError("%s: grad_output: expected shape %s (N, C of input; D_out, "
                                    "H_out, W_out of grid), got %s" % (op, expected, out_shape))
-    copies = tuple(name for name, tensor in named
-                   if _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1])
+    strides = _strided_inputs(op, named)
     text = spec.grid_sampler_3d_backward(dtype.name, in_shape, grid_shape[1:4],
                                          interpolation_mode, padding_mode, align_corners,
-                                         output_mask)
-    return prepare(text, determinism, device=device), copies
+                                         output_mask, strides)
+    return prepare(text, determinism, device=device)
 
 
 MHC_SAVED = ("x", "phi", "alpha", "grad_h_in", "grad_h_post", "grad_h_res", "inv_rms", "h_mix",

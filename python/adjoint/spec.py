@@ -83,10 +83,11 @@ def upsample_nearest_op_name(spatial_rank, exact):
 
 
 def upsample_nearest_backward(spatial_rank, exact, dtype, input_size, output_size, scales,
-                              layout="contiguous"):
+                              layout="contiguous", strides=None):
     """The specialization of upsample_nearest{1,2,3}d_backward (or the nearest-exact one):
     `input_size` is N, C, spatial... of grad_input, `output_size` the spatial sizes of
-    grad_output, `scales` one optional forward scale factor per spatial axis."""
+    grad_output, `scales` one optional forward scale factor per spatial axis, `strides`
+    {"grad_output": strides} to read a grad_output of other strides in place."""
     op = upsample_nearest_op_name(spatial_rank, exact)
     names = SPATIAL_SCALE_NAMES[spatial_rank]
     if len(scales) != spatial_rank:
@@ -100,7 +101,19 @@ def upsample_nearest_backward(spatial_rank, exact, dtype, input_size, output_siz
     attributes += [(name, format_optional_scale(scale, name)) for name, scale in zip(names, scales)]
     if layout != "contiguous":
         attributes.append(("layout", layout))
-    return make(op, attributes)
+    return make(op, attributes + input_strides_attributes(strides, ("grad_output",)))
+
+
+def input_strides_attributes(strides, tensors):
+    """The <tensor>_strides attributes of `strides` ({tensor name: strides}, or None) for an
+    op whose inputs are `tensors` (ops/input_strides.h): read in place with those strides."""
+    strides = strides or {}
+    unknown = sorted(set(strides) - set(tensors))
+    if unknown:
+        raise InvalidArgumentError("strides: no input named %s; expected %s"
+                                   % (", ".join(unknown), ", ".join(tensors)))
+    return [(name + "_strides", format_ints(strides[name], name + "_strides"))
+            for name in tensors if strides.get(name) is not None]
 
 
 def _choice(value, choices, argument):
@@ -134,8 +147,11 @@ def output_mask_values(output_mask):
     return mask
 
 
+GRID_SAMPLER_INPUTS = ("grad_output", "input", "grid")
+
+
 def grid_sampler_2d_backward(dtype, input_size, output_size, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
+                             align_corners, output_mask, strides=None):
     """The specialization of grid_sampler_2d_backward: `input_size` N, C, H, W of the input,
     `output_size` H_out, W_out of the grid; modes as ATen ints or attribute strings."""
     mask = output_mask_values(output_mask)
@@ -147,11 +163,11 @@ def grid_sampler_2d_backward(dtype, input_size, output_size, interpolation_mode,
         ("padding_mode", padding_mode_name(padding_mode)),
         ("align_corners", format_bool(align_corners)),
         ("output_mask", ",".join("1" if m else "0" for m in mask)),
-    ])
+    ] + input_strides_attributes(strides, GRID_SAMPLER_INPUTS))
 
 
 def grid_sampler_3d_backward(dtype, input_size, output_size, interpolation_mode, padding_mode,
-                             align_corners, output_mask):
+                             align_corners, output_mask, strides=None):
     """The specialization of grid_sampler_3d_backward: `input_size` N, C, D, H, W of the input,
     `output_size` D_out, H_out, W_out of the grid; modes as ATen ints or attribute strings
     (bilinear, i.e. trilinear, or nearest: ATen has no 3-d bicubic)."""
@@ -168,7 +184,7 @@ def grid_sampler_3d_backward(dtype, input_size, output_size, interpolation_mode,
         ("padding_mode", padding_mode_name(padding_mode)),
         ("align_corners", format_bool(align_corners)),
         ("output_mask", ",".join("1" if m else "0" for m in mask)),
-    ])
+    ] + input_strides_attributes(strides, GRID_SAMPLER_INPUTS))
 
 
 def mhc_pre_backward(batch, seq, n, dim, dtype, hc_eps, with_grad_x_post):

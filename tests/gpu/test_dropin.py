@@ -85,7 +85,7 @@ def test_grid_sample_backward_matches_pytorch(dtype, mode, padding, align):
 
 
 def test_strided_grad_output_runs_adjoint_and_expanded_falls_through():
-    # A sliced grad_output runs adjoint's kernel on a contiguous copy (as PyTorch's does).
+    # A sliced grad_output runs adjoint's kernel specialized for its strides, read in place.
     base = torch.randn(2, 3, 40, 64, device=DEVICE)
     grad_output = base[:, :, :, ::2]
     want = torch.ops.aten.upsample_nearest2d_backward(grad_output, [40, 32], [2, 3, 20, 16])

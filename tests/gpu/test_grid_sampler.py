@@ -163,13 +163,18 @@ def test_mismatched_dtypes_are_rejected():
     with pytest.raises(ValueError, match="interpolation_mode: expected one of bilinear, nearest, "
                                          "bicubic"):
         adjoint.grid_sampler_2d_backward(grad_output, input, grid, 3, 0, False, [True, True])
-    # other strides are bound as a contiguous copy; a tensor overlapping itself is refused
-    transposed = adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3), grid, 0, 0,
-                                                  False, [True, True])
-    copied = adjoint.grid_sampler_2d_backward(grad_output, input.transpose(2, 3).contiguous(),
-                                              grid, 0, 0, False, [True, True])
+    # other strides are read in place, bit for bit as their contiguous copies; a tensor
+    # overlapping itself is refused
+    wide_grid = torch.randn(1, 3, 5, 2, device=DEVICE)
+    strided = (grad_output.transpose(2, 3), input.transpose(2, 3), wide_grid[:, :, 1:4])
+    transposed = adjoint.grid_sampler_2d_backward(*strided, 0, 0, False, [True, True])
+    program = adjoint.ops.grid_sampler_2d_backward_program(*strided, 0, 0, False, [True, True])
+    for name in ("grad_output", "input", "grid"):
+        assert " %s_strides=" % name in program.spec, program.spec
+    copied = adjoint.grid_sampler_2d_backward(*(t.contiguous() for t in strided), 0, 0, False,
+                                              [True, True])
     for got, want in zip(transposed, copied):
-        torch.testing.assert_close(got, want)
+        assert torch.equal(got, want)
     with pytest.raises(ValueError, match="input: overlaps itself"):
         adjoint.grid_sampler_2d_backward(grad_output, input[:, :1].expand(1, 2, 4, 4), grid, 0,
                                          0, False, [True, True])

@@ -232,3 +232,35 @@ def test_over_two_to_the_31_elements():
             reference[:, channel], 2 * abs_sum[:, channel].float(), "f16"))  # two roundings
     harness.record("upsample_nearest", "nearest2d f16 [1,2,16385,16384]->[32770,32768] (>2^31)",
                    worst_error_over_bound=worst)
+
+
+def strided_views(shape, dtype):
+    """grad_outputs of `shape` that are not in a layout, each with its contiguous copy: a slice
+    of every other row with padded rows, two permutations that are not channels_last, and one that
+    starts one element past an aligned address (vector loads must fall back)."""
+    n, c, h, w = shape
+    base = torch.randn(n, c, 2 * h, w + 3, device=DEVICE).to(dtype)
+    yield "every other row, padded", base[:, :, ::2, 1:w + 1]
+    yield "w outermost", torch.randn(n, w, c, h, device=DEVICE).to(dtype).permute(0, 2, 3, 1)
+    yield "h and w swapped", torch.randn(n, c, w, h, device=DEVICE).to(dtype).transpose(2, 3)
+    flat = torch.randn(n * c * h * w + 1, device=DEVICE).to(dtype)
+    yield "one element past alignment", flat[1:].view(n, c, h, w)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_strided_grad_output_is_read_in_place(dtype):
+    """A grad_output of other strides gets its own specialization (grad_output_strides) and
+    gives bit for bit the gradients of its contiguous copy, and PyTorch's within rounding."""
+    input_size, output_size = [2, 5, 13, 16], [27, 32]
+    for what, grad_output in strided_views([2, 5] + output_size, DTYPES[dtype]):
+        program = adjoint.ops._prepare_upsample_backward(2, False, grad_output, output_size,
+                                                         input_size, [None, None])
+        if not grad_output.is_contiguous():
+            assert "grad_output_strides=" in program.spec, (what, program.spec)
+        got = adjoint.upsample_nearest2d_backward(grad_output, output_size, input_size)
+        want = adjoint.upsample_nearest2d_backward(grad_output.contiguous(), output_size,
+                                                   input_size)
+        assert torch.equal(got, want), what
+        torch_result = torch.ops.aten.upsample_nearest2d_backward(grad_output, output_size,
+                                                                  input_size)
+        torch.testing.assert_close(got.float(), torch_result.float(), rtol=2e-2, atol=2e-2)

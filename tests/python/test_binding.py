@@ -27,6 +27,12 @@ def ints(text):
     return [int(v) for v in text.split(",")] if text else []
 
 
+def given_strides(attributes, tensor):
+    """The strides the specialization reads input `tensor` with (<tensor>_strides), or None."""
+    text = attributes.get(tensor + "_strides")
+    return tuple(ints(text)) if text else None
+
+
 def fake_definitions(text):
     """Programs shaped like the real ops' (names, roles, dtypes, shapes, strides)."""
     op, attributes = parse(text)
@@ -37,7 +43,8 @@ def fake_definitions(text):
         strides = (channels_last_strides if attributes.get("layout") == "channels_last"
                    else contiguous_strides)
         return FakeProgramDefinition([
-            ("grad_output", "input", dtype, tuple(output_shape), strides(output_shape)),
+            ("grad_output", "input", dtype, tuple(output_shape),
+             given_strides(attributes, "grad_output") or strides(output_shape)),
             ("grad_input", "output", dtype, tuple(input_size), strides(input_size)),
         ])
     if op == "grid_sampler_2d_backward":
@@ -50,8 +57,9 @@ def fake_definitions(text):
         if attributes["output_mask"].startswith("1"):
             tensors.append(("grad_input", "output", dtype, (n, c, h, w)))
         tensors.append(("grad_grid", "output", dtype, (n, ho, wo, 2)))
-        return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors],
-                                     deterministic=False)
+        return FakeProgramDefinition(
+            [t + (given_strides(attributes, t[0]) or contiguous_strides(t[3]),) for t in tensors],
+            deterministic=False)
     if op == "grid_sampler_3d_backward":
         dtype = attributes["dtype"]
         n, c, d, h, w = ints(attributes["input_size"])
@@ -62,8 +70,9 @@ def fake_definitions(text):
         if attributes["output_mask"].startswith("1"):
             tensors.append(("grad_input", "output", dtype, (n, c, d, h, w)))
         tensors.append(("grad_grid", "output", dtype, (n, do, ho, wo, 3)))
-        return FakeProgramDefinition([t + (contiguous_strides(t[3]),) for t in tensors],
-                                     deterministic=False)
+        return FakeProgramDefinition(
+            [t + (given_strides(attributes, t[0]) or contiguous_strides(t[3]),) for t in tensors],
+            deterministic=False)
     if op == "mhc_pre_backward":
         b, s, n, d = (int(attributes[k]) for k in ("batch", "seq", "n", "dim"))
         x_dtype, k = attributes["dtype"], n * n + 2 * n
@@ -381,13 +390,15 @@ class FakeLibraryTest(unittest.TestCase):
         self.assertEqual(len(self.fake.prepared), 2)
         self.assertEqual(len(self.fake.launches), 4)
 
-    def test_strided_inputs_are_copied_and_overlapping_ones_refused(self):
+    def test_strided_inputs_are_read_in_place_and_overlapping_ones_refused(self):
         sliced = FakeTensor((1, 2, 8, 8), strides=(256, 128, 16, 2))
-        for _ in range(2):  # the memo remembers that the call needs a copy
+        for _ in range(2):  # the memo remembers the strided specialization
             adjoint.upsample_nearest2d_backward(sliced, [8, 8], [1, 2, 4, 4])
-        self.assertEqual(sliced.copies, 2)
-        self.assertEqual(self.fake.launches[-1][1]["grad_output"][2:],
-                         ((1, 2, 8, 8), (128, 64, 8, 1)))
+        self.assertEqual(getattr(sliced, "copies", 0), 0)
+        self.assertEqual(len(self.fake.prepared), 1)
+        self.assertIn(" grad_output_strides=256,128,16,2", self.fake.prepared[-1][0])
+        self.assertEqual(self.fake.launches[-1][1]["grad_output"],
+                         (sliced.data_ptr(), 2, (1, 2, 8, 8), (256, 128, 16, 2)))
         with self.assertRaisesRegex(ValueError, r"upsample_nearest2d_backward: grad_output: "
                                                 r"overlaps itself \(shape \(1, 2, 8, 8\), "
                                                 r"strides \(0, 0, 8, 1\)"):
@@ -396,8 +407,10 @@ class FakeLibraryTest(unittest.TestCase):
         go, x = FakeTensor((1, 2, 3, 3)), FakeTensor((1, 2, 4, 4))
         grid = FakeTensor((1, 3, 3, 2), strides=(36, 12, 4, 1))  # a slice of a wider grid
         adjoint.grid_sampler_2d_backward(go, x, grid, 0, 0, False, [True, True])
-        self.assertEqual((grid.copies, getattr(go, "copies", 0)), (1, 0))
-        self.assertEqual(self.fake.launches[-1][1]["grid"][3], (18, 6, 2, 1))
+        self.assertEqual((getattr(grid, "copies", 0), getattr(go, "copies", 0)), (0, 0))
+        self.assertIn(" grid_strides=36,12,4,1", self.fake.prepared[-1][0])
+        self.assertNotIn("grad_output_strides", self.fake.prepared[-1][0])
+        self.assertEqual(self.fake.launches[-1][1]["grid"][3], (36, 12, 4, 1))
         with self.assertRaisesRegex(ValueError, "grid_sampler_2d_backward: input: overlaps "
                                                 "itself"):
             adjoint.grid_sampler_2d_backward(go, FakeTensor((1, 2, 4, 4), strides=(0, 0, 4, 1)),

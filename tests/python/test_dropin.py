@@ -98,11 +98,11 @@ class DropInTest(unittest.TestCase):
         self.assertEqual(grad_input.shape, (1, 2, 4, 4))
         self.assertEqual(len(self.fake.launches), 1)
         self.assertEqual(self.dropin.fallthrough_counts, {})
-        # a sliced grad_output runs adjoint on a contiguous copy, as PyTorch's kernel would
+        # a sliced grad_output runs adjoint's specialization for its strides, in place
         strided = FakeTensor((1, 2, 8, 8), strides=(256, 128, 16, 2))
         grad_input = kernel("keyset", strided, [8, 8], [1, 2, 4, 4], None, None)
-        self.assertEqual((grad_input.shape, strided.copies), ((1, 2, 4, 4), 1))
-        self.assertNotEqual(self.fake.launches[-1][1]["grad_output"][0], strided.data_ptr())
+        self.assertEqual((grad_input.shape, getattr(strided, "copies", 0)), ((1, 2, 4, 4), 0))
+        self.assertEqual(self.fake.launches[-1][1]["grad_output"][0], strided.data_ptr())
         self.assertEqual(self.dropin.fallthrough_counts, {})
         # an expanded one (overlapping itself) is refused by adjoint: PyTorch's kernel runs
         expanded = FakeTensor((1, 2, 8, 8), strides=(0, 0, 0, 1))

@@ -46,6 +46,7 @@
 #include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
+#include "compiler/thread_tiles.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -244,12 +245,22 @@ struct Variant {
     return v;
   }
   bool binned = false;
+  /// The thread tile knob: -1 derive, 0 never, R >= 2 forced.
+  int thread_tile = -1;
+  /// A bare width with the thread tile knob and the split knob.
+  static Variant tile(int width, int points, int partials = -1) {
+    Variant v(width);
+    v.thread_tile = points;
+    v.reduction_split = partials;
+    return v;
+  }
 
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
-           std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction;
+           std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
+           (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile));
   }
 };
 
@@ -275,7 +286,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
+  split.tiles.forced_points = variant.thread_tile;
   p = split_reductions(p, split);
+  p = choose_thread_tiles(p, split.tiles);
   if (added_temporaries) {
     for (const ir::Tensor& t : p.temporaries) {
       if (!input.find_tensor(t->name)) added_temporaries->push_back(t);
@@ -597,6 +610,11 @@ TEST(HostRun, ChannelsLastThreeDimensionsAndMembershipTests) {
                " output_size=" + std::to_string(out)),
       upsample("upsample_nearest1d_backward dtype=bf16 input_size=2,2," + std::to_string(out) +
                " output_size=" + std::to_string(in)),
+      // A grad_output read in place with channels innermost, and one with padded rows.
+      upsample("upsample_nearest2d_backward dtype=f32 input_size=2,3,5,7 output_size=9,11 "
+               "grad_output_strides=297,1,33,3"),
+      upsample("upsample_nearest2d_backward dtype=bf16 input_size=1,2,8,16 output_size=16,32 "
+               "grad_output_strides=1280,640,40,1"),
   };
   expect_host_runs_match(programs, {1, 2, 8}, 0);
 }
@@ -846,6 +864,85 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   expect_host_runs_match(programs, {groups}, 2e-2);
 }
 
+/// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
+/// mixing sum whose phi does not move with s (tiled along s, a bf16 output through a cast),
+/// a kernel of two stages (the second reads the first), a reduction nested in another and one
+/// taken only in one branch of a select, a max, and an i64 sum.
+ir::Program tile_program(DType t) {
+  ir::ProgramBuilder b(std::string("tiles_") + std::string(ir::dtype_name(t)));
+  ir::Tensor x = b.input("x", t, {2, 12, 3, 16});  // b, s, i, d
+  ir::Tensor w = b.input("w", DType::kF32, {2, 12, 8});
+  ir::Tensor phi = b.input("phi", DType::kF32, {8, 48});
+  ir::Tensor n = b.input("n", DType::kI64, {12, 8});
+  ir::Tensor sums = b.output("sums", DType::kF32, {8, 3, 16});
+  ir::Tensor peaks = b.output("peaks", DType::kF32, {8, 3, 16});
+  ir::Tensor mixed = b.output("mixed", t, {2, 12, 3, 16});
+  ir::Tensor counts = b.output("counts", DType::kI64, {8, 16});
+  auto f = [&](const Expr& e) { return ir::cast(DType::kF32, e); };
+  Var k("k"), i("i"), d("d"), bb("b"), s("s"), k2("k2"), i2("i2"), d2("d2"), b2("b2"), s2("s2");
+  b.kernel("token_sums",
+           {ir::compute(sums, ir::over(sums, {k, i, d}),
+                        ir::sum({ir::range(bb, Expr(2)), ir::range(s, Expr(12))},
+                                ir::load(w, {bb, s, k}) * f(ir::load(x, {bb, s, i, d})),
+                                DType::kF32)),
+            ir::compute(peaks, ir::over(peaks, {k2, i2, d2}),
+                        ir::load(sums, {k2, i2, d2}) +
+                            ir::maximum({ir::range(b2, Expr(2)), ir::range(s2, Expr(12))},
+                                        ir::load(w, {b2, s2, k2}) * f(ir::load(x, {b2, s2, i2, d2})),
+                                        DType::kF32))});
+  Var b3("b3"), s3("s3"), i3("i3"), d3("d3"), q("q"), e("e");
+  Expr inner = ir::sum({ir::range(e, Expr(3))}, ir::load(phi, {(q + e) % 8, i3 * 16 + d3}),
+                       DType::kF32);
+  Expr mix = ir::sum({ir::range(q, Expr(8))}, ir::load(w, {b3, s3, q}) * inner, DType::kF32);
+  b.kernel("mix", {ir::compute(mixed, ir::over(mixed, {b3, s3, i3, d3}),
+                               ir::cast(t, ir::select(d3 % 3 == 1, mix,
+                                                      f(ir::load(x, {b3, s3, i3, d3})) -
+                                                          ir::load(phi, {0, i3 * 16 + d3}))))});
+  Var k4("k4"), d4("d4"), s4("s4");
+  b.kernel("counts", {ir::compute(counts, ir::over(counts, {k4, d4}),
+                                  ir::sum({ir::range(s4, Expr(12))},
+                                          ir::load(n, {s4, k4}) * ir::cast(DType::kI64, d4),
+                                          DType::kI64))});
+  return std::move(b).build();
+}
+
+TEST(HostRun, ThreadTilesMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs = {tile_program(DType::kF32), tile_program(DType::kBF16)};
+  // The tiles are forced (these domains are far too small for derived ones); they change which
+  // thread computes a point, never the order of its sum: bit for bit, at every vector width,
+  // alone and after forced splits.
+  std::vector<CompiledKernel> probe = compile_kernels(programs[0], Variant::tile(0, 4), "probe");
+  ASSERT_FALSE(probe.empty());
+  EXPECT_NE(probe.front().source.find("for (int r = 0; r < 4; ++r)"), std::string::npos)
+      << probe.front().source;
+  expect_host_runs_match(programs,
+                         {Variant::tile(1, 0), Variant::tile(1, 2), Variant::tile(1, 4),
+                          Variant::tile(0, 4), Variant::tile(2, 8), Variant::tile(4, 2),
+                          Variant::tile(0, 2, 3), Variant::tile(2, 4, 2)},
+                         0);
+}
+
+TEST(HostRun, ThreadTilesOfTheMhcOps) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=2 seq=8 n=4 dim=16 dtype=bf16",
+                           "mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32",
+                           "mhc_pre_backward batch=1 seq=16 n=6 dim=8 dtype=bf16 "
+                           "with_grad_x_post=true",
+                           "mhc_pre_backward batch=2 seq=100 n=2 dim=8 dtype=bf16"}) {  // x_mix
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  ASSERT_TRUE(programs.back().find_tensor("x_mix"));
+  // Untiled first (within rounding of the interpreter's f64), then tiles: the same bits, with
+  // and without splits (the split changes the order, so each tiled split run is compared with
+  // the untiled run of the same split).
+  expect_host_runs_match(programs, {Variant::tile(0, 0), Variant::tile(0, 2), Variant::tile(0, 4),
+                                    Variant::tile(0, 8), Variant::tile(1, 4)},
+                         2e-2);
+  expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
+                                    Variant::tile(0, 8, 4)},
+                         2e-2);
+}
+
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
 /// mantissas in (-1, 1), grids k/16 in [-1.5, 1.5] (in range, edges, pixel centres, outside).
 ir::HostBuffers rounding_inputs(const ir::Program& p, unsigned seed) {
@@ -882,7 +979,11 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
         "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
         // Nine channels: broadcast-innermost by default.
         "grid_sampler_2d_backward dtype=bf16 input_size=2,9,4,3 output_size=3,5 "
-        "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        // Every input read in place: grad_output channels-last, padded input rows, grid planes.
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,5,6 output_size=4,7 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true "
+        "grad_output_strides=84,1,21,3 input_strides=120,40,8,1 grid_strides=28,7,1,56"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   // Grids in [-8, 8] (exact inputs): most points out of range (zeros), clamped to the edge

@@ -555,6 +555,21 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   any_records.records_per_cell_min = 0;
   EXPECT_TRUE(lower_scatter_to_binned_gather(nearest, nullptr, any_records)
                   .find_tensor("grad_input_bin_gathered"));
+  // grad_output already channels-last in memory (read in place): the gather reads it, no copy.
+  ir::Program strided = ops::parse_specialization(
+                            "grid_sampler_2d_backward dtype=f32 input_size=2,16,6,5 "
+                            "output_size=8,6 interpolation_mode=bilinear "
+                            "grad_output_strides=768,1,96,16")
+                            .build_program();
+  ir::Program in_place = lower_scatter_to_binned_gather(strided, nullptr);
+  ir::verify(in_place);
+  EXPECT_TRUE(in_place.find_tensor("grad_input_bin_gathered"));
+  EXPECT_FALSE(in_place.find_tensor("grad_input_bin_grad_output_transposed"));
+  // The same sums in the same order as the planar gather (the interpreter's scatter adds in
+  // f64, so the comparison is gather against gather).
+  BinnedGatherOptions planar_options;
+  planar_options.channels_last_min = 0;
+  expect_same_results(lower_scatter_to_binned_gather(strided, nullptr, planar_options), in_place);
   LowerOptions negative;
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);

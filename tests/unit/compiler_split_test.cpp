@@ -132,16 +132,24 @@ TEST(SplitReductions, TokenSumsOfTheMhcBackwardPutPartialsOutermost) {
                       .build_program();
   ScheduleNotes notes;
   ir::Program split = split_reductions(p, {}, &notes);
-  ir::Tensor dgamma = split.find_tensor("dgamma_partials");
-  ASSERT_TRUE(dgamma);
-  EXPECT_EQ(dgamma->shape, (std::vector<int64_t>{64, 4, 4096}));  // g, i, d
+  ir::Tensor x_mix = split.find_tensor("x_mix_partials");
+  ASSERT_TRUE(x_mix);
+  EXPECT_EQ(x_mix->shape, (std::vector<int64_t>{8, 24, 4, 4096}));  // g, k, i, d
   ASSERT_TRUE(split.find_tensor("dh_pre2_partials"));
   EXPECT_EQ(split.find_tensor("dh_pre2_partials")->shape,
             (std::vector<int64_t>{1, 4096, 4, 64}));  // b, s, i, g: g strides d
   ASSERT_TRUE(split.find_tensor("dbias_partials"));
-  // dphi's 393,216 points take 4 partials to pass 2^20 threads.
-  EXPECT_NE(notes.at("mhc_dphi").find("split into G=4 partials over s"), std::string::npos)
-      << notes.at("mhc_dphi");
+  // x_mix's 393,216 points will be tiled 24 to a thread: 8 partials pass 2^20 / 8 threads.
+  EXPECT_NE(notes.at("mhc_x_mix").find("split into G=8 partials over s"), std::string::npos)
+      << notes.at("mhc_x_mix");
+  EXPECT_NE(notes.at("mhc_x_mix").find("a thread tile of 24"), std::string::npos);
+  // Without tiles the split counts every point as a thread again.
+  ReductionSplitOptions untiled;
+  untiled.tiles.forced_points = 0;
+  ScheduleNotes plain;
+  split_reductions(p, untiled, &plain);
+  EXPECT_NE(plain.at("mhc_x_mix").find("split into G=4 partials over s"), std::string::npos)
+      << plain.at("mhc_x_mix");
   EXPECT_NE(notes.at("mhc_rms_grad").find("serial"), std::string::npos);
 }
 

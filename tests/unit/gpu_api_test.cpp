@@ -107,17 +107,21 @@ TEST(GpuApi, EveryOpExampleMatchesInterpreter) {
 
 TEST(GpuApi, TypedUpsampleEntryPointMatchesSpecPath) {
   REQUIRE_GPU();
-  // Three calls that differ only in scales_w or layout: the typed call's cache key must tell
-  // them apart (a key that dropped either would reuse the first program and fail here).
+  // Four calls that differ only in scales_w, layout or grad_output's strides (padded rows, read
+  // in place): the typed call's cache key must tell them apart (a key that dropped any would
+  // reuse an earlier program and fail here).
   struct Call {
     std::optional<double> scales_w;
     bool channels_last;
+    const char* strides;
   };
-  for (const Call& call : {Call{std::nullopt, false}, Call{1.4, false}, Call{std::nullopt, true}}) {
+  for (const Call& call : {Call{std::nullopt, false, ""}, Call{1.4, false, ""},
+                           Call{std::nullopt, true, ""},
+                           Call{std::nullopt, false, " grad_output_strides=960,320,16,1"}}) {
     std::string text =
         "upsample_nearest2d_backward dtype=bf16 input_size=2,3,9,10 output_size=20,15 "
         "scales_h=2.25 scales_w=" + ops::format_optional_float(call.scales_w) +
-        (call.channels_last ? " layout=channels_last" : "");
+        (call.channels_last ? " layout=channels_last" : "") + call.strides;
     SCOPED_TRACE(text);
     ops::Specialization spec = ops::parse_specialization(text);
     ir::Program program = spec.build_program();

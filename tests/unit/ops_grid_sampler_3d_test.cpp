@@ -76,7 +76,8 @@ TEST(GridSampler3dOp, IsRegisteredWithTheAtenAttributes) {
   for (const ops::AttrSpec& a : op.attributes) names.push_back(a.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"dtype", "input_size", "output_size", "interpolation_mode",
-                                      "padding_mode", "align_corners", "output_mask"}));
+                                      "padding_mode", "align_corners", "output_mask",
+                                      "grad_output_strides", "input_strides", "grid_strides"}));
   EXPECT_EQ(
       ops::parse_specialization("grid_sampler_3d_backward input_size=1,2,3,5,7 output_size=2,4,3")
           .to_string(),

@@ -85,7 +85,8 @@ TEST(GridSamplerOp, IsRegisteredWithTheAtenAttributes) {
   for (const ops::AttrSpec& a : op.attributes) names.push_back(a.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"dtype", "input_size", "output_size", "interpolation_mode",
-                                      "padding_mode", "align_corners", "output_mask"}));
+                                      "padding_mode", "align_corners", "output_mask",
+                                      "grad_output_strides", "input_strides", "grid_strides"}));
   ops::Specialization spec =
       ops::parse_specialization("grid_sampler_2d_backward input_size=1,2,5,7 output_size=4,3");
   EXPECT_EQ(spec.to_string(),

@@ -246,6 +246,9 @@ TEST(MhcBackward, MatchesReference) {
       {{1, 1, 1, 12}, "f32", false},   {{2, 2, 4, 7}, "f64", true},
       {{1, 2, 6, 12}, "f64", false},   {{1, 1, 6, 1}, "f16", false},
       {{2, 1, 4, 12}, "f16", true},
+      // Enough tokens for the x_mix token sum (ops/mhc.cpp, uses_x_mix).
+      {{2, 40, 2, 8}, "bf16", false},  {{3, 20, 2, 4}, "f32", true},
+      {{1, 60, 2, 5}, "f64", true},
   };
   for (const Case& c : cases) {
     ops::Specialization spec = backward_spec(c.shape, c.dtype, c.grad_x_post);
@@ -335,6 +338,8 @@ TEST(MhcGradcheck, BackwardIsTheAdjointOfTheForward) {
   expect_backward_is_the_adjoint({2, 1, 4, 5}, 12);
   expect_backward_is_the_adjoint({1, 1, 1, 7}, 13);
   expect_backward_is_the_adjoint({1, 2, 6, 2}, 14);
+  expect_backward_is_the_adjoint({1, 12, 1, 3}, 15);  // 12 tokens: through x_mix
+  ASSERT_TRUE(backward_spec({1, 12, 1, 3}, "f64", false).build_program().find_tensor("x_mix"));
 }
 
 TEST(MhcGradcheck, GradXPostIsAddedIntoDx) {

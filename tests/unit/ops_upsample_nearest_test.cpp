@@ -506,6 +506,7 @@ TEST(UpsampleNearestRegistry, SixOpsWithTheSharedSchema) {
     std::vector<std::string> expected = {"dtype", "input_size", "output_size"};
     expected.insert(expected.end(), scales.begin(), scales.end());
     expected.push_back("layout");
+    expected.push_back("grad_output_strides");
     EXPECT_EQ(attributes, expected) << op.name;
     EXPECT_TRUE(reference::find(op.name)) << op.name;
   }

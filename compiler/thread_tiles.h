@@ -1,0 +1,62 @@
+// thread_tiles: the thread-tile schedule (register blocking over a second domain axis). A kernel
+// whose reductions read, in every iteration, a tensor element that does not depend on one of
+// its domain axes a (x[t, j] in a token sum dphi[k, j] = sum_t dh_mix[t, k] x[t, j], which no k
+// changes; phi[k, j] in dvecx[s, j] = sum_k dh_mix[s, k] phi[k, j], which no s changes) reads
+// that element once per point of a: R = 24 times for dphi. With a tile of R points of a
+// (GridConfig::tile_axis / tile_points) each thread computes the R points a_base + r together
+// with its vector group: one loop over the reduction, R x V accumulators, the shared element
+// read once for all R (emit_vector_groups.cpp runs the unrolled tile loop inside the
+// reduction's loops and loads the spans that do not move with a before it). Each point's sum
+// keeps the interpreter's iteration order: the tile changes which thread computes a point, not
+// how, so the results are bitwise those of the untiled kernel.
+//
+// Derived choice: among the domain axes other than the innermost (which owns the vector group)
+// the one whose tile saves the most bytes per reduction iteration (the loads of the reductions'
+// bodies that move with the reduction but not with that axis; a load contiguous along the
+// innermost axis counts 8 times), times R - 1 for the R that axis would get; R is the whole
+// extent up to max_points, else the largest of 16, 8, 4, 2 that divides it, halved while fewer
+// than min_threads points per tile would remain. ADJOINT_TUNE_THREAD_TILE (runtime::lower_options) switches tiles off
+// (0) or forces R. Runs after split_reductions (which asks choose_thread_tile first, so that a
+// split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "compiler/schedule_notes.h"
+#include "ir/program.h"
+
+namespace adjoint::compiler {
+
+struct ThreadTileOptions {
+  /// -1: derive; 0: never tile; R >= 2: tile every eligible kernel by R where R divides the
+  /// chosen axis' extent.
+  int forced_points = -1;
+  /// The largest tile, and the most accumulators (R x V) derive_grid lets a thread keep.
+  int max_points = 32;
+  int max_accumulators = 64;
+  /// A derived tile leaves at least this many points per tile (points / R): the threads also
+  /// take vector groups of up to 8 points, and 2^14 threads keep the H100's 132 SMs busy.
+  int64_t min_threads = int64_t{1} << 17;
+  /// Reductions of fewer iterations than this are not worth a tile (derived only).
+  int64_t min_trips = 16;
+};
+
+/// Throws adjoint::Error (kInvalidArgument) for forced_points outside {-1, 0} and [2, 64].
+void check_thread_tile_options(const ThreadTileOptions& options);
+
+/// The tile `kernel` gets: tile_points 1 (none) or R with its axis, and the reason either way.
+struct TileChoice {
+  int axis = -1;
+  int points = 1;
+  std::string why;
+};
+TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions& options);
+
+/// Sets GridConfig::tile_axis / tile_points on the kernels chosen (only kernels without an
+/// explicit grid or warp lanes, of rank >= 2, whose stages all compute). Returns the very same
+/// program when nothing changes; `notes` receives a line per kernel considered.
+ir::Program choose_thread_tiles(const ir::Program& program, const ThreadTileOptions& options,
+                                ScheduleNotes* notes = nullptr);
+
+}  // namespace adjoint::compiler

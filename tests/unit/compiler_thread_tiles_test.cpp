@@ -1,0 +1,184 @@
+// Tests of choose_thread_tiles and the thread-tile schedule around it: which axis a kernel is
+// tiled along and why (the notes the dumps print), the knob, what the verifier and the coverage
+// proof accept, how split_reductions counts tiled threads, and the code lower() emits for a
+// tiled kernel. The generated kernels' values are checked on the host in
+// compiler_host_run_test (bit for bit against the interpreter and the untiled kernel).
+#include <gtest/gtest.h>
+
+#include "compiler/launch_geometry.h"
+#include "compiler/lower.h"
+#include "compiler/program_utils.h"
+#include "compiler/split_reductions.h"
+#include "compiler/thread_tiles.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Var;
+
+/// out[k, j] = sum over t of w[t, k] * x[t, j]: x[t, j] does not move with k.
+ir::Program token_sums(int64_t k_extent, int64_t columns, int64_t tokens) {
+  ir::ProgramBuilder b("token_sums");
+  ir::Tensor x = b.input("x", DType::kBF16, {tokens, columns});
+  ir::Tensor w = b.input("w", DType::kF32, {tokens, k_extent});
+  ir::Tensor out = b.output("out", DType::kF32, {k_extent, columns});
+  Var k("k"), j("j"), t("t");
+  Expr body = ir::load(w, {t, k}) * ir::cast(DType::kF32, ir::load(x, {t, j}));
+  b.kernel("sums", {ir::compute(out, ir::over(out, {k, j}),
+                                ir::sum({ir::range(t, Expr(tokens))}, body, DType::kF32))});
+  return std::move(b).build();
+}
+
+/// y[s, j] = sum over k of w[s, k] * phi[k, j]: phi[k, j] does not move with s.
+ir::Program mixes(int64_t rows, int64_t columns, int64_t k_extent) {
+  ir::ProgramBuilder b("mixes");
+  ir::Tensor w = b.input("w", DType::kF32, {rows, k_extent});
+  ir::Tensor phi = b.input("phi", DType::kF32, {k_extent, columns});
+  ir::Tensor y = b.output("y", DType::kBF16, {rows, columns});
+  Var s("s"), j("j"), k("k");
+  Expr value = ir::sum({ir::range(k, Expr(k_extent))}, ir::load(w, {s, k}) * ir::load(phi, {k, j}),
+                       DType::kF32);
+  b.kernel("mix", {ir::compute(y, ir::over(y, {s, j}), ir::cast(DType::kBF16, value))});
+  return std::move(b).build();
+}
+
+TEST(ThreadTiles, TokenSumsTileTheAxisTheirLoadsDoNotMoveWith) {
+  ScheduleNotes notes;
+  ir::Program p = choose_thread_tiles(token_sums(24, 1 << 20, 64), {}, &notes);
+  EXPECT_EQ(p.kernels.front().grid.tile_axis, 0);
+  EXPECT_EQ(p.kernels.front().grid.tile_points, 24);  // the whole of k
+  EXPECT_NE(notes.at("sums").find("thread tile: 24 points of k per thread"), std::string::npos)
+      << notes.at("sums");
+  EXPECT_NE(notes.at("sums").find("16 bytes per reduction iteration do not move with k"),
+            std::string::npos)
+      << notes.at("sums");
+  EXPECT_NE(ir::to_string(p).find("grid(derived; tile axis 0 x 24)"), std::string::npos);
+
+  // A long axis gets 16 points.
+  ir::Program m = choose_thread_tiles(mixes(4096, 4096, 24), {}, &notes);
+  EXPECT_EQ(m.kernels.front().grid.tile_axis, 0);
+  EXPECT_EQ(m.kernels.front().grid.tile_points, 16);
+}
+
+TEST(ThreadTiles, NothingSharedShortOrSmallKeepsOnePointPerThread) {
+  // out[p] = sum_t x[p, t]: rank 1.
+  ir::ProgramBuilder b("rows");
+  ir::Tensor x = b.input("x", DType::kF32, {64, 4096});
+  ir::Tensor out = b.output("out", DType::kF32, {64, 8});
+  Var p("p"), q("q"), t("t");
+  b.kernel("rows", {ir::compute(out, ir::over(out, {p, q}),
+                                ir::sum({ir::range(t, Expr(4096))},
+                                        ir::load(x, {p, (t + q) % 4096}), DType::kF32))});
+  ir::Program rows = std::move(b).build();
+  ScheduleNotes notes;
+  EXPECT_TRUE(same_program(choose_thread_tiles(rows, {}, &notes), rows));  // x moves with p, q
+  ir::Program short_sums = token_sums(24, 1 << 20, 8);
+  EXPECT_TRUE(same_program(choose_thread_tiles(short_sums, {}, &notes), short_sums));
+  ir::Program small = token_sums(24, 1024, 64);  // 24 x 1024 points: no 2^17 threads to keep
+  EXPECT_TRUE(same_program(choose_thread_tiles(small, {}, &notes), small));
+  EXPECT_NE(notes.at("sums").find("no thread tile (too few points"), std::string::npos)
+      << notes.at("sums");
+}
+
+TEST(ThreadTiles, KnobForcesOrSwitchesOff) {
+  ThreadTileOptions off;
+  off.forced_points = 0;
+  ScheduleNotes notes;
+  ir::Program p = token_sums(24, 1 << 20, 64);
+  EXPECT_TRUE(same_program(choose_thread_tiles(p, off, &notes), p));
+  EXPECT_NE(notes.at("sums").find("ADJOINT_TUNE_THREAD_TILE=0"), std::string::npos);
+  ThreadTileOptions forced;
+  forced.forced_points = 4;
+  ir::Program small = token_sums(24, 1024, 64);
+  EXPECT_EQ(choose_thread_tiles(small, forced, &notes).kernels.front().grid.tile_points, 4);
+  forced.forced_points = 5;  // does not divide 24
+  EXPECT_TRUE(same_program(choose_thread_tiles(small, forced, &notes), small));
+  EXPECT_NE(notes.at("sums").find("which does not divide k's 24"), std::string::npos);
+  for (int bad : {-2, 1, 65}) {
+    ThreadTileOptions o;
+    o.forced_points = bad;
+    EXPECT_THROW(choose_thread_tiles(p, o), Error) << bad;
+  }
+  LowerOptions lower_options;
+  lower_options.thread_tile = 1;
+  try {
+    lower(p, lower_options);
+    FAIL() << "thread_tile 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("thread_tile"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ThreadTiles, SplitCountsTiledThreads) {
+  // 24 x 16384 points over 4096 tokens: untiled, 2^20 threads would take G = 4 partials;
+  // tiled 24 points to a thread, the split aims at 2^20 / 8 threads: G = 8.
+  ScheduleNotes notes;
+  ir::Program split = split_reductions(token_sums(24, 16384, 4096), {}, &notes);
+  ASSERT_TRUE(split.find_tensor("out_partials"));
+  EXPECT_EQ(split.find_tensor("out_partials")->shape, (std::vector<int64_t>{8, 24, 16384}));
+  ir::Program tiled = choose_thread_tiles(split, {}, &notes);
+  EXPECT_EQ(tiled.kernels.front().grid.tile_points, 24);  // the partials kernel: g, k, j
+  EXPECT_EQ(tiled.kernels.front().grid.tile_axis, 1);
+  EXPECT_EQ(tiled.kernels.back().grid.tile_points, 1);  // the combine shares nothing
+}
+
+TEST(ThreadTiles, VerifierAndCoverageProofCheckTheTile) {
+  ir::Program p = token_sums(24, 64, 16);
+  ir::Kernel& k = p.kernels.front();
+  k.grid.is_set = true;
+  k.grid.bindings = {ir::AxisBinding::kLinear, ir::AxisBinding::kLinear};
+  k.grid.block_size = 256;
+  k.grid.tile_axis = 0;
+  k.grid.tile_points = 8;
+  EXPECT_NO_THROW(ir::verify(p));
+  LaunchDims dims = launch_dims(k);
+  EXPECT_EQ(dims.grid[0], 1u);  // 24 x 64 points / 8 per thread = 192 threads
+  k.grid.tile_points = 5;       // does not divide 24
+  EXPECT_THROW(ir::verify(p), Error);
+  EXPECT_THROW(check_grid_coverage("sums", {24, 64}, k.grid, dims, {0, 1}), Error);
+  k.grid.tile_points = 8;
+  k.grid.tile_axis = 1;  // the innermost axis belongs to the vector group
+  EXPECT_NO_THROW(ir::verify(p));
+  EXPECT_THROW(check_grid_coverage("sums", {24, 64}, k.grid, dims, {0, 1}), Error);
+  k.grid.tile_axis = 0;
+  k.grid.reduction_lanes = 32;
+  EXPECT_THROW(ir::verify(p), Error);
+  k.grid.reduction_lanes = 1;
+  k.grid.bindings[0] = ir::AxisBinding::kSerial;
+  EXPECT_THROW(ir::verify(p), Error);
+}
+
+TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
+  LowerOptions options;
+  CompiledProgram c = lower(token_sums(24, 1 << 20, 64), options);
+  ASSERT_EQ(c.kernels.size(), 1u);
+  const std::string& src = c.kernels.front().source;
+  EXPECT_NE(src.find("// Thread tile: each thread also computes 24 consecutive points of k"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("float acc[24][2]"), std::string::npos) << src;
+  // x is loaded once per iteration before the tile loop; w's row as one tile span.
+  const size_t x_span = src.find("load_elements<4>(x_span");
+  const size_t w_span = src.find("w_span[24]");
+  const size_t tile_loop = src.find("for (int r = 0; r < 24; ++r)");
+  ASSERT_NE(x_span, std::string::npos) << src;
+  ASSERT_NE(w_span, std::string::npos) << src;
+  ASSERT_NE(tile_loop, std::string::npos) << src;
+  EXPECT_LT(x_span, tile_loop);
+  EXPECT_LT(w_span, tile_loop);
+  EXPECT_NE(src.find("acc[r][e] += w_span[r] * adjoint::to_float(x_span[e]);"), std::string::npos)
+      << src;
+  // The long token loop is partially unrolled, never left to NVVM's full unrolling.
+  const size_t token_loop = src.find("for (int t = 0; t < 64; ++t)");
+  ASSERT_NE(token_loop, std::string::npos) << src;
+  EXPECT_NE(src.rfind("#pragma unroll 4", token_loop), std::string::npos) << src;
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
