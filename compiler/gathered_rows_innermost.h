@@ -14,7 +14,8 @@
 // other component depends on `r`, another component reads memory (the data-dependent part),
 // and its kernel does not write the tensor. Each qualifying (tensor, component order) gets one
 // copy kernel `<tensor>_rows` (a transposition, exact in every dtype) placed right before the
-// kernel that reads it; the load then reads the copy. The values and the order of the sums are
+// kernel that reads it; the load then reads the copy (a tensor whose strides already make
+// that order its layout is read in place). The values and the order of the sums are
 // unchanged, so results are bitwise the same. Run by lower() after the scatter lowerings.
 #pragma once
 

@@ -34,7 +34,8 @@
 // broadcast indices from one contiguous row instead of one scattered element per plane:
 //   bin_<X>_transposed   X with its broadcast components moved last, for every tensor X the
 //                        value reads with the broadcast indices as plain components
-//                        (grid_sampler's grad_output: N, H_out, W_out, C)
+//                        (grid_sampler's grad_output: N, H_out, W_out, C); none for a
+//                        tensor whose strides already lay it out that way
 //   <kernel>_gather      T's cells x broadcast indices, the same serial sums as below
 //   <kernel>             T = the gathered values in T's own layout (a copy: the same bits)
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
