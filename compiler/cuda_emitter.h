@@ -49,6 +49,11 @@ struct EmitOptions {
   /// fill kernel, where t holds each bucket's count; empty: none). Integer atomics whose final
   /// values do not depend on their order leave the kernel deterministic.
   std::string claim_slot_tensor;
+  /// The scatter-add into this tensor lands on a distinct element at every point (the binned
+  /// gather's fill and sort kernels, which write a permutation of record ids into slots that
+  /// start unused): emitted as a plain store, no atomic, and the pipeline does not zero the
+  /// target first (empty: none).
+  std::string store_scatter_target;
   /// Loops with a constant trip count above 8 that are not unrolled completely get
   /// `#pragma unroll N` with this N; 0 writes no pragma and leaves the choice to NVVM, which unrolls such loops
   /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took

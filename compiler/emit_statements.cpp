@@ -208,10 +208,13 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
     out_->line((lane_.empty() ? "" : "if (" + lane_ + " == 0) ") + element(target, axis_names) +
                " = " + value + ";");
   } else {
-    uses_atomics_ = true;
-    if (ir::is_float(stage.accumulation)) uses_float_atomics_ = true;
-    out_->line("// scatter_add into " + target->name + ": atomic, accumulated in " +
-               std::string(ir::dtype_name(stage.accumulation)));
+    const bool store = target->name == options_.store_scatter_target;
+    uses_atomics_ |= !store;
+    if (!store && ir::is_float(stage.accumulation)) uses_float_atomics_ = true;
+    out_->line("// scatter_add into " + target->name +
+               (store ? ": distinct elements, stored" : ": atomic, accumulated in " +
+                                                           std::string(ir::dtype_name(
+                                                               stage.accumulation))));
     std::optional<CodeWriter::Block> guarded;
     if (stage.condition.defined()) {
       guarded.emplace(out_->block("if (" + strip_parens(emit_expr(stage.condition)) + ") {"));
@@ -219,8 +222,12 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
     }
     std::vector<std::string> indices = element_indices(target, stage.indices);
     std::string value = converted(stage.value, std::string(cuda_value_type(stage.accumulation)));
-    out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " + strip_parens(value) +
-               ");");
+    if (store) {
+      out_->line(element(target, indices) + " = " + strip_parens(value) + ";");
+    } else {
+      out_->line("adjoint::atomic_add(&" + element(target, indices) + ", " +
+                 strip_parens(value) + ");");
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
@@ -91,6 +92,16 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.gathered_rows_min < 0) {
+    throw Error("LowerOptions.gathered_rows_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.gathered_rows_min),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.binned_channels_last_min < 0) {
+    throw Error("LowerOptions.binned_channels_last_min: expected 0 (never) or a number of "
+                "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
@@ -102,12 +113,18 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
+  BinnedGatherOptions binned_options;
+  binned_options.channels_last_min = options.binned_channels_last_min;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
+    return copy_gathered_rows_innermost(x, options.gathered_rows_min);
+  });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   ScheduleNotes notes, cooperative_notes;
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
@@ -142,10 +159,14 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
+    if (auto store = stores.find(kernel.name); store != stores.end())
+      emit_options.store_scatter_target = store->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
-      if (stage.kind == ir::StageKind::kScatterAdd && zeroed.insert(stage.target->name).second) {
+      if (stage.kind == ir::StageKind::kScatterAdd &&
+          stage.target->name != emit_options.store_scatter_target &&
+          zeroed.insert(stage.target->name).second) {
         compiled.zero_before.push_back(stage.target->name);
       }
     }

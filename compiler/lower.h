@@ -3,6 +3,7 @@
 //
 //   verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
+//          -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
 //          -> emit_cuda (one unit per kernel)
 //
@@ -66,6 +67,12 @@ struct LowerOptions {
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
+  /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
+  /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
+  int64_t binned_channels_last_min = 2;
+  /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
+  /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
+  int64_t gathered_rows_min = 2;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

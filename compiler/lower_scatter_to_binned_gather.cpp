@@ -1,11 +1,13 @@
 // lower_scatter_to_binned_gather: finds eligible scatters, splits their domain into broadcast
 // and record axes, and replaces each by the count / scan / fill / sort / gather kernels the
-// header describes.
+// header describes, in the broadcast-innermost layout where the broadcast axes are wide.
 #include "compiler/lower_scatter_to_binned_gather.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -166,6 +168,57 @@ class FactorHoister : public ir::ExprMutator {
   std::function<Tensor(const Expr&)> make_factor_;
 };
 
+/// Replaces loads that index with every broadcast variable as a plain component (each once,
+/// and in no other component) by loads of a copy with those components last, in the order of
+/// `broadcast` (`transposed(tensor, order)` makes the copy: component k of the copy is
+/// component order[k] of the tensor). Other loads stay.
+class BroadcastInnermost : public ir::ExprMutator {
+ public:
+  using MakeCopy = std::function<Tensor(const Tensor&, const std::vector<int>&)>;
+  BroadcastInnermost(std::vector<const ir::VarNode*> broadcast, MakeCopy transposed)
+      : broadcast_(std::move(broadcast)), transposed_(std::move(transposed)) {}
+
+ protected:
+  Expr visit_Load(const ir::LoadNode& n, const Expr& self) override {
+    const int rank = static_cast<int>(n.indices.size());
+    std::vector<int> last;
+    for (const ir::VarNode* v : broadcast_) {
+      int found = -1;
+      for (int j = 0; j < rank; ++j) {
+        if (n.indices[j].as<ir::VarNode>() == v) found = found < 0 ? j : rank;
+      }
+      if (found < 0 || found == rank) return ExprMutator::visit_Load(n, self);
+      last.push_back(found);
+    }
+    std::vector<int> order;
+    for (int j = 0; j < rank; ++j) {
+      if (std::find(last.begin(), last.end(), j) != last.end()) continue;
+      for (const ir::VarNode* v : broadcast_) {
+        if (depends_on(n.indices[j], v)) return ExprMutator::visit_Load(n, self);
+      }
+      order.push_back(j);
+    }
+    if (order.empty()) return ExprMutator::visit_Load(n, self);  // already contiguous rows
+    order.insert(order.end(), last.begin(), last.end());
+    // Already laid out that way (a channels-last input read in place): no copy needed.
+    std::vector<int64_t> permuted;
+    for (int k : order) permuted.push_back(n.tensor->shape[k]);
+    const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
+    bool laid_out = true;
+    for (size_t k = 0; k < order.size(); ++k) {
+      laid_out &= permuted[k] == 1 || n.tensor->strides[order[k]] == wanted[k];
+    }
+    if (laid_out) return ExprMutator::visit_Load(n, self);
+    std::vector<Expr> indices;
+    for (int k : order) indices.push_back(mutate(n.indices[k]));
+    return ir::load(transposed_(n.tensor, order), std::move(indices));
+  }
+
+ private:
+  std::vector<const ir::VarNode*> broadcast_;
+  MakeCopy transposed_;
+};
+
 /// Builds the kernels and temporaries of one program rewrite, with names unique in it.
 class Rewriter {
  public:
@@ -173,6 +226,12 @@ class Rewriter {
 
   Tensor temporary(const std::string& base, int64_t size, DType dtype = DType::kI32) {
     Tensor t = ir::make_tensor(unique_tensor_name(out_, base), dtype, {size},
+                               ir::TensorRole::kTemporary);
+    out_.temporaries.push_back(t);
+    return t;
+  }
+  Tensor temporary(const std::string& base, std::vector<int64_t> shape, DType dtype) {
+    Tensor t = ir::make_tensor(unique_tensor_name(out_, base), dtype, std::move(shape),
                                ir::TensorRole::kTemporary);
     out_.temporaries.push_back(t);
     return t;
@@ -213,7 +272,8 @@ class Rewriter {
 
   /// Rewrites `stage` (the only stage of `kernel`) into kernels appended to `kernels`.
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
-               std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims) {
+               std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
+               const BinnedGatherOptions& options, StoreScatterTargets* stores) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr true_ = Expr(int64_t{0}) == Expr(int64_t{0});
@@ -240,6 +300,7 @@ class Rewriter {
                          condition)},
         {}});
     if (claims) (*claims)[fill_name] = count->name;
+    if (stores) (*stores)[fill_name] = unsorted->name;
     // Sort: slot p's record goes to its rank (by id) within its bucket.
     Tensor sorted = temporary(prefix + "_sorted", b.records);
     {
@@ -253,6 +314,7 @@ class Rewriter {
                   ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
                              ir::constant(DType::kI32, 0)),
                   DType::kI32);
+      if (stores) (*stores)[prefix + "_sort"] = sorted->name;
       kernels.push_back(ir::Kernel{
           prefix + "_sort",
           {ir::scatter_add(sorted, {begin + as_i64(rank)}, record,
@@ -290,9 +352,37 @@ class Rewriter {
     if (!factor_stages.empty()) {
       kernels.push_back(ir::Kernel{prefix + "_factors", std::move(factor_stages), {}});
     }
+    int64_t broadcast_elements = 1;
+    std::vector<const ir::VarNode*> broadcast_vars;  // the gather's, in target order
     for (int j = 0; j < target->rank(); ++j) {
-      if (b.component_axis[j])
-        body = substitute(body, stage.domain[*b.component_axis[j]].var.get(), vars[j]);
+      if (!b.component_axis[j]) continue;
+      body = substitute(body, stage.domain[*b.component_axis[j]].var.get(), vars[j]);
+      broadcast_elements *= target->shape[j];
+      broadcast_vars.push_back(vars[j].get());
+    }
+    const bool innermost = options.channels_last_min > 0 && !broadcast_vars.empty() &&
+                           broadcast_elements >= options.channels_last_min &&
+                           b.records >= options.records_per_cell_min * b.cells;
+    if (innermost) {
+      std::map<std::pair<std::string, std::vector<int>>, Tensor> copies;
+      BroadcastInnermost transposer(broadcast_vars, [&](const Tensor& x,
+                                                        const std::vector<int>& order) {
+        Tensor& copy = copies[{x->name, order}];
+        if (copy) return copy;
+        std::vector<int64_t> shape;
+        for (int k : order) shape.push_back(x->shape[k]);
+        copy = temporary(prefix + "_" + x->name + "_transposed", shape, x->dtype);
+        std::vector<Var> copy_vars;
+        for (size_t k = 0; k < order.size(); ++k) copy_vars.emplace_back("d" + std::to_string(k));
+        std::vector<Expr> source(order.size());
+        for (size_t k = 0; k < order.size(); ++k) source[order[k]] = copy_vars[k];
+        kernels.push_back(ir::Kernel{copy->name,
+                                     {ir::compute(copy, ir::over(copy, copy_vars),
+                                                  ir::load(x, std::move(source)))},
+                                     {}});
+        return copy;
+      });
+      body = transposer.mutate(body);
     }
     body = decode_records(b, stage, body, within(at(sorted, Expr(q)), 0, b.records - 1));
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
@@ -303,8 +393,38 @@ class Rewriter {
         body,
                          stage.accumulation);
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
-    kernels.push_back(
-        ir::Kernel{kernel.name, {ir::compute(target, ir::over(target, vars), total)}, {}});
+    if (!innermost) {
+      kernels.push_back(
+          ir::Kernel{kernel.name, {ir::compute(target, ir::over(target, vars), total)}, {}});
+      return;
+    }
+    // Broadcast-innermost: gather into cells x broadcast indices, then copy into T's layout.
+    std::vector<int> order;  // gathered component k is target component order[k]
+    for (int j = 0; j < target->rank(); ++j) {
+      if (!b.component_axis[j]) order.push_back(j);
+    }
+    for (int j = 0; j < target->rank(); ++j) {
+      if (b.component_axis[j]) order.push_back(j);
+    }
+    std::vector<Var> gather_vars;
+    std::vector<int64_t> gather_shape;
+    for (int j : order) {
+      gather_vars.push_back(vars[j]);
+      gather_shape.push_back(target->shape[j]);
+    }
+    Tensor gathered = temporary(prefix + "_gathered", gather_shape, target->dtype);
+    kernels.push_back(ir::Kernel{
+        kernel.name + "_gather",
+        {ir::compute(gathered, ir::over(gathered, gather_vars), total)},
+        {}});
+    std::vector<Var> copy_vars;
+    for (int j = 0; j < target->rank(); ++j) copy_vars.emplace_back("o" + std::to_string(j));
+    std::vector<Expr> source;
+    for (int j : order) source.push_back(copy_vars[j]);
+    kernels.push_back(ir::Kernel{
+        kernel.name,
+        {ir::compute(target, ir::over(target, copy_vars), ir::load(gathered, std::move(source)))},
+        {}});
   }
 
  private:
@@ -328,7 +448,9 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
 
 }  // namespace
 
-ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims) {
+ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
+                                           const BinnedGatherOptions& options,
+                                           StoreScatterTargets* stores) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -345,7 +467,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       out.kernels.push_back(kernel);
       continue;
     }
-    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims);
+    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores);
     changed = true;
   }
   return changed ? out : program;

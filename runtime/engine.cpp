@@ -86,6 +86,8 @@ struct TuningKnobs {
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
+  int binned_channels_last_min = 2;
+  int gathered_rows_min = 2;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -141,6 +143,12 @@ TuningKnobs read_tuning_knobs() {
   knobs.runtime_unroll = integer_knob(
       "ADJOINT_TUNE_RUNTIME_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
       "0 (NVVM's choice), 1 (not unrolled) or an unroll factor in [2, 16]");
+  knobs.binned_channels_last_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
+      "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
+  knobs.gathered_rows_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -554,6 +562,8 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
+  options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
+  options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

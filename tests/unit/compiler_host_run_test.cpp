@@ -40,6 +40,7 @@
 #include "compiler/lower.h"
 #include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
@@ -227,11 +228,17 @@ struct Variant {
     return v;
   }
   /// Data-dependent scatters as binned gathers (Determinism::kDefault) at a block size.
-  static Variant binned_gather(int block_size) {
+  /// `channels_last_min`: BinnedGatherOptions::channels_last_min (1: always broadcast-innermost).
+  static Variant binned_gather(int block_size, int64_t channels_last_min = 8) {
     Variant v(0, block_size, 0, false);
     v.binned = true;
+    v.channels_last_min = channels_last_min;
+    v.gathered_rows_min = channels_last_min;
     return v;
   }
+  /// copy_gathered_rows_innermost's min_extent (0: not run).
+  int64_t gathered_rows_min = 0;
+  int64_t channels_last_min = 8;
   int width = 1;
   int block_size = 0;
   int vector_bytes = 0;
@@ -258,7 +265,8 @@ struct Variant {
   }
 
   std::string label() const {
-    return std::string(binned ? "binned_" : "") + "v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
+    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") +
+           "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile));
@@ -274,8 +282,14 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   ClaimSlotTensors claims;
-  if (variant.binned) p = lower_scatter_to_binned_gather(p, &claims);
+  StoreScatterTargets stores;
+  if (variant.binned) {
+    BinnedGatherOptions binned;
+    binned.channels_last_min = variant.channels_last_min;
+    p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
+  }
   p = lower_scatter_to_atomics(p);
+  p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
@@ -311,6 +325,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     EmitOptions options{variant.streaming};
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
+    if (auto store = stores.find(p.kernels[k].name); store != stores.end())
+      options.store_scatter_target = store->second;
     kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k), options));
   }
   return kernels;
@@ -971,6 +987,9 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
         "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
         "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
         "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        // Nine channels: broadcast-innermost by default.
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,9,4,3 output_size=3,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
         // Every input read in place: grad_output channels-last, padded input rows, grid planes.
         "grid_sampler_2d_backward dtype=f32 input_size=2,3,5,6 output_size=4,7 "
         "interpolation_mode=bilinear padding_mode=zeros align_corners=true "
@@ -979,8 +998,15 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
   }
   // Grids in [-8, 8] (exact inputs): most points out of range (zeros), clamped to the edge
   // cells (border: large buckets) or reflected; then values whose sums round by order.
-  const std::vector<Variant> variants = {Variant(1), Variant::binned_gather(256),
-                                         Variant::binned_gather(32), Variant::binned_gather(1024)};
+  // The broadcast-innermost gather (channels innermost, through transposed copies) for every
+  // mode too: the same sums in the same order, so the same bits.
+  const std::vector<Variant> variants = {
+      Variant(1),
+      Variant::binned_gather(256),
+      Variant::binned_gather(32),
+      Variant::binned_gather(1024),
+      Variant::binned_gather(256, 1),
+      Variant::binned_gather(32, 1)};
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
 }

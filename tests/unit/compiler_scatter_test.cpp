@@ -9,6 +9,7 @@
 #include <random>
 
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower.h"
 #include "compiler/lower_scatter_to_atomics.h"
@@ -470,7 +471,9 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
                       "interpolation_mode=bicubic padding_mode=zeros align_corners=false")
                       .build_program();
   ClaimSlotTensors claims;
-  ir::Program out = lower_scatter_to_binned_gather(p, &claims);
+  BinnedGatherOptions planar;  // the gather in grad_input's own layout
+  planar.channels_last_min = 0;
+  ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
   // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
   EXPECT_EQ(kernel_names(out),
@@ -498,6 +501,130 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   const std::string text = ir::to_string(gather.value);
   EXPECT_NE(text.find("grad_input_bin_factor[q"), std::string::npos) << text;
   EXPECT_EQ(text.find("source_coordinate"), std::string::npos) << text;
+}
+
+TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
+  ir::Program p = ops::parse_specialization(
+                      "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=8,6 "
+                      "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
+                      .build_program();
+  // 16 channels >= 2, and 2 x 8 x 6 x 4 = 384 records >= 2 per cell (2 x 6 x 5 = 60 cells).
+  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);
+  ir::verify(out);
+  std::vector<std::string> names = kernel_names(out);
+  ASSERT_GE(names.size(), 5u);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 4, names.end()),
+            (std::vector<std::string>{"grad_input_bin_grad_output_transposed",
+                                      "grad_input_gather", "grad_input", "grad_grid"}));
+  // grad_output (N, C, H_out, W_out) copied as (N, H_out, W_out, C), in its own dtype.
+  ir::Tensor copy = out.find_tensor("grad_input_bin_grad_output_transposed");
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(copy->shape, (std::vector<int64_t>{2, 8, 6, 16}));
+  EXPECT_EQ(copy->dtype, DType::kBF16);
+  ir::Tensor gathered = out.find_tensor("grad_input_bin_gathered");
+  ASSERT_TRUE(gathered);
+  EXPECT_EQ(gathered->shape, (std::vector<int64_t>{2, 6, 5, 16}));
+  const ir::Stage& gather = out.kernels[names.size() - 3].stages[0];
+  EXPECT_EQ(gather.target, gathered);
+  EXPECT_EQ(gather.domain.back().var.name_hint(), "c");
+  const std::string text = ir::to_string(gather.value);
+  EXPECT_NE(text.find("grad_input_bin_grad_output_transposed["), std::string::npos) << text;
+  EXPECT_EQ(text.find("grad_output["), std::string::npos) << text;
+  // The last kernel before grad_grid copies the gathered values into grad_input's layout.
+  const ir::Stage& copy_back = out.kernels[names.size() - 2].stages[0];
+  EXPECT_EQ(copy_back.target->name, "grad_input");
+  EXPECT_EQ(copy_back.value.kind(), ir::ExprKind::kLoad);
+  // Below the threshold, or with it off, the gather writes grad_input directly.
+  BinnedGatherOptions off;
+  off.channels_last_min = 0;
+  ir::Program planar = lower_scatter_to_binned_gather(p, nullptr, off);
+  EXPECT_FALSE(planar.find_tensor("grad_input_bin_gathered"));
+  EXPECT_EQ(kernel_names(planar).size(), names.size() - 2);
+  BinnedGatherOptions high;
+  high.channels_last_min = 17;
+  EXPECT_FALSE(lower_scatter_to_binned_gather(p, nullptr, high).find_tensor(
+      "grad_input_bin_gathered"));
+  // Nearest on the same shapes: 96 records for 60 cells, too few to pay for the copies.
+  ir::Program nearest = ops::parse_specialization(
+                            "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 "
+                            "output_size=8,6 interpolation_mode=nearest")
+                            .build_program();
+  EXPECT_FALSE(lower_scatter_to_binned_gather(nearest, nullptr).find_tensor(
+      "grad_input_bin_gathered"));
+  BinnedGatherOptions any_records;
+  any_records.records_per_cell_min = 0;
+  EXPECT_TRUE(lower_scatter_to_binned_gather(nearest, nullptr, any_records)
+                  .find_tensor("grad_input_bin_gathered"));
+  // grad_output already channels-last in memory (read in place): the gather reads it, no copy.
+  ir::Program strided = ops::parse_specialization(
+                            "grid_sampler_2d_backward dtype=f32 input_size=2,16,6,5 "
+                            "output_size=8,6 interpolation_mode=bilinear "
+                            "grad_output_strides=768,1,96,16")
+                            .build_program();
+  ir::Program in_place = lower_scatter_to_binned_gather(strided, nullptr);
+  ir::verify(in_place);
+  EXPECT_TRUE(in_place.find_tensor("grad_input_bin_gathered"));
+  EXPECT_FALSE(in_place.find_tensor("grad_input_bin_grad_output_transposed"));
+  // The same sums in the same order as the planar gather (the interpreter's scatter adds in
+  // f64, so the comparison is gather against gather).
+  BinnedGatherOptions planar_options;
+  planar_options.channels_last_min = 0;
+  expect_same_results(lower_scatter_to_binned_gather(strided, nullptr, planar_options), in_place);
+  LowerOptions negative;
+  negative.binned_channels_last_min = -1;
+  EXPECT_THROW(lower(p, negative), Error);
+}
+
+// --- copy_gathered_rows_innermost -----------------------------------------------------------
+
+TEST(GatheredRowsInnermost, GradGridReadsInputWithChannelsLast) {
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,8,5,7 output_size=4,3 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,4,4,4 output_size=5,3 "
+        "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,16,4,4 output_size=5,3 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,8,3,4,5 output_size=3,2,4 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=false"}) {
+    ir::Program p = ops::parse_specialization(spec).build_program();
+    ir::Program out = copy_gathered_rows_innermost(p, 2);  // rows of 32 bytes: one sector
+    ir::verify(out);
+    // One copy, right before grad_grid: input with its channel component last.
+    ir::Tensor rows = out.find_tensor("input_rows");
+    ASSERT_TRUE(rows) << spec;
+    std::vector<int64_t> shape = p.find_tensor("input")->shape;
+    shape.push_back(shape[1]);
+    shape.erase(shape.begin() + 1);
+    EXPECT_EQ(rows->shape, shape) << spec;
+    std::vector<std::string> names = kernel_names(out);
+    ASSERT_EQ(names.size(), p.kernels.size() + 1) << spec;
+    EXPECT_EQ(names[names.size() - 2], "input_rows") << spec;
+    EXPECT_EQ(names.back(), "grad_grid") << spec;
+    const std::string text = ir::to_string(out.kernels.back().stages[0].value);
+    EXPECT_EQ(text.find("input["), std::string::npos) << text;
+    // grad_output is read at plain (n, c, h, w): not a data-dependent read, left alone.
+    EXPECT_NE(text.find("grad_output["), std::string::npos) << text;
+    expect_same_results(p, out);
+    // Reduced axes shorter than the minimum, or the pass off: the very same program.
+    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 17), p)) << spec;
+    EXPECT_TRUE(same_program(copy_gathered_rows_innermost(p, 0), p)) << spec;
+  }
+  // Rows longer than one 32-byte sector stay in place (9 f32 channels: 36 bytes).
+  ir::Program wide = ops::parse_specialization(
+                         "grid_sampler_2d_backward dtype=f32 input_size=2,9,5,7 output_size=4,3 "
+                         "interpolation_mode=bilinear")
+                         .build_program();
+  EXPECT_TRUE(same_program(copy_gathered_rows_innermost(wide, 2), wide));
+  // Loads whose indices do not read memory stay (upsample's gathers).
+  ir::Program up = ops::parse_specialization(
+                       "upsample_nearest2d_backward dtype=f32 input_size=2,16,4,4 "
+                       "output_size=8,8")
+                       .build_program();
+  EXPECT_TRUE(same_program(copy_gathered_rows_innermost(up, 1), up));
+  LowerOptions negative;
+  negative.gathered_rows_min = -1;
+  EXPECT_THROW(lower(up, negative), Error);
 }
 
 TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {

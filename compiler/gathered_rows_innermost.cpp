@@ -1,0 +1,148 @@
+// copy_gathered_rows_innermost: finds qualifying loads (the header's rule) with a mutator that
+// tracks the enclosing reduced axes, and adds one transposed copy per tensor and order.
+#include "compiler/gathered_rows_innermost.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/program_utils.h"
+#include "ir/builder.h"
+#include "ir/visitor.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::Expr;
+using ir::Tensor;
+using ir::Var;
+
+/// The memory sector: the unit of a global load's transfer on NVIDIA GPUs.
+constexpr int64_t kSectorBytes = 32;
+
+int64_t constant_of(const Expr& e) {
+  auto* c = e.as<ir::IntConstNode>();
+  return c ? c->value : -1;
+}
+
+bool reads_memory(const Expr& e) {
+  bool reads = false;
+  for_each_node(e, [&](const Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });
+  return reads;
+}
+
+/// True when `t`'s strides already make `order` its row-major layout (extent-1 components aside).
+bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
+  std::vector<int64_t> permuted;
+  for (int k : order) permuted.push_back(t.shape[k]);
+  const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
+  }
+  return true;
+}
+
+/// Rewrites the qualifying loads of one kernel; `copy(tensor, order)` makes (or reuses) the
+/// copy whose component k is the tensor's component order[k].
+class RowsInnermost : public ir::ExprMutator {
+ public:
+  using MakeCopy = std::function<Tensor(const Tensor&, const std::vector<int>&)>;
+  RowsInnermost(int64_t min_extent, std::vector<Tensor> written, MakeCopy copy)
+      : min_extent_(min_extent), written_(std::move(written)), copy_(std::move(copy)) {}
+
+ protected:
+  Expr visit_Reduce(const ir::ReduceNode& n, const Expr& self) override {
+    size_t pushed = 0;
+    for (const ir::Axis& axis : n.axes) {
+      if (constant_of(axis.start) == 0 && constant_of(axis.extent) >= min_extent_) {
+        reduced_.push_back(axis.var.get());
+        ++pushed;
+      }
+    }
+    Expr out = ExprMutator::visit_Reduce(n, self);
+    reduced_.resize(reduced_.size() - pushed);
+    return out;
+  }
+
+  Expr visit_Load(const ir::LoadNode& n, const Expr& self) override {
+    Expr rewritten = ExprMutator::visit_Load(n, self);  // nested loads first
+    if (std::find(written_.begin(), written_.end(), n.tensor) != written_.end()) return rewritten;
+    const auto& load = *rewritten.as<ir::LoadNode>();
+    const int rank = static_cast<int>(load.indices.size());
+    for (auto r = reduced_.rbegin(); r != reduced_.rend(); ++r) {  // innermost reduction first
+      int row = -1;
+      bool other_uses = false, data_dependent = false;
+      for (int j = 0; j < rank; ++j) {
+        if (load.indices[j].as<ir::VarNode>() == *r && row < 0) {
+          row = j;
+        } else {
+          other_uses |= depends_on(load.indices[j], *r);
+          data_dependent |= reads_memory(load.indices[j]);
+        }
+      }
+      if (row < 0 || row == rank - 1 || other_uses || !data_dependent) continue;
+      if (n.tensor->shape[row] * ir::dtype_bytes(n.tensor->dtype) > kSectorBytes) continue;
+      std::vector<int> order;
+      for (int j = 0; j < rank; ++j) {
+        if (j != row) order.push_back(j);
+      }
+      order.push_back(row);
+      if (laid_out(*n.tensor, order)) return rewritten;  // read in place: rows already there
+      std::vector<Expr> indices;
+      for (int k : order) indices.push_back(load.indices[k]);
+      return ir::load(copy_(n.tensor, order), std::move(indices));
+    }
+    return rewritten;
+  }
+
+ private:
+  int64_t min_extent_;
+  std::vector<Tensor> written_;
+  MakeCopy copy_;
+  std::vector<const ir::VarNode*> reduced_;
+};
+
+}  // namespace
+
+ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min_extent) {
+  if (min_extent <= 0) return program;
+  ir::Program out = program;
+  out.kernels.clear();
+  bool changed = false;
+  for (const ir::Kernel& kernel : program.kernels) {
+    std::vector<ir::Kernel> copies;
+    std::map<std::pair<std::string, std::vector<int>>, Tensor> made;  // per kernel
+    RowsInnermost mutator(min_extent, tensors_written(kernel),
+                          [&](const Tensor& x, const std::vector<int>& order) {
+      Tensor& copy = made[{x->name, order}];
+      if (copy) return copy;
+      std::vector<int64_t> shape;
+      for (int k : order) shape.push_back(x->shape[k]);
+      copy = ir::make_tensor(unique_tensor_name(out, x->name + "_rows"), x->dtype, shape,
+                             ir::TensorRole::kTemporary);
+      out.temporaries.push_back(copy);
+      std::vector<Var> vars;
+      for (size_t k = 0; k < order.size(); ++k) vars.emplace_back("r" + std::to_string(k));
+      std::vector<Expr> source(order.size());
+      for (size_t k = 0; k < order.size(); ++k) source[order[k]] = vars[k];
+      copies.push_back(ir::Kernel{
+          copy->name,
+          {ir::compute(copy, ir::over(copy, vars), ir::load(x, std::move(source)))},
+          {}});
+      return copy;
+    });
+    ir::Kernel rewritten = kernel;
+    for (ir::Stage& stage : rewritten.stages) {
+      if (stage.kind != ir::StageKind::kCompute) continue;
+      stage.value = mutator.mutate(stage.value);
+    }
+    changed |= !copies.empty();
+    for (ir::Kernel& c : copies) out.kernels.push_back(std::move(c));
+    out.kernels.push_back(std::move(rewritten));
+  }
+  return changed ? out : program;
+}
+
+}  // namespace adjoint::compiler
