@@ -148,7 +148,10 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty()) continue;
-    EmitOptions emit_options{options.streaming_loads, options.streaming_stores, {}, widths[k], {}, 0, {}};
+    EmitOptions emit_options;
+    emit_options.streaming_loads = options.streaming_loads;
+    emit_options.streaming_stores = options.streaming_stores;
+    emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
