@@ -182,12 +182,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         } else if (trips(*r) < options.min_trips) {
           why = "fewer than " + std::to_string(options.min_trips) + " iterations";
         } else {
-          // G also stays at most the iterations each partial keeps (G <= trips / G): the
-          // combine runs G iterations serially per point, so past sqrt(trips) a few points
-          // (B*S = 1) would wait on a long combine loop with too few threads to hide it.
           while (points * partials / tile < target && partials * 2 <= options.max_partials &&
-                 extent % (partials * 2) == 0 && extent / (partials * 2) >= options.min_iterations &&
-                 partials * 2 <= trips(*r) / (partials * 2))
+                 extent % (partials * 2) == 0 && extent / (partials * 2) >= options.min_iterations)
             partials *= 2;
           const std::string tiled =
               tile > 1 ? " / a thread tile of " + std::to_string(tile) : std::string();

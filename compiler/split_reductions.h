@@ -24,8 +24,7 @@ struct ReductionSplitOptions {
   /// -1: derive G from the shapes; 0: never split; G >= 2: split every eligible reduction
   /// whose split axis G divides into G partials.
   int forced_partials = -1;
-  /// Derived G doubles while (domain points x G) is below this many threads (and G stays at
-  /// most the iterations of each partial, so that neither stage is a long serial loop).
+  /// Derived G doubles while (domain points x G) is below this many threads.
   int64_t target_threads = int64_t{1} << 20;
   /// A derived split leaves every partial at least this many iterations of the split axis.
   int64_t min_iterations = 16;

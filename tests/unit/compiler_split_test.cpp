@@ -50,11 +50,10 @@ TEST(SplitReductions, DerivesPartialsUntilTheDomainFillsTheGpu) {
   ASSERT_EQ(split.kernels.size(), 2u);
   EXPECT_EQ(split.kernels[0].name, "sums_out_partials");
   ASSERT_EQ(split.temporaries.size(), 1u);
-  // 64 partials (each 64 iterations: G stays at most sqrt(4096) so that the combine is no
-  // longer than a partial; fewer than the 1024 the 2^20-thread target asks for); partials
-  // innermost (t is contiguous in x).
-  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1024, 64}));
-  EXPECT_NE(notes.at("sums").find("split into G=64 partials over t"), std::string::npos)
+  // 256 partials (each 16 iterations: fewer than the 1024 the 2^20-thread target asks for);
+  // partials innermost (t is contiguous in x).
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1024, 256}));
+  EXPECT_NE(notes.at("sums").find("split into G=256 partials over t"), std::string::npos)
       << notes.at("sums");
   EXPECT_NE(notes.at("sums_out_partials").find("stage 1 of 2"), std::string::npos);
   ir::HostBuffers in = exact_inputs(p);
@@ -62,16 +61,10 @@ TEST(SplitReductions, DerivesPartialsUntilTheDomainFillsTheGpu) {
 }
 
 TEST(SplitReductions, EveryPartialKeepsAMinimumOfIterations) {
-  // One point: G stops at sqrt(4096) = 64, so that each partial loops as long as the combine.
+  // One point: G stops at 4096 / 16 = 256 so that each partial still loops 16 times.
   ir::Program split = split_reductions(row_sums(1, 4096), {});
   ASSERT_EQ(split.temporaries.size(), 1u);
-  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1, 64}));
-  // 1 x 128 stops at G = 8: 16 iterations each, the minimum, and G <= 128 / G holds there too.
-  ReductionSplitOptions at_least;
-  at_least.min_trips = 64;
-  ir::Program short_split = split_reductions(row_sums(1, 128), at_least);
-  ASSERT_EQ(short_split.temporaries.size(), 1u);
-  EXPECT_EQ(short_split.temporaries[0]->shape, (std::vector<int64_t>{1, 8}));
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1, 256}));
 }
 
 TEST(SplitReductions, LeavesShortReductionsAndFullDomainsSerial) {
@@ -104,10 +97,10 @@ TEST(SplitReductions, KnobForcesOrSwitchesOff) {
   off.forced_partials = -2;
   EXPECT_THROW(split_reductions(big, off), Error);
   ReductionSplitOptions wider;
-  wider.target_threads = 1 << 12;  // 4 points x 1024 partials, but G <= sqrt(2^14) = 128
+  wider.target_threads = 1 << 12;  // 4 points x 1024 partials
   ir::Program split_wide = split_reductions(big, wider);
   ASSERT_EQ(split_wide.temporaries.size(), 1u);
-  EXPECT_EQ(split_wide.temporaries[0]->shape, (std::vector<int64_t>{4, 128}));
+  EXPECT_EQ(split_wide.temporaries[0]->shape, (std::vector<int64_t>{4, 1024}));
   wider.target_threads = 3000;
   EXPECT_THROW(split_reductions(big, wider), Error);
 }
