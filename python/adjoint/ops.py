@@ -314,19 +314,26 @@ def mhc_pre_backward(x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
     device = _torch.cuda_device_of(x, "%s: x" % op)
     dtype = dtype_of(x, "%s: x" % op)
     batch, seq, n, dim = require_rank(x, "%s: x" % op, 4)
-    for name, tensor in tensors.items():
-        _torch.cuda_device_of(tensor, "%s: %s" % (op, name))
-        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
+    tensors = _mhc_inputs(op, tensors)
     text = spec.mhc_pre_backward(batch, seq, n, dim, dtype.name, hc_eps, grad_x_post is not None)
     outputs = prepare(text, device=device)(tensors)
     return tuple(outputs[name] for name in ("dx", "dphi", "dalpha", "dbias", "dgamma"))
 
 
-def _mhc_call(op, text, device, tensors):
+def _mhc_inputs(op, tensors):
+    """The tensors an mHC program binds: each input as given when contiguous, else a contiguous
+    copy (the mHC specializations are not specialized on strides yet); one that overlaps
+    itself is refused with an InvalidArgumentError naming it."""
+    bound = {}
     for name, tensor in tensors.items():
         _torch.cuda_device_of(tensor, "%s: %s" % (op, name))
-        layout_of(tensor, "%s: %s" % (op, name), ("contiguous",))
-    return prepare(text, device=device)(tensors)
+        strides = _input_layout(tensor, "%s: %s" % (op, name), ("contiguous",))[1]
+        bound[name] = tensor if strides is None else tensor.contiguous()
+    return bound
+
+
+def _mhc_call(op, text, device, tensors):
+    return prepare(text, device=device)(_mhc_inputs(op, tensors))
 
 
 def mhc_post(x, y, h_res, h_post):

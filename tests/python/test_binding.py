@@ -508,6 +508,19 @@ class FakeLibraryTest(unittest.TestCase):
         self.assertIn("t_max=7 eps=0.01 dtype=f32", self.fake.prepared[-1][0])
         self.assertEqual(adjoint.mhc_sinkhorn(h_res).shape, (b, s, n, n))
 
+    def test_mhc_inputs_of_other_strides_are_copied_and_overlapping_ones_refused(self):
+        b, s, n, d = 1, 3, 4, 8
+        x = FakeTensor((b, s, n, d), "bf16", strides=(s * d * n, d, s * d, 1))  # s, n swapped
+        y, h_res = FakeTensor((b, s, d), "bf16"), FakeTensor((b, s, n, n))
+        h_post = FakeTensor((b, s, n))
+        adjoint.mhc_post(x, y, h_res, h_post)
+        self.assertEqual(x.copies, 1)
+        self.assertNotEqual(self.fake.launches[-1][1]["x"][0], x.data_ptr())
+        self.assertEqual(self.fake.launches[-1][1]["y"][0], y.data_ptr())
+        expanded = FakeTensor((b, s, n), strides=(0, 0, 1))
+        with self.assertRaisesRegex(ValueError, "mhc_post: h_post: overlaps itself"):
+            adjoint.mhc_post(FakeTensor((b, s, n, d), "bf16"), y, h_res, expanded)
+
 
 class RealLibraryTest(unittest.TestCase):
     """Only where a built libadjoint with the C API is present: its errors reach Python."""
