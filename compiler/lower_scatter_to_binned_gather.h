@@ -21,7 +21,8 @@
 //                 in increasing record id, the same every run
 //   <kernel>      T[t] = sum over q in [bin_offset[key(t)], bin_offset[key(t) + 1]) of
 //                 value(record bin_sorted[q], broadcast axes = t's components), a serial sum
-//                 in record order per element: no float atomics, bitwise the same every run
+//                 in record order per element (chunked where the bucket holds a whole aligned
+//                 chunk: "Chunked walk" below): no float atomics, bitwise the same every run
 //                 and for every launch configuration
 // Broadcast-innermost layout (BinnedGatherOptions): where the broadcast axes span at least
 // channels_last_min elements and there are at least records_per_cell_min records per cell on
