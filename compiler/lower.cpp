@@ -102,6 +102,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_gather_chunk < 0) {
+    throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
+                "got " + std::to_string(options.binned_gather_chunk),
+                ErrorCode::kInvalidArgument);
+  }
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
@@ -116,6 +121,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
+  binned_options.gather_chunk = options.binned_gather_chunk;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores);

@@ -70,6 +70,9 @@ struct LowerOptions {
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;
+  /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
+  /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
+  int64_t binned_gather_chunk = 64;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;

@@ -270,6 +270,66 @@ class Rewriter {
     return offsets;
   }
 
+  /// The chunked walk of the header: appends the bin_chunk_sums kernel (the sum of `body` over
+  /// every interior chunk of `chunk` slots, for every broadcast index) and returns the gather's
+  /// sum for the bucket [begin, end): (head + middle) + tail, or one sequential walk where the
+  /// bucket contains no aligned chunk.
+  Expr chunked_walk(const ir::Stage& stage, const Binning& b, const Expr& key,
+                    const Tensor& offset, const Tensor& sorted, const Expr& filled,
+                    const Expr& body, const Var& q, const Expr& begin, const Expr& end,
+                    const std::vector<Var>& vars, int64_t chunk, const std::string& prefix,
+                    std::vector<ir::Kernel>& kernels) {
+    const Tensor& target = stage.target;
+    const int64_t chunks = b.records / chunk;
+    const Expr c = Expr(chunk);
+    // Chunk sums, [chunk, broadcast components in target order].
+    std::vector<int64_t> shape = {chunks};
+    std::vector<Var> chunk_vars;
+    Var g("g"), k("k");
+    chunk_vars.push_back(g);
+    std::vector<Expr> broadcast_indices;
+    for (int j = 0; j < target->rank(); ++j) {
+      if (!b.component_axis[j]) continue;
+      shape.push_back(target->shape[j]);
+      chunk_vars.push_back(vars[j]);
+      broadcast_indices.push_back(vars[j]);
+    }
+    Tensor sums = temporary(prefix + "_chunk_sums", shape, stage.accumulation);
+    {
+      const Expr first = Expr(g) * c;
+      const Expr record = within(at(sorted, first), 0, b.records - 1);
+      const Expr first_cell =
+          within(as_i64(decode_records(b, stage, key, record)), 0, b.cells - 1);
+      const Expr interior = first + c <= filled &&
+                            within(at(offset, first_cell), 0, b.records) <= first &&
+                            first + c <= within(at(offset, first_cell + Expr(int64_t{1})), 0,
+                                                b.records);
+      const Expr value =
+          ir::sum({ir::range(k, first, ir::select(interior, c, Expr(int64_t{0})))},
+                  substitute(body, q.get(), Expr(k)), stage.accumulation);
+      kernels.push_back(ir::Kernel{sums->name,
+                                   {ir::compute(sums, ir::over(chunk_vars, shape), value)},
+                                   {}});
+    }
+    // The element's walk.
+    const Expr first_full = (begin + Expr(chunk - 1)) / c;
+    const Expr last_full = end / c;
+    const Expr has_middle = first_full < last_full;
+    const Expr head_end = ir::select(has_middle, first_full * c, end);
+    const Expr tail_begin = ir::select(has_middle, last_full * c, end);
+    const Expr middle_count =
+        ir::select(has_middle, last_full - first_full, Expr(int64_t{0}));
+    Var m("m"), t("t");
+    std::vector<Expr> sum_indices = {Expr(m)};
+    sum_indices.insert(sum_indices.end(), broadcast_indices.begin(), broadcast_indices.end());
+    const Expr head = ir::sum({ir::range(q, begin, head_end - begin)}, body, stage.accumulation);
+    const Expr middle = ir::sum({ir::range(m, first_full, middle_count)},
+                                ir::load(sums, sum_indices), stage.accumulation);
+    const Expr tail = ir::sum({ir::range(t, tail_begin, end - tail_begin)},
+                              substitute(body, q.get(), Expr(t)), stage.accumulation);
+    return (head + middle) + tail;
+  }
+
   /// Rewrites `stage` (the only stage of `kernel`) into kernels appended to `kernels`.
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
@@ -388,10 +448,15 @@ class Rewriter {
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
     const Expr cell = cell_of(b, target, indices);
     const Expr begin = within(at(offset, cell), 0, b.records);
-    Expr total = ir::sum(
-        {ir::range(q, begin, within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
-        body,
-                         stage.accumulation);
+    const Expr end = within(at(offset, cell + Expr(int64_t{1})), 0, b.records);
+    const int64_t chunk = options.gather_chunk;
+    Expr total;
+    if (chunk <= 0 || b.records < chunk) {
+      total = ir::sum({ir::range(q, begin, end - begin)}, body, stage.accumulation);
+    } else {
+      total = chunked_walk(stage, b, key, offset, sorted, filled, body, q, begin, end, vars,
+                           chunk, prefix, kernels);
+    }
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
     if (!innermost) {
       kernels.push_back(

@@ -21,7 +21,8 @@
 //                 in increasing record id, the same every run
 //   <kernel>      T[t] = sum over q in [bin_offset[key(t)], bin_offset[key(t) + 1]) of
 //                 value(record bin_sorted[q], broadcast axes = t's components), a serial sum
-//                 in record order per element: no float atomics, bitwise the same every run
+//                 in record order per element (chunked where the bucket holds a whole aligned
+//                 chunk: "Chunked walk" below): no float atomics, bitwise the same every run
 //                 and for every launch configuration
 // Broadcast-innermost layout (BinnedGatherOptions): where the broadcast axes span at least
 // channels_last_min elements and there are at least records_per_cell_min records per cell on
@@ -39,6 +40,18 @@
 //                        tensor whose strides already lay it out that way
 //   <kernel>_gather      T's cells x broadcast indices, the same serial sums as above
 //   <kernel>             T = the gathered values in T's own layout (a copy: the same bits)
+// Chunked walk (BinnedGatherOptions::gather_chunk = C > 0, when there are at least C records):
+// the sorted slots are cut into aligned chunks of C slots, [gC, gC + C). A chunk that lies
+// inside one bucket is "interior"; bin_chunk_sums sums every interior chunk for every
+// broadcast index (a sequential sum of its C records, in record order) on its own thread, and
+// the gather of a bucket [b, e) that contains an interior chunk adds
+//   (head + middle) + tail, head = the sequential sum of [b, C*ceil(b/C)),
+//   middle = the sequential sum of the interior chunk sums in chunk order,
+//   tail = the sequential sum of [C*floor(e/C), e),
+// while a bucket that contains no aligned chunk (every bucket smaller than C) is one
+// sequential walk, bitwise as without chunking. The order depends on the buckets' positions
+// (data) only, never on the launch configuration; a bucket of any size costs each element at
+// most 2C - 2 records and |bucket| / C chunk sums, instead of |bucket| records.
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
 // bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
 // sort scatters write every slot at most once, so they are plain stores into unzeroed
@@ -69,6 +82,9 @@ struct BinnedGatherOptions {
   int64_t channels_last_min = 2;
   /// ... and the fewest records per cell, as records >= records_per_cell_min * cells.
   int64_t records_per_cell_min = 2;
+  /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
+  /// (one sequential walk per bucket, serial in the bucket's size).
+  int64_t gather_chunk = 64;
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;

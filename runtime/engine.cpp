@@ -87,6 +87,7 @@ struct TuningKnobs {
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
   int binned_channels_last_min = 2;
+  int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
 };
 
@@ -146,6 +147,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.binned_channels_last_min = integer_knob(
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
+  knobs.binned_gather_chunk = integer_knob(
+      "ADJOINT_TUNE_BINNED_GATHER_CHUNK", 64, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (one sequential walk per bucket) or the slots per chunk of a binned gather's walk, "
+      "at most 1048576");
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -563,6 +568,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
+  options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;

@@ -236,6 +236,14 @@ struct Variant {
     v.gathered_rows_min = channels_last_min;
     return v;
   }
+  /// Binned gathers whose walk is chunked by `chunk` slots (BinnedGatherOptions::gather_chunk;
+  /// 0: one sequential walk per bucket).
+  static Variant binned_chunked(int block_size, int64_t chunk, int64_t channels_last_min = 8) {
+    Variant v = binned_gather(block_size, channels_last_min);
+    v.gather_chunk = chunk;
+    return v;
+  }
+  int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
   int64_t channels_last_min = 8;
@@ -265,7 +273,9 @@ struct Variant {
   }
 
   std::string label() const {
-    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_" : "") +
+    return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
+                                    std::to_string(gather_chunk) + "_"
+                              : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
@@ -286,6 +296,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
+    binned.gather_chunk = variant.gather_chunk;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
@@ -1019,6 +1030,67 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
                       .build_program();
   expect_host_runs_match({p}, {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64)},
                          1e-5, rounding_inputs);
+}
+
+/// grid_sampler inputs whose every grid coordinate is `coordinate`: every point of a batch
+/// samples the same place, so each batch has a few huge buckets (a tap's cell holds every
+/// point). grad_output and input are k/16 (exact sums) or full mantissas (sums that round).
+template <bool kExact>
+ir::HostBuffers one_cell_inputs(const ir::Program& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-16, 16);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  ir::HostBuffers in;
+  for (const ir::Tensor& t : p.inputs) {
+    std::vector<double>& v = in[t->name];
+    for (int64_t i = 0; i < t->storage_elements(); ++i) {
+      if (t->name == "grid") v.push_back(5.0 / 16.0);
+      else v.push_back(kExact ? small(rng) / 16.0 : value(rng));
+    }
+  }
+  return in;
+}
+
+/// Buckets of hundreds to thousands of records (every point of a batch in the same 4, 8 or 16
+/// cells): the chunked walk. On exact sums every lowering gives the same bits (the first run
+/// within bf16 rounding of the interpreter, the others equal to it bit for bit). On
+/// sums that round, the chunked walk at every block size and both layouts gives the same bits
+/// (its order depends on the data only), within rounding of the interpreter; without chunking
+/// the gather equals the atomics lowering (record order) bit for bit.
+TEST(HostRun, BinnedGatherOfHugeBucketsIsChunkedAndIndependentOfTheLaunch) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,5,6,7 output_size=24,40 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,9,4,5 output_size=16,20 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f64 input_size=1,2,3,4,5 output_size=6,8,10 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The chunked walk is what runs: a chunk-sum kernel per binned scatter.
+  for (const ir::Program& program : programs) {
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    ir::Program lowered = lower_scatter_to_binned_gather(simplify(program), &claims, options);
+    bool chunked = false;
+    for (const ir::Kernel& k : lowered.kernels) {
+      chunked |= k.name.find("_chunk_sums") != std::string::npos;
+    }
+    EXPECT_TRUE(chunked) << ir::to_string(lowered);
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::binned_chunked(256, 64),
+                          Variant::binned_chunked(32, 16, 1), Variant::binned_chunked(1024, 0)},
+                         1e-2, one_cell_inputs<true>);  // bf16 rounds grad_grid
+  expect_host_runs_match(programs,
+                         {Variant::binned_chunked(256, 64), Variant::binned_chunked(32, 64),
+                          Variant::binned_chunked(1024, 64), Variant::binned_chunked(64, 64, 1)},
+                         2e-2, one_cell_inputs<false>);
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::binned_chunked(256, 0),
+                          Variant::binned_chunked(32, 0, 1)},
+                         2e-2, one_cell_inputs<false>);
 }
 
 

@@ -481,7 +481,8 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
                 "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
                 "grad_input_bin_scan1_partial", "grad_input_bin_scan2", "grad_input_bin_scan1",
                 "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
-                "grad_input_bin_factors", "grad_input", "grad_grid"}));
+                "grad_input_bin_factors", "grad_input_bin_chunk_sums", "grad_input",
+                "grad_grid"}));
   EXPECT_EQ(claims, (ClaimSlotTensors{{"grad_input_bin_fill", "grad_input_bin_count"}}));
   // Records are (n, h_out, w_out, tap): 2 x 5 x 4 x 16, channels excluded; cells (n, y, x).
   ir::Tensor count = out.find_tensor("grad_input_bin_count");
@@ -494,13 +495,25 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   ASSERT_EQ(out.kernels[9].stages.size(), 1u);
   EXPECT_EQ(out.kernels[9].stages[0].target->name, "grad_input_bin_factor");
   EXPECT_EQ(out.kernels[9].stages[0].target->dtype, DType::kF32);
-  const ir::Stage& gather = out.kernels[10].stages[0];
+  // Chunk sums of 64 slots (640 / 64 = 10 chunks) per channel, in the f32 accumulation dtype.
+  ASSERT_EQ(out.kernels[10].stages.size(), 1u);
+  const ir::Tensor chunk_sums = out.kernels[10].stages[0].target;
+  EXPECT_EQ(chunk_sums->name, "grad_input_bin_chunk_sums");
+  EXPECT_EQ(chunk_sums->shape, (std::vector<int64_t>{10, 3}));
+  EXPECT_EQ(chunk_sums->dtype, DType::kF32);
+  const ir::Stage& gather = out.kernels[11].stages[0];
   EXPECT_EQ(gather.kind, ir::StageKind::kCompute);
   EXPECT_EQ(gather.target->name, "grad_input");
   EXPECT_EQ(gather.domain.size(), 4u);
   const std::string text = ir::to_string(gather.value);
   EXPECT_NE(text.find("grad_input_bin_factor[q"), std::string::npos) << text;
   EXPECT_EQ(text.find("source_coordinate"), std::string::npos) << text;
+  EXPECT_NE(text.find("grad_input_bin_chunk_sums["), std::string::npos) << text;
+  // Without chunks: no chunk-sum kernel, the gather walks its bucket alone.
+  planar.gather_chunk = 0;
+  ir::Program unchunked = lower_scatter_to_binned_gather(p, nullptr, planar);
+  EXPECT_FALSE(unchunked.find_tensor("grad_input_bin_chunk_sums"));
+  EXPECT_EQ(unchunked.kernels.size(), out.kernels.size() - 1);
 }
 
 TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
@@ -512,10 +525,11 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   ir::Program out = lower_scatter_to_binned_gather(p, nullptr);
   ir::verify(out);
   std::vector<std::string> names = kernel_names(out);
-  ASSERT_GE(names.size(), 5u);
-  EXPECT_EQ(std::vector<std::string>(names.end() - 4, names.end()),
+  ASSERT_GE(names.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 5, names.end()),
             (std::vector<std::string>{"grad_input_bin_grad_output_transposed",
-                                      "grad_input_gather", "grad_input", "grad_grid"}));
+                                      "grad_input_bin_chunk_sums", "grad_input_gather",
+                                      "grad_input", "grad_grid"}));
   // grad_output (N, C, H_out, W_out) copied as (N, H_out, W_out, C), in its own dtype.
   ir::Tensor copy = out.find_tensor("grad_input_bin_grad_output_transposed");
   ASSERT_TRUE(copy);
@@ -573,6 +587,14 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   LowerOptions negative;
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);
+  LowerOptions negative_chunk;
+  negative_chunk.binned_gather_chunk = -1;
+  try {
+    lower(p, negative_chunk);
+    ADD_FAILURE() << "a negative binned_gather_chunk was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("binned_gather_chunk"), std::string::npos) << e.what();
+  }
 }
 
 // --- copy_gathered_rows_innermost -----------------------------------------------------------
