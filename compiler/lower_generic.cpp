@@ -113,7 +113,10 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 int generic_group_points(const ir::Program& program, const ir::Kernel& kernel) {
   if (kernel.stages.empty() || kernel.stages.front().domain.empty()) return 1;
-  int points = kGenericGroupPoints;
+  int bytes = kGenericGroupBytes;  // the narrowest stored element sets the group
+  for (const ir::Stage& stage : kernel.stages)
+    bytes = std::min(bytes, kGenericGroupBytes / static_cast<int>(ir::dtype_bytes(stage.target->dtype)));
+  int points = std::clamp(bytes, 1, kMaxGenericGroupPoints);
   Bounds bounds;
   for (const ir::SizeParam& s : program.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
   const Interval inner = bounds.of(kernel.stages.front().domain.back().extent);

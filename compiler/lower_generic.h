@@ -31,12 +31,16 @@ inline constexpr int64_t kMaxGenericPoints = int64_t{1} << 62;
 /// The most consecutive innermost points one thread of a generic kernel computes.
 inline constexpr int kMaxGenericGroupPoints = 16;
 
-/// The points per thread of a generic kernel's group along the innermost axis, unless that
-/// axis is shorter: the decode and the outer axes' windows are computed once per group, and each
-/// point after the first computes one window edge (its left edge is its neighbour's right edge).
-inline constexpr int kGenericGroupPoints = 8;
+/// The bytes of stored elements in a generic kernel's group along the innermost axis (4 f32,
+/// 8 f16/bf16 points), as in a specialized vector group: the decode and the outer axes' windows
+/// are computed once per group, and each point after the first computes one window edge (its
+/// left edge is its neighbour's right edge). Measured on the H100 (docs/dynamic_shapes.md):
+/// groups of 8 f32 points (32 bytes per thread) spread each warp's stores and loads over twice
+/// the sectors and were slower than one point per thread on the upsampling cases.
+inline constexpr int kGenericGroupBytes = 16;
 
-/// kGenericGroupPoints, at most the innermost extent's upper bound (1 for an empty domain).
+/// The points of a group: kGenericGroupBytes of the widest stored element, at most the innermost
+/// extent's upper bound (1 for an empty domain).
 int generic_group_points(const ir::Program& program, const ir::Kernel& kernel);
 
 /// Lowers a generic program. Throws adjoint::Error (kInvalidProgram) when a scatter has no
