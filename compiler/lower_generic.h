@@ -9,7 +9,8 @@
 //     -> index width from the declared bounds -> emit_cuda (sizes as parameters)
 //
 // Vector groups, split reductions and cooperative reductions need divisibility or lengths the
-// host knows, so generic kernels do without them (docs/dynamic_shapes.md).
+// host knows, so generic kernels do without them; their groups of consecutive innermost points
+// guard the row's tail instead (docs/dynamic_shapes.md).
 #pragma once
 
 #include <cstdint>

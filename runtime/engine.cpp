@@ -424,7 +424,7 @@ size_t memory_cache_capacity_from_environment() {
 
 /// ADJOINT_DYNAMIC: never (default), auto or always; an invalid value throws on first use.
 /// The default stays `never` while generic kernels run slower than specialized ones
-/// (docs/dynamic_shapes.md, "Speed").
+/// (docs/dynamic_shapes.md, "Measured").
 DynamicMode dynamic_mode_from_environment() {
   const char* text = std::getenv("ADJOINT_DYNAMIC");
   if (!text || !*text) return DynamicMode::kNever;
