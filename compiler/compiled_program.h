@@ -51,6 +51,9 @@ struct CompiledKernel {
   std::vector<std::string> size_params;
   int size_param_bytes = 8;
   SizeProduct points;
+  /// Generic kernels: points each thread computes (a group along the innermost axis); the
+  /// runtime launches about points / (block * points_per_thread) threads.
+  int points_per_thread = 1;
 };
 
 /// A tensor the runtime must bind or allocate.

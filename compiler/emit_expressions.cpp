@@ -397,8 +397,11 @@ std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>
     } else {
       pragmas[i] = unroll[i].pragma();
     }
-    if (!unroll[i].reason.empty())
-      unroll_notes_.push_back(axes[i].var.name_hint() + ": " + unroll[i].reason);
+    if (!unroll[i].reason.empty()) {  // once per loop, though a generic group emits it per point
+      std::string note = axes[i].var.name_hint() + ": " + unroll[i].reason;
+      if (std::find(unroll_notes_.begin(), unroll_notes_.end(), note) == unroll_notes_.end())
+        unroll_notes_.push_back(std::move(note));
+    }
   }
   return pragmas;
 }

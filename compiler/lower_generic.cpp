@@ -111,6 +111,19 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 }  // namespace
 
+int generic_group_points(const ir::Program& program, const ir::Kernel& kernel) {
+  if (kernel.stages.empty() || kernel.stages.front().domain.empty()) return 1;
+  int bytes = kGenericGroupBytes;  // the narrowest stored element sets the group
+  for (const ir::Stage& stage : kernel.stages)
+    bytes = std::min(bytes, kGenericGroupBytes / static_cast<int>(ir::dtype_bytes(stage.target->dtype)));
+  int points = std::clamp(bytes, 1, kMaxGenericGroupPoints);
+  Bounds bounds;
+  for (const ir::SizeParam& s : program.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
+  const Interval inner = bounds.of(kernel.stages.front().domain.back().extent);
+  if (inner.has_max()) points = static_cast<int>(std::min<int64_t>(points, std::max<int64_t>(inner.max, 1)));
+  return points;
+}
+
 void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel) {
   const ir::GridConfig& g = kernel.grid;
   auto refuse = [&](const std::string& why) {
@@ -131,6 +144,18 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   if (g.vector_width != 1) {
     refuse("vector width " + std::to_string(g.vector_width) +
            " needs the innermost extent to be a multiple of it, unknown for a dynamic extent");
+  }
+  // A group of R consecutive innermost points per thread is covered for every extent E: the
+  // decode counts ceil(E / R) groups on that axis, and point g * R + r (r < R) is computed behind
+  // the guard g * R + r < E, so each point of [0, E) is computed by exactly one (g, r). Any other
+  // tile axis would need R to divide its extent.
+  if (g.tile_points < 1 || g.tile_points > kMaxGenericGroupPoints)
+    refuse("a group of " + std::to_string(g.tile_points) + " points per thread is outside [1, " +
+           std::to_string(kMaxGenericGroupPoints) + "]");
+  if (g.tile_points > 1 && g.tile_axis != static_cast<int>(domain.size()) - 1) {
+    refuse("a group of " + std::to_string(g.tile_points) + " points on axis " +
+           std::to_string(g.tile_axis) + " needs that extent to be a multiple of it, unknown for a " +
+           "dynamic extent; groups are proven on the innermost axis only (with a tail guard)");
   }
   if (g.reduction_lanes != 1) refuse("warp-cooperative reductions are not generic");
   if (g.block_size < 32 || g.block_size > 1024 || g.block_size % 32 != 0)
@@ -180,6 +205,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       kernel.grid.is_set = true;
       kernel.grid.bindings.assign(kernel.stages.front().domain.size(), ir::AxisBinding::kLinear);
       kernel.grid.block_size = block;
+      const int points = generic_group_points(gridded, kernel);
+      if (points > 1) {
+        kernel.grid.tile_axis = static_cast<int>(kernel.stages.front().domain.size()) - 1;
+        kernel.grid.tile_points = points;
+      }
     }
     check_generic_coverage(gridded, kernel);
   }
@@ -204,7 +234,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       std::string names;
       for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;
       return names;
-    }() + "; one point per thread, grid-stride over the runtime point count";
+    }() + (kernel.grid.tile_points > 1
+               ? "; " + std::to_string(kernel.grid.tile_points) +
+                     " consecutive innermost points per thread (tail-guarded), grid-stride over "
+                     "the runtime group count"
+               : std::string("; one point per thread, grid-stride over the runtime point count"));
     CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     SizeProduct points;
     for (const ir::Axis& axis : kernel.stages.front().domain) {
@@ -213,6 +247,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       points.sizes.insert(points.sizes.end(), e.sizes.begin(), e.sizes.end());
     }
     compiled.points = points;
+    compiled.points_per_thread = std::max(kernel.grid.tile_points, 1);
     for (const ir::Stage& stage : kernel.stages) {
       if (stage.kind == ir::StageKind::kScatterAdd)
         throw Error("generic kernel '" + kernel.name + "' kept a scatter", ErrorCode::kInternal);

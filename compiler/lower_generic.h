@@ -4,11 +4,13 @@
 // can prove symbolically:
 //
 //   verify (at sample sizes) -> lower_scatter_to_gather_generic (compiler/invert_floor_map.h)
-//     -> generic grid (every axis linear, one point per thread, grid-stride) + coverage proof
+//     -> generic grid (every axis linear, a tail-guarded group of consecutive innermost points
+//        per thread, grid-stride) + coverage proof
 //     -> index width from the declared bounds -> emit_cuda (sizes as parameters)
 //
 // Vector groups, split reductions and cooperative reductions need divisibility or lengths the
-// host knows, so generic kernels do without them (docs/dynamic_shapes.md).
+// host knows, so generic kernels do without them; their groups of consecutive innermost points
+// guard the row's tail instead (docs/dynamic_shapes.md).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,21 @@ inline constexpr int64_t kGenericInt32StorageBound = (int64_t{1} << 31) - 1 - (i
 /// call): a grid-stride step past the last point stays within int64.
 inline constexpr int64_t kMaxGenericPoints = int64_t{1} << 62;
 
+/// The most consecutive innermost points one thread of a generic kernel computes.
+inline constexpr int kMaxGenericGroupPoints = 16;
+
+/// The bytes of stored elements in a generic kernel's group along the innermost axis (4 f32,
+/// 8 f16/bf16 points), as in a specialized vector group: the decode and the outer axes' windows
+/// are computed once per group, and each point after the first computes one window edge (its
+/// left edge is its neighbour's right edge). Measured on the H100 (docs/dynamic_shapes.md):
+/// groups of 8 f32 points (32 bytes per thread) spread each warp's stores and loads over twice
+/// the sectors and were slower than one point per thread on the upsampling cases.
+inline constexpr int kGenericGroupBytes = 16;
+
+/// The points of a group: kGenericGroupBytes of the widest stored element, at most the innermost
+/// extent's upper bound (1 for an empty domain).
+int generic_group_points(const ir::Program& program, const ir::Kernel& kernel);
+
 /// Lowers a generic program. Throws adjoint::Error (kInvalidProgram) when a scatter has no
 /// gather computable from runtime extents or a grid configuration cannot be proven to cover
 /// the symbolic domain.
@@ -34,8 +51,10 @@ CompiledProgram lower_generic(const ir::Program& program, const LowerOptions& op
 
 /// The coverage proof of a generic kernel: its grid must map every point of the domain to
 /// exactly one (thread, loop iteration) for every size in the declared bounds. Proven for
-/// all-linear bindings with one point per thread (a mixed-radix decode of a grid-stride index
-/// over the product of the extents), given a point count of at most kMaxGenericPoints.
+/// all-linear bindings with one point per thread or a group of R consecutive points of the
+/// innermost axis (tile_axis = innermost, tile_points = R <= kMaxGenericGroupPoints; a
+/// mixed-radix decode of a grid-stride index over the outer extents and ceil(E / R) groups,
+/// each point guarded by g * R + r < E), given a point count of at most kMaxGenericPoints.
 /// Throws adjoint::Error (kInvalidProgram) naming the kernel and what it cannot prove.
 void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel);
 

@@ -395,9 +395,10 @@ std::shared_ptr<const LoadedProgram> bind_generic_program(
       throw Error(spec_text + ": " + std::to_string(points) + " points exceed what a generic "
                   "kernel decodes (2^62)", ErrorCode::kInvalidArgument);
     }
-    const int64_t block = k.launch.block[0];
+    // Any grid is correct (grid-stride); a thread per group of points_per_thread is enough.
+    const int64_t threads = std::max<int64_t>(k.launch.block[0], 1) * std::max(k.points_per_thread, 1);
     k.launch.grid[0] = static_cast<uint32_t>(
-        std::min<int64_t>((points + block - 1) / block, compiler::kMaxLinearBlocks));
+        std::min<int64_t>((points + threads - 1) / threads, compiler::kMaxLinearBlocks));
     k.size_args.clear();
     for (const std::string& name : k.size_params) {
       k.size_args.push_back(compiler::SizeProduct{1, {name}}.evaluate(program->sizes, values));
@@ -428,7 +429,7 @@ size_t memory_cache_capacity_from_environment() {
 
 /// ADJOINT_DYNAMIC: never (default), auto or always; an invalid value throws on first use.
 /// The default stays `never` while generic kernels run slower than specialized ones
-/// (docs/dynamic_shapes.md, "Speed").
+/// (docs/dynamic_shapes.md, "Measured").
 DynamicMode dynamic_mode_from_environment() {
   const char* text = std::getenv("ADJOINT_DYNAMIC");
   if (!text || !*text) return DynamicMode::kNever;
@@ -649,6 +650,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
       loaded.size_params = k.size_params;
       loaded.size_param_bytes = k.size_param_bytes;
       loaded.points = k.points;
+      loaded.points_per_thread = k.points_per_thread;
       for (const std::string& name : k.params) loaded.params.push_back(program->buffer_index(name));
       for (const std::string& name : k.zero_before) {
         loaded.zero_before.push_back(program->buffer_index(name));

@@ -59,6 +59,7 @@ struct LoadedKernel {
   std::vector<std::string> size_params;
   int size_param_bytes = 8;
   compiler::SizeProduct points;
+  int points_per_thread = 1;  ///< generic kernels: the group each thread computes
   std::vector<int64_t> size_args;
 };
 

@@ -162,11 +162,23 @@ TEST(DynamicShapes, CoverageProofAcceptsLinearGridsAndRefusesWhatItCannotProve) 
   EXPECT_NO_THROW(compiler::lower(generic_copy(linear), compiler::LowerOptions{}));
   EXPECT_NO_THROW(compiler::lower(generic_copy({}), compiler::LowerOptions{}));
 
+  ir::GridConfig grouped = linear;  // 4 consecutive innermost points per thread, tail-guarded
+  grouped.tile_axis = 1;
+  grouped.tile_points = 4;
+  EXPECT_NO_THROW(compiler::lower(generic_copy(grouped), compiler::LowerOptions{}));
+
   ir::GridConfig vectorized = linear;
   vectorized.vector_width = 4;  // the innermost extent is constant here, but V is still unproven
   ir::GridConfig blocks{true, {ir::AxisBinding::kBlock, ir::AxisBinding::kLinear}, 128, 1, 1};
   ir::GridConfig threads{true, {ir::AxisBinding::kLinear, ir::AxisBinding::kThread}, 64, 1, 1};
-  for (const ir::GridConfig& g : {vectorized, blocks, threads}) {
+  // A group on the dynamic outer axis would need R | N (3 divides N at the verifier's sample
+  // size, which proves nothing for other sizes); a group of 32 is beyond the proven bound.
+  ir::GridConfig outer_group = grouped;
+  outer_group.tile_axis = 0;
+  outer_group.tile_points = 3;
+  ir::GridConfig huge_group = grouped;
+  huge_group.tile_points = 2 * compiler::kMaxGenericGroupPoints;
+  for (const ir::GridConfig& g : {vectorized, blocks, threads, outer_group, huge_group}) {
     try {
       compiler::lower(generic_copy(g), compiler::LowerOptions{});
       FAIL() << "expected the coverage proof to refuse " << ir::to_string(generic_copy(g));
@@ -174,6 +186,24 @@ TEST(DynamicShapes, CoverageProofAcceptsLinearGridsAndRefusesWhatItCannotProve) 
       EXPECT_NE(std::string(e.what()).find("cannot prove that its grid covers"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+TEST(DynamicShapes, GenericKernelsComputeAGroupOfInnermostPointsPerThread) {
+  for (auto [dtype, points] : {std::pair{"f32", 4}, {"bf16", 8}}) {  // 16 bytes
+    ir::Program g = generic_program("upsample_nearest2d_backward dtype=" + std::string(dtype) +
+                                        " input_size=2,3,5,7 output_size=8,3",
+                                    kAll2d);
+    compiler::CompiledProgram c = compiler::lower(g, compiler::LowerOptions{});
+    ASSERT_EQ(c.kernels.size(), 1u);
+    EXPECT_EQ(c.kernels[0].points_per_thread, points) << dtype;
+    const std::string& src = c.kernels[0].source;
+    // One decode per group: the innermost axis counts ceil(W / R) groups, and each point is
+    // guarded against the row's tail.
+    EXPECT_NE(src.find("+ " + std::to_string(points - 1) + ") / " + std::to_string(points)),
+              std::string::npos) << src;
+    EXPECT_NE(src.find(" * " + std::to_string(points) + " + " + std::to_string(points - 1) + ";"),
+              std::string::npos) << src;
   }
 }
 
