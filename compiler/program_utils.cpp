@@ -167,4 +167,17 @@ std::string unique_tensor_name(const ir::Program& program, const std::string& ba
   return name;
 }
 
+std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (std::find(found.begin(), found.end(), reduce) == found.end()) found.push_back(reduce);
+      return;
+    }
+    ir::for_each_child(e, walk);
+  };
+  walk(value);
+  return found;
+}
+
 }  // namespace adjoint::compiler

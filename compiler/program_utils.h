@@ -48,4 +48,8 @@ std::vector<int64_t> domain_extents(const ir::Kernel& kernel);
 /// A tensor name not yet used in `program`: `base`, else base_1, base_2, ...
 std::string unique_tensor_name(const ir::Program& program, const std::string& base);
 
+/// Reductions of `value` not nested in another reduction, each once, in the order first met
+/// (a warp kernel makes exactly these cooperative; thread tiles share their loops).
+std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value);
+
 }  // namespace adjoint::compiler

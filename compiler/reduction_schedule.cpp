@@ -15,21 +15,6 @@ namespace {
 
 using ir::Expr;
 
-/// Reductions not nested in another reduction, each once, in the order first met. The emitter
-/// makes exactly these cooperative in a warp kernel.
-std::vector<const ir::ReduceNode*> outermost_reductions(const Expr& value) {
-  std::vector<const ir::ReduceNode*> found;
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (auto* reduce = e.as<ir::ReduceNode>()) {
-      if (std::find(found.begin(), found.end(), reduce) == found.end()) found.push_back(reduce);
-      return;
-    }
-    ir::for_each_child(e, walk);
-  };
-  walk(value);
-  return found;
-}
-
 std::optional<int64_t> constant(const Expr& e) {
   if (auto* c = e.as<ir::IntConstNode>()) return c->value;
   return std::nullopt;

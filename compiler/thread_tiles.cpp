@@ -16,20 +16,6 @@ namespace {
 
 using ir::Expr;
 
-/// Reductions not nested in another reduction, each once, in the order first met.
-std::vector<const ir::ReduceNode*> outermost_reductions(const Expr& value) {
-  std::vector<const ir::ReduceNode*> found;
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (auto* reduce = e.as<ir::ReduceNode>()) {
-      if (std::find(found.begin(), found.end(), reduce) == found.end()) found.push_back(reduce);
-      return;
-    }
-    ir::for_each_child(e, walk);
-  };
-  walk(value);
-  return found;
-}
-
 int64_t trips(const ir::ReduceNode& r) {
   int64_t n = 1;
   for (const ir::Axis& a : r.axes) {
