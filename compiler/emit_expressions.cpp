@@ -139,7 +139,7 @@ bool KernelEmitter::speculatable(const Expr& e) {
   }
   if (auto* b = e.as<ir::BinaryNode>();
       b && !ir::is_float(b->dtype) && (b->op == BinaryOp::kDiv || b->op == BinaryOp::kMod)) {
-    Interval divisor = bounds_.of(b->b);
+    ir::Interval divisor = bounds_.of(b->b);
     ok = ok && ((divisor.has_min() && divisor.min > 0) || (divisor.has_max() && divisor.max < 0));
   }
   if (ok) ir::for_each_child(e, [&](const Expr& child) { ok = ok && speculatable(child); });
@@ -379,7 +379,7 @@ std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>
   std::vector<LoopTrips> trips;
   for (size_t i = 0; i < bounds.size(); ++i) {
     LoopTrips loop{constant_trips(axes[i]), window_extent_at_most(axes[i].extent)};
-    if (const Interval range = bounds_.of(axes[i].extent); range.has_max())
+    if (const ir::Interval range = bounds_.of(axes[i].extent); range.has_max())
       loop.at_most = std::min(loop.at_most.value_or(range.max), range.max);
     trips.push_back(loop);
   }

@@ -20,7 +20,7 @@ std::vector<std::string> KernelEmitter::bind_size_params(CompiledKernel& result)
     std::string name = names_.fresh(size.var.name_hint());
     var_names_[size.var.get()] = name;
     var_levels_[size.var.get()] = 0;
-    bounds_.bind(size.var.get(), Interval{size.lower_bound, size.upper_bound});
+    bounds_.bind(size.var.get(), ir::Interval{size.lower_bound, size.upper_bound});
     result.size_params.push_back(size.source);
     declarations.push_back("const " + index_type_ + " " + name);
   }

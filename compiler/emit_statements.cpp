@@ -114,7 +114,7 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       tile.extent = extents[axis];
       var_names_[tile.base_var.get()] = tile.base;
       var_levels_[tile.base_var.get()] = 0;
-      bounds_.bind(tile.base_var.get(), Interval{0, extents[axis] - tile_points});
+      bounds_.bind(tile.base_var.get(), ir::Interval{0, extents[axis] - tile_points});
       pending.emplace_back(tile.base, decoded[i] + " * " + std::to_string(tile_points));
       tile_ = std::move(tile);
     } else if (i + 1 == m.linear_axes.size() && (vector_width > 1 || tile_points > 1)) {
@@ -128,7 +128,7 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       group.offset = names_.fresh("j");
       var_names_[group.base_var.get()] = group.base;
       var_levels_[group.base_var.get()] = 0;
-      bounds_.bind(group.base_var.get(), Interval{0, extents[axis] - vector_width});
+      bounds_.bind(group.base_var.get(), ir::Interval{0, extents[axis] - vector_width});
       pending.emplace_back(group.base, decoded[i] + " * " + std::to_string(vector_width));
       vector_ = std::move(group);
     } else {

@@ -323,7 +323,7 @@ void KernelEmitter::emit_spans(const Expr& e,
     if (!index) return;
     const Lane& lane = lanes.at(index->var);
     // Every element of every span is in bounds (the span reads points no element may need).
-    Interval rest = index->rest.defined() ? bounds_.of(index->rest) : Interval::point(0);
+    ir::Interval rest = index->rest.defined() ? bounds_.of(index->rest) : ir::Interval::point(0);
     if (index->rest.defined() && !speculatable(index->rest)) return;
     if (!rest.is_bounded() || lane.lowest + index->offset + rest.min < 0 ||
         lane.highest + index->offset + rest.max >= t->shape[lane_dim])

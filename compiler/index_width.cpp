@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
 #include "ir/visitor.h"
@@ -21,12 +21,12 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 /// Every reduce axis' start and end (start + extent) fit in int32. Walks parents before
 /// children so that each reduce's axes are bound before its body (and nested reduces) are read.
-bool reduce_bounds_fit(const Expr& e, Bounds& bounds,
+bool reduce_bounds_fit(const Expr& e, ir::Bounds& bounds,
                        std::unordered_set<const ir::ExprNode*>& seen) {
   if (!seen.insert(e.get()).second) return true;
   if (auto* r = e.as<ir::ReduceNode>()) {
     for (const ir::Axis& axis : r->axes) {
-      Interval start = bounds.of(axis.start), extent = bounds.of(axis.extent);
+      ir::Interval start = bounds.of(axis.start), extent = bounds.of(axis.extent);
       bool fits = start.fits_int32() && extent.is_bounded() && extent.max <= kInt32Max &&
                   start.max + std::max<int64_t>(extent.max, 0) <= kInt32Max;
       if (!fits) return false;
@@ -42,7 +42,7 @@ bool reduce_bounds_fit(const Expr& e, Bounds& bounds,
 
 class Narrower : public ir::ExprMutator {
  public:
-  explicit Narrower(Bounds& bounds) : bounds_(bounds) {}
+  explicit Narrower(ir::Bounds& bounds) : bounds_(bounds) {}
 
   /// The i32 form of an i64 expression whose value provably fits, else an undefined Expr.
   Expr narrow(const Expr& e) {
@@ -137,7 +137,7 @@ class Narrower : public ir::ExprMutator {
     }
   }
 
-  Bounds& bounds_;
+  ir::Bounds& bounds_;
   std::unordered_map<const ir::ExprNode*, std::pair<Expr, Expr>> memo_;
 };
 
@@ -159,7 +159,7 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
   LaunchDims dims = launch_dims(kernel);
   if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max)
     return IndexWidth::k64;
-  Bounds bounds;
+  ir::Bounds bounds;
   for (const ir::Stage& stage : kernel.stages) {
     bounds.bind_domain(stage.domain);
     std::unordered_set<const ir::ExprNode*> seen;
@@ -170,7 +170,7 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
   return IndexWidth::k32;
 }
 
-ir::Stage narrow_stage_index_math(const ir::Stage& stage, Bounds& bounds) {
+ir::Stage narrow_stage_index_math(const ir::Stage& stage, ir::Bounds& bounds) {
   bounds.bind_domain(stage.domain);
   Narrower narrower(bounds);
   ir::Stage narrowed = map_stage(stage, [&](const Expr& e) { return narrower.mutate(e); });
@@ -194,7 +194,7 @@ ir::Program narrow_index_math_recording(const ir::Program& program,
         kernel.stages.empty() ? IndexWidth::k64 : kernel_index_width(kernel);
     widths.push_back(width);
     if (width != IndexWidth::k32) continue;
-    Bounds bounds;
+    ir::Bounds bounds;
     for (ir::Stage& stage : kernel.stages) stage = narrow_stage_index_math(stage, bounds);
   }
   return same_program(out, program) ? program : out;

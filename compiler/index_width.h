@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -26,7 +26,7 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel);
 /// One stage of a 32-bit kernel with its index math narrowed: binds the stage's domain in
 /// `bounds` (which may hold more ranges, e.g. a generic program's sizes) and rewrites every i64
 /// expression that provably fits. What narrow_index_math does per stage.
-ir::Stage narrow_stage_index_math(const ir::Stage& stage, Bounds& bounds);
+ir::Stage narrow_stage_index_math(const ir::Stage& stage, ir::Bounds& bounds);
 
 /// Returns `program` with the index math of its 32-bit kernels narrowed to i32.
 ir::Program narrow_index_math(const ir::Program& program);

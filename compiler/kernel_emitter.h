@@ -17,7 +17,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/compiled_program.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
@@ -249,7 +249,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<const ir::TensorNode*, std::string> params_;
   StructuralIds ids_;
   std::unordered_map<int, int> uses_;
-  Bounds bounds_;
+  ir::Bounds bounds_;
   /// `// Schedule: unroll ...` lines for the head of the unit: loops the unroll policy did not
   /// unroll completely, and why.
   std::vector<std::string> unroll_notes_;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/index_width.h"
@@ -80,7 +80,7 @@ IndexWidth generic_index_width(const ir::Program& program, const ir::Kernel& ker
   for (const ir::Tensor& t : kernel_tensors(program, kernel)) {
     if (storage_bound(program, t) > kGenericInt32StorageBound) return IndexWidth::k64;
   }
-  Bounds bounds;
+  ir::Bounds bounds;
   for (const ir::SizeParam& s : program.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
   for (const ir::Stage& stage : kernel.stages) {
     bounds.bind_domain(stage.domain);
@@ -117,9 +117,9 @@ int generic_group_points(const ir::Program& program, const ir::Kernel& kernel) {
   for (const ir::Stage& stage : kernel.stages)
     bytes = std::min(bytes, kGenericGroupBytes / static_cast<int>(ir::dtype_bytes(stage.target->dtype)));
   int points = std::clamp(bytes, 1, kMaxGenericGroupPoints);
-  Bounds bounds;
+  ir::Bounds bounds;
   for (const ir::SizeParam& s : program.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
-  const Interval inner = bounds.of(kernel.stages.front().domain.back().extent);
+  const ir::Interval inner = bounds.of(kernel.stages.front().domain.back().extent);
   if (inner.has_max()) points = static_cast<int>(std::min<int64_t>(points, std::max<int64_t>(inner.max, 1)));
   return points;
 }
@@ -160,10 +160,10 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   if (g.reduction_lanes != 1) refuse("warp-cooperative reductions are not generic");
   if (g.block_size < 32 || g.block_size > 1024 || g.block_size % 32 != 0)
     refuse("block size " + std::to_string(g.block_size) + " is not a multiple of 32 in [32, 1024]");
-  Bounds bounds;
+  ir::Bounds bounds;
   for (const ir::SizeParam& s : program.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
   for (const ir::Axis& axis : domain) {
-    Interval extent = bounds.of(axis.extent);
+    ir::Interval extent = bounds.of(axis.extent);
     auto* start = axis.start.as<ir::IntConstNode>();
     if (!start || start->value != 0) refuse("axis '" + axis.var.name_hint() + "' does not start at 0");
     if (!extent.has_max() || extent.min < 0)
@@ -226,7 +226,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
     if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
-      Bounds bounds;
+      ir::Bounds bounds;
       for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
       for (ir::Stage& stage : p.kernels[k].stages) stage = narrow_stage_index_math(stage, bounds);
     }

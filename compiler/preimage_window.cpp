@@ -6,7 +6,7 @@
 #include <numeric>
 #include <optional>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 
 namespace adjoint::compiler {
 
@@ -22,7 +22,7 @@ std::vector<int64_t> preimage_starts(const std::vector<int64_t>& image, int64_t 
 }
 
 int64_t PreimageWindow::line(int64_t t) const {
-  return std::clamp<int64_t>(floor_div(a * t + b, c), 0, source_extent);
+  return std::clamp<int64_t>(ir::floor_div(a * t + b, c), 0, source_extent);
 }
 int64_t PreimageWindow::lo(int64_t t) const {
   return std::max<int64_t>(line(t) + lo_offset, 0);

@@ -6,7 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/program_utils.h"
 #include "ir/equality.h"
 #include "ir/error.h"
@@ -54,10 +54,10 @@ std::optional<int64_t> fold_int(BinaryOp op, int64_t a, int64_t b) {
       return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional(r);
     case BinaryOp::kDiv:
       return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt
-                                                     : std::optional(floor_div(a, b));
+                                                     : std::optional(ir::floor_div(a, b));
     case BinaryOp::kMod:
       return (b == 0 || (a == INT64_MIN && b == -1)) ? std::nullopt
-                                                     : std::optional(floor_mod(a, b));
+                                                     : std::optional(ir::floor_mod(a, b));
     case BinaryOp::kMin:
       return std::min(a, b);
     case BinaryOp::kMax:
@@ -95,7 +95,7 @@ const Expr* scaled_by_constant(const ir::BinaryNode& mul, int64_t* c) {
 
 class Simplifier : public ir::ExprMutator {
  public:
-  explicit Simplifier(Bounds& bounds) : bounds_(bounds) {}
+  explicit Simplifier(ir::Bounds& bounds) : bounds_(bounds) {}
 
  protected:
   Expr visit_Unary(const ir::UnaryNode& node, const Expr& self) override {
@@ -137,7 +137,7 @@ class Simplifier : public ir::ExprMutator {
       return ir::IntConstNode::make(DType::kBool, kTable[static_cast<int>(c->op)][order]);
     }
     if (is_constant(c->a) && is_constant(c->b)) return fold_with_interpreter(e);
-    Interval r = bounds_.of(e);  // provably true or false over the ranges in scope
+    ir::Interval r = bounds_.of(e);  // provably true or false over the ranges in scope
     return r.is_point() ? ir::IntConstNode::make(DType::kBool, r.min) : e;
   }
 
@@ -301,9 +301,9 @@ class Simplifier : public ir::ExprMutator {
   Expr rewrite_div_mod(const ir::BinaryNode& b, int64_t c, const Expr& e) {
     const bool is_div = b.op == BinaryOp::kDiv;
     if (c == 1) return is_div ? b.a : ir::IntConstNode::make(b.dtype, 0);
-    Interval x = bounds_.of(b.a);
-    if (x.is_bounded() && floor_div(x.min, c) == floor_div(x.max, c)) {  // one period
-      int64_t q = floor_div(x.min, c);
+    ir::Interval x = bounds_.of(b.a);
+    if (x.is_bounded() && ir::floor_div(x.min, c) == ir::floor_div(x.max, c)) {  // one period
+      int64_t q = ir::floor_div(x.min, c);
       if (is_div) return ir::IntConstNode::make(b.dtype, q);
       if (q == 0) return b.a;
     }
@@ -338,7 +338,7 @@ class Simplifier : public ir::ExprMutator {
   /// Simplifies a node built by a rewrite (its children are already simplified).
   Expr simplify_node(const Expr& e) { return mutate(e); }
 
-  Bounds& bounds_;
+  ir::Bounds& bounds_;
   /// Reduce nodes already rewritten in this stage (the key is kept alive by the stage).
   std::unordered_map<const ir::ReduceNode*, Expr> rewritten_reduces_;
 };
@@ -347,7 +347,7 @@ class Simplifier : public ir::ExprMutator {
 
 ir::Program simplify(const ir::Program& program) {
   ir::Program out = program;
-  Bounds bounds;
+  ir::Bounds bounds;
   for (ir::Kernel& kernel : out.kernels) {
     for (ir::Stage& stage : kernel.stages) {
       bounds.bind_domain(stage.domain);
@@ -359,7 +359,7 @@ ir::Program simplify(const ir::Program& program) {
 }
 
 ir::Expr simplify(const ir::Expr& e) {
-  Bounds bounds;
+  ir::Bounds bounds;
   Simplifier simplifier(bounds);
   return simplifier.mutate(e);
 }

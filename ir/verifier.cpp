@@ -15,7 +15,7 @@
 #include <set>
 
 #include "ir/error.h"
-#include "ir/index_ranges.h"
+#include "ir/bounds.h"
 #include "ir/printer.h"
 #include "ir/visitor.h"
 
@@ -165,7 +165,7 @@ class Verifier {
     for (const Axis& ax : s.domain) {
       bind_once(ax.var, &s);
       int64_t extent = ax.extent.as<IntConstNode>()->value;
-      ranges_.bind_domain(ax.var.get(), extent);
+      ranges_.bind_domain({ax});
       if (extent == 0) reach = Reach::kNoPoint;
     }
     if (s.condition.defined()) {
@@ -321,10 +321,10 @@ class Verifier {
     }
     for (const Axis& ax : r.axes) {
       bind_once(ax.var, &r);
-      IndexInterval extent = ranges_.interval(ax.extent);
-      if (extent.hi <= 0) reach = Reach::kNoPoint;
-      if (extent.lo <= 0) reach = weaker(reach);
-      ranges_.bind_reduce(ax);
+      Interval extent = ranges_.of(ax.extent);
+      if (extent.has_max() && extent.max <= 0) reach = Reach::kNoPoint;
+      if (!extent.has_min() || extent.min <= 0) reach = weaker(reach);
+      ranges_.bind_reduce_axis(ax);
     }
     check_expr(r.body, reach);
     for (const Axis& ax : r.axes) ranges_.unbind(ax.var.get());
@@ -333,11 +333,11 @@ class Verifier {
   void check_index(const Expr& index, const TensorNode& t, size_t dim, Reach reach,
                    const std::string& access) {
     if (reach == Reach::kNoPoint) return;
-    std::optional<IndexInterval> exact = ranges_.exact_interval(index);
-    IndexInterval range = exact ? *exact : ranges_.interval(index);
+    std::optional<Interval> exact = ranges_.exact_of(index);
+    Interval range = exact ? *exact : ranges_.of(index);
     int64_t size = t.shape[dim];
-    bool somewhere = range.lo < 0 || range.hi >= size,
-         everywhere = range.hi < 0 || range.lo >= size;
+    bool somewhere = range.min < 0 || range.max >= size,
+         everywhere = range.max < 0 || range.min >= size;
     if (everywhere || (somewhere && exact && reach == Reach::kEveryPoint)) {
       fail("out of bounds: index " + std::to_string(dim) + " of the " + access + " " +
                quoted(t.name) + " (" + to_string(index) + ")" +
@@ -372,7 +372,7 @@ class Verifier {
   const Kernel* kernel_ = nullptr;
   const Stage* stage_ = nullptr;
   int stage_index_ = 0;
-  IndexRanges ranges_;
+  Bounds ranges_;
   std::map<const VarNode*, const void*> binders_;  // in the current stage
   std::set<const TensorNode*> declared_, written_, computed_;
   std::set<const TensorNode*> written_before_kernel_, kernel_targets_, computed_in_kernel_;

@@ -1,8 +1,8 @@
-// Tests of the interval analysis (compiler/bounds.h): each rule on small expressions, soundness
+// Tests of the interval analysis (ir/bounds.h): each rule on small expressions, soundness
 // against brute-force evaluation, and the f32 index maps of the upsample ops.
 #include <gtest/gtest.h>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/program_utils.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -12,7 +12,9 @@
 namespace adjoint::compiler {
 namespace {
 
+using ir::Bounds;
 using ir::DType;
+using ir::Interval;
 using ir::Expr;
 using ir::Var;
 

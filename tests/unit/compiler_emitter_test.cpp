@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "compiler/bounds.h"
+#include "ir/bounds.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
@@ -85,10 +85,10 @@ TEST(Templates, FloorDivisionAndModuloMatchTheIr) {
   for (int64_t a = -40; a <= 40; ++a) {
     for (int64_t b = -9; b <= 9; ++b) {
       if (b == 0) continue;
-      ASSERT_EQ(adjoint::floor_div(a, b), compiler::floor_div(a, b)) << a << " / " << b;
-      ASSERT_EQ(adjoint::floor_mod(a, b), compiler::floor_mod(a, b)) << a << " % " << b;
+      ASSERT_EQ(adjoint::floor_div(a, b), ir::floor_div(a, b)) << a << " / " << b;
+      ASSERT_EQ(adjoint::floor_mod(a, b), ir::floor_mod(a, b)) << a << " % " << b;
       ASSERT_EQ(adjoint::floor_div(static_cast<int>(a), static_cast<int>(b)),
-                compiler::floor_div(a, b));
+                ir::floor_div(a, b));
     }
   }
 }

@@ -1,14 +1,15 @@
 // Verifier tests: a program that uses every legal feature passes, and each rule of
 // ir/verifier.h has one test that breaks it and checks that the message names the rule, the
 // place (program, kernel, stage and target) and what was expected and found. The interval
-// analysis behind the bounds rule (ir/index_ranges.h) is tested on its own at the end.
+// analysis behind the bounds rule (ir/bounds.h) is tested at the end for what the verifier
+// needs of it: exact ranges of affine indices, and unbinding.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 
+#include "ir/bounds.h"
 #include "ir/builder.h"
-#include "ir/index_ranges.h"
 #include "ir/interpreter.h"
 #include "ir/verifier.h"
 
@@ -308,43 +309,44 @@ TEST(IrVerifier, ExplicitGridMapsTheDomain) {
 
 // --- the interval analysis ---------------------------------------------------------------------
 
-TEST(IrIndexRanges, FloorDivisionModuloAndProducts) {
-  IndexRanges ranges;
+TEST(IrBounds, FloorDivisionModuloAndProducts) {
+  Bounds ranges;
   Var i("i");
-  ranges.bind_domain(i.get(), 10);  // i in [0, 9]
-  auto range = [&](const Expr& e) { return to_string(ranges.interval(e)); };
-  EXPECT_EQ(range((i - 5) / 2), "[-3, 2]");
-  EXPECT_EQ(range(i / -2), "[-5, 0]");
-  EXPECT_EQ(range((i - 5) % 4), "[0, 3]");
-  EXPECT_EQ(range(i % -4), "[-3, 0]");
-  EXPECT_EQ(range(min(i, 2) % 4 + 8), "[8, 10]");   // one period: exact
-  EXPECT_EQ(range((min(i, 2) + 8) % 4), "[0, 2]");  // 8..10 lies in one period of 4
-  EXPECT_EQ(range(i * -3 + 1), "[-26, 1]");
-  EXPECT_EQ(range(max(i - 3, 0)), "[0, 6]");
-  EXPECT_EQ(range(select(i < 3, i, Expr(20))), "[0, 20]");
-  EXPECT_EQ(range(i / i), "[-inf, inf]");  // division by a non-constant is unknown
-  EXPECT_EQ(range(i * (int64_t{1} << 62) * 4), "[0, inf]");  // saturates
+  ranges.bind_domain({range(i, 0, 10)});  // i in [0, 9]
+  auto range_text = [&](const Expr& e) { return to_string(ranges.of(e)); };
+  EXPECT_EQ(range_text((i - 5) / 2), "[-3, 2]");
+  EXPECT_EQ(range_text(i / -2), "[-5, 0]");
+  EXPECT_EQ(range_text((i - 5) % 4), "[0, 3]");
+  EXPECT_EQ(range_text(i % -4), "[-3, 0]");
+  EXPECT_EQ(range_text(min(i, 2) % 4 + 8), "[8, 10]");   // one period: exact
+  EXPECT_EQ(range_text((min(i, 2) + 8) % 4), "[0, 2]");  // 8..10 lies in one period of 4
+  EXPECT_EQ(range_text(i * -3 + 1), "[-26, 1]");
+  EXPECT_EQ(range_text(max(i - 3, 0)), "[0, 6]");
+  EXPECT_EQ(range_text(select(i < 3, i, Expr(20))), "[0, 20]");
+  EXPECT_EQ(range_text(i / i), "[-inf, inf]");  // division by a range holding 0 is unknown
+  EXPECT_EQ(range_text(i * (int64_t{1} << 62) * 4), "[-inf, inf]");  // overflow gives up
   Tensor table = make_tensor("table", DType::kI64, {4}, TensorRole::kInput);
-  EXPECT_EQ(range(load(table, {i})), "[-inf, inf]");
+  EXPECT_EQ(range_text(load(table, {i})), "[-inf, inf]");
 }
 
-TEST(IrIndexRanges, AffineExpressionsGetExactRanges) {
-  IndexRanges ranges;
+TEST(IrBounds, AffineExpressionsGetExactRanges) {
+  Bounds ranges;
   Var i("i"), k("k"), w("w");
-  ranges.bind_domain(i.get(), 10);
-  ranges.bind_reduce(range(k, i * 2, 3));  // k = 2i + offset, offset in [0, 2]
-  ranges.bind_reduce(range(w, 0, i));      // extent not constant: not affine
-  EXPECT_EQ(to_string(ranges.interval(k - i * 2)), "[-18, 20]");
-  EXPECT_EQ(to_string(*ranges.exact_interval(k - i * 2)), "[0, 2]");
-  EXPECT_EQ(to_string(*ranges.exact_interval(i - i)), "[0, 0]");
+  ranges.bind_domain({range(i, 0, 10)});
+  ranges.bind_reduce_axis(range(k, i * 2, 3));  // k = 2i + offset, offset in [0, 2]
+  ranges.bind_reduce_axis(range(w, 0, i));      // extent not constant: not affine
+  EXPECT_EQ(to_string(ranges.of(k - i * 2)), "[-18, 20]");
+  EXPECT_EQ(to_string(*ranges.exact_of(k - i * 2)), "[0, 2]");
+  EXPECT_EQ(to_string(*ranges.exact_of(i - i)), "[0, 0]");
   // -(2i + offset + 1) + 3i = i - offset - 1
-  EXPECT_EQ(to_string(*ranges.exact_interval(-(k + 1) + cast(DType::kI32, i) * 3)), "[-3, 8]");
-  EXPECT_FALSE(ranges.exact_interval(w).has_value());
-  EXPECT_FALSE(ranges.exact_interval(i * i).has_value());
-  EXPECT_EQ(to_string(ranges.interval(w)), "[0, 8]");
+  EXPECT_EQ(to_string(*ranges.exact_of(-(k + 1) + cast(DType::kI32, i) * 3)), "[-3, 8]");
+  EXPECT_FALSE(ranges.exact_of(w).has_value());
+  EXPECT_FALSE(ranges.exact_of(i * i).has_value());
+  EXPECT_EQ(to_string(ranges.of(w)), "[0, 8]");
   ranges.unbind(k.get());
   EXPECT_FALSE(ranges.is_bound(k.get()));
   EXPECT_TRUE(ranges.is_bound(i.get()));
+  EXPECT_EQ(to_string(ranges.of(k)), "[-inf, inf]");  // the memo forgot k's range
 }
 
 }  // namespace

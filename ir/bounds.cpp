@@ -1,19 +1,17 @@
 // Interval analysis: one ExprFunctor computing a node's range from its children's memoized
-// ranges. Integer arithmetic saturates to "unbounded" on overflow; float bounds are computed in
-// double, nudged outward by one ulp and rounded to the node's dtype.
-#include "compiler/bounds.h"
+// ranges. Integer arithmetic gives up ("unbounded") on overflow; float bounds are computed in
+// double, nudged outward by one ulp and rounded to the node's dtype. The affine forms behind
+// exact_of() are built from the same bindings.
+#include "ir/bounds.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "ir/equality.h"
+#include "ir/int_math.h"
 #include "ir/visitor.h"
 
-namespace adjoint::compiler {
-
-using ir::BinaryOp;
-using ir::DType;
-using ir::Expr;
+namespace adjoint::ir {
 
 bool Interval::fits_int32() const {
   return within(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
@@ -88,7 +86,12 @@ Interval divide(const Interval& a, const Interval& b) {
 }
 
 Interval modulo(const Interval& a, const Interval& b) {
-  if (!b.has_min() || b.min <= 0) return kUnknown;  // only positive divisors are modeled
+  if (b.is_point() && b.min < 0) {  // a negative constant c: residues in (c, 0]
+    if (a.is_bounded() && floor_div(a.min, b.min) == floor_div(a.max, b.min))
+      return {floor_mod(a.min, b.min), floor_mod(a.max, b.min)};
+    return {b.min + 1, 0};
+  }
+  if (!b.has_min() || b.min <= 0) return kUnknown;  // other non-positive divisors: unknown
   if (b.is_point() && a.is_bounded() && floor_div(a.min, b.min) == floor_div(a.max, b.min)) {
     return {floor_mod(a.min, b.min), floor_mod(a.max, b.min)};  // one period: no wrap-around
   }
@@ -98,10 +101,10 @@ Interval modulo(const Interval& a, const Interval& b) {
 
 /// Rounds a double bound outward by one ulp, then to the dtype (a monotone rounding).
 double round_down(DType t, double v) {
-  return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, -kInf));
+  return std::isinf(v) ? v : round_to(t, std::nextafter(v, -kInf));
 }
 double round_up(DType t, double v) {
-  return std::isinf(v) ? v : ir::round_to(t, std::nextafter(v, kInf));
+  return std::isinf(v) ? v : round_to(t, std::nextafter(v, kInf));
 }
 
 FloatInterval float_hull(DType t, std::vector<double> values) {
@@ -114,7 +117,7 @@ FloatInterval float_hull(DType t, std::vector<double> values) {
 
 }  // namespace
 
-class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
+class BoundsVisitor : public ExprFunctor<Bounds::Range> {
  public:
   explicit BoundsVisitor(Bounds& bounds) : bounds_(bounds) {}
   using Range = Bounds::Range;
@@ -125,56 +128,56 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
   Interval int_of(const Expr& e) { return bounds_.range_of(e).ints; }
   FloatInterval float_of(const Expr& e) { return bounds_.range_of(e).floats; }
 
-  Range visit_IntConst(const ir::IntConstNode& n, const Expr&) override {
+  Range visit_IntConst(const IntConstNode& n, const Expr&) override {
     return ints(Interval::point(n.value));
   }
-  Range visit_FloatConst(const ir::FloatConstNode& n, const Expr&) override {
+  Range visit_FloatConst(const FloatConstNode& n, const Expr&) override {
     return std::isnan(n.value) ? floats(kUnknownFloat) : floats({n.value, n.value});
   }
-  Range visit_Var(const ir::VarNode& n, const Expr&) override {
+  Range visit_Var(const VarNode& n, const Expr&) override {
     auto it = bounds_.vars_.find(&n);
     return ints(it == bounds_.vars_.end() ? kUnknown : it->second);
   }
-  Range visit_Load(const ir::LoadNode& n, const Expr&) override {
+  Range visit_Load(const LoadNode& n, const Expr&) override {
     return ints(dtype_range(n.dtype));
   }
-  Range visit_Unary(const ir::UnaryNode& n, const Expr&) override {
-    if (n.op == ir::UnaryOp::kNot) return ints({0, 1});
-    if (!ir::is_float(n.dtype)) {
+  Range visit_Unary(const UnaryNode& n, const Expr&) override {
+    if (n.op == UnaryOp::kNot) return ints({0, 1});
+    if (!is_float(n.dtype)) {
       Interval a = int_of(n.operand);
-      if (n.op == ir::UnaryOp::kNeg) return ints(negate(a));
+      if (n.op == UnaryOp::kNeg) return ints(negate(a));
       if (a.has_min() && a.min >= 0) return ints(a);  // abs of a non-negative value
       return ints(a.is_bounded() ? Interval{0, std::max(-a.min, a.max)}
                                  : Interval{0, Interval::kUnboundedAbove});
     }
     FloatInterval a = float_of(n.operand);
     switch (n.op) {
-      case ir::UnaryOp::kNeg:
+      case UnaryOp::kNeg:
         return floats({-a.max, -a.min});
-      case ir::UnaryOp::kFloor:
+      case UnaryOp::kFloor:
         return floats({std::floor(a.min), std::floor(a.max)});
-      case ir::UnaryOp::kCeil:
+      case UnaryOp::kCeil:
         return floats({std::ceil(a.min), std::ceil(a.max)});
-      case ir::UnaryOp::kRoundEven:
+      case UnaryOp::kRoundEven:
         return floats({std::nearbyint(a.min), std::nearbyint(a.max)});
-      case ir::UnaryOp::kSigmoid:
+      case UnaryOp::kSigmoid:
         return floats({0.0, 1.0});
-      case ir::UnaryOp::kTanh:
+      case UnaryOp::kTanh:
         return floats({-1.0, 1.0});
-      case ir::UnaryOp::kExp:
+      case UnaryOp::kExp:
         return floats({0.0, kInf});
-      case ir::UnaryOp::kAbs:
+      case UnaryOp::kAbs:
         return floats({a.min >= 0 ? a.min : 0.0, std::max(std::fabs(a.min), std::fabs(a.max))});
       default:
         return floats(kUnknownFloat);
     }
   }
-  Range visit_Binary(const ir::BinaryNode& n, const Expr&) override {
+  Range visit_Binary(const BinaryNode& n, const Expr&) override {
     if (n.op == BinaryOp::kAnd || n.op == BinaryOp::kOr) return ints({0, 1});
-    return ir::is_float(n.dtype) ? floats(float_binary(n)) : ints(int_binary(n));
+    return is_float(n.dtype) ? floats(float_binary(n)) : ints(int_binary(n));
   }
-  Range visit_Compare(const ir::CompareNode& n, const Expr&) override {
-    if (ir::is_float(n.a.dtype())) return ints({0, 1});
+  Range visit_Compare(const CompareNode& n, const Expr&) override {
+    if (is_float(n.a.dtype())) return ints({0, 1});
     Interval a = int_of(n.a), b = int_of(n.b);
     auto lt = [](const Interval& x, const Interval& y) {
       return x.has_max() && y.has_min() && x.max < y.min;
@@ -184,57 +187,57 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
     };
     bool always = false, never = false;
     switch (n.op) {
-      case ir::CompareOp::kLt:
+      case CompareOp::kLt:
         always = lt(a, b);
         never = le(b, a);
         break;
-      case ir::CompareOp::kLe:
+      case CompareOp::kLe:
         always = le(a, b);
         never = lt(b, a);
         break;
-      case ir::CompareOp::kGt:
+      case CompareOp::kGt:
         always = lt(b, a);
         never = le(a, b);
         break;
-      case ir::CompareOp::kGe:
+      case CompareOp::kGe:
         always = le(b, a);
         never = lt(a, b);
         break;
-      case ir::CompareOp::kEq:
+      case CompareOp::kEq:
         always = a.is_point() && b.is_point() && a.min == b.min;
         never = lt(a, b) || lt(b, a);
         break;
-      case ir::CompareOp::kNe:
+      case CompareOp::kNe:
         never = a.is_point() && b.is_point() && a.min == b.min;
         always = lt(a, b) || lt(b, a);
         break;
     }
     return ints(always ? Interval{1, 1} : never ? Interval{0, 0} : Interval{0, 1});
   }
-  Range visit_Select(const ir::SelectNode& n, const Expr&) override {
+  Range visit_Select(const SelectNode& n, const Expr&) override {
     Interval c = int_of(n.condition);
     if (c.is_point()) return bounds_.range_of(c.min != 0 ? n.true_value : n.false_value);
-    if (ir::is_float(n.dtype)) {
+    if (is_float(n.dtype)) {
       FloatInterval t = float_of(n.true_value), f = float_of(n.false_value);
       return floats({std::min(t.min, f.min), std::max(t.max, f.max)});
     }
     Interval t = int_of(n.true_value), f = int_of(n.false_value);
     return ints({std::min(t.min, f.min), std::max(t.max, f.max)});
   }
-  Range visit_Cast(const ir::CastNode& n, const Expr&) override {
+  Range visit_Cast(const CastNode& n, const Expr&) override {
     DType from = n.value.dtype();
-    if (ir::is_float(n.dtype)) {
-      if (ir::is_float(from)) {
+    if (is_float(n.dtype)) {
+      if (is_float(from)) {
         FloatInterval v = float_of(n.value);
-        return floats({ir::round_to(n.dtype, v.min), ir::round_to(n.dtype, v.max)});
+        return floats({round_to(n.dtype, v.min), round_to(n.dtype, v.max)});
       }
       Interval v = int_of(n.value);
-      return floats({v.has_min() ? ir::round_to(n.dtype, static_cast<double>(v.min)) : -kInf,
-                     v.has_max() ? ir::round_to(n.dtype, static_cast<double>(v.max)) : kInf});
+      return floats({v.has_min() ? round_to(n.dtype, static_cast<double>(v.min)) : -kInf,
+                     v.has_max() ? round_to(n.dtype, static_cast<double>(v.max)) : kInf});
     }
     if (n.dtype == DType::kBool) return ints({0, 1});
     Interval target = dtype_range(n.dtype), v;
-    if (ir::is_float(from)) {
+    if (is_float(from)) {
       FloatInterval f = float_of(n.value);
       constexpr double kLimit = 4.0e18;  // comfortably inside int64
       if (!(f.min > -kLimit && f.max < kLimit)) return ints(target);
@@ -246,21 +249,21 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
                 (!target.has_max() || (v.has_max() && v.max <= target.max));
     return ints(fits ? v : target);
   }
-  Range visit_Reduce(const ir::ReduceNode& n, const Expr&) override {
-    for (const ir::Axis& axis : n.axes) {
+  Range visit_Reduce(const ReduceNode& n, const Expr&) override {
+    for (const Axis& axis : n.axes) {
       if (!bounds_.is_bound(axis.var.get())) bounds_.bind_reduce_axis(axis);
     }
-    if (n.op == ir::ReduceOp::kSum) return ints(kUnknown);
+    if (n.op == ReduceOp::kSum) return ints(kUnknown);
     // max/min: the body's range, or the identity when the box may be empty.
     bool non_empty = true;
-    for (const ir::Axis& axis : n.axes)
+    for (const Axis& axis : n.axes)
       non_empty &= int_of(axis.extent).min >= 1 && int_of(axis.extent).has_min();
     if (!non_empty) return Range{};
     return bounds_.range_of(n.body);
   }
 
  private:
-  Interval int_binary(const ir::BinaryNode& n) {
+  Interval int_binary(const BinaryNode& n) {
     Interval a = int_of(n.a), b = int_of(n.b);
     switch (n.op) {
       case BinaryOp::kAdd:
@@ -283,7 +286,7 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
     }
   }
 
-  FloatInterval float_binary(const ir::BinaryNode& n) {
+  FloatInterval float_binary(const BinaryNode& n) {
     FloatInterval a = float_of(n.a), b = float_of(n.b);
     switch (n.op) {
       case BinaryOp::kAdd:
@@ -307,12 +310,25 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
   Bounds& bounds_;
 };
 
-void Bounds::bind(const ir::VarNode* var, Interval range) {
-  vars_[var] = range;
+void Bounds::bind(const VarNode* var, Interval range) {
+  auto [it, first] = vars_.emplace(var, range);
+  if (!first && (it->second.min != range.min || it->second.max != range.max)) {
+    it->second = range;
+    memo_.clear();  // ranges computed under the old binding are stale
+  }
+  affine_vars_.erase(var);
+  symbol_extent_.erase(var);
 }
 
-void Bounds::bind_domain(const std::vector<ir::Axis>& domain) {
-  for (const ir::Axis& axis : domain) {
+void Bounds::unbind(const VarNode* var) {
+  vars_.erase(var);
+  affine_vars_.erase(var);
+  symbol_extent_.erase(var);
+  memo_.clear();
+}
+
+void Bounds::bind_domain(const std::vector<Axis>& domain) {
+  for (const Axis& axis : domain) {
     Interval extent = of(axis.extent);
     Interval start = of(axis.start);
     int64_t last = extent.has_max() && start.has_max()
@@ -320,18 +336,26 @@ void Bounds::bind_domain(const std::vector<ir::Axis>& domain) {
                        : Interval::kUnboundedAbove;
     // An extent written `end - start` (a gather's window) ends before `end`, which interval
     // arithmetic on the difference alone cannot see.
-    auto* difference = axis.extent.as<ir::BinaryNode>();
+    auto* difference = axis.extent.as<BinaryNode>();
     if (difference && difference->op == BinaryOp::kSub &&
-        ir::structurally_equal(difference->b, axis.start)) {
+        structurally_equal(difference->b, axis.start)) {
       Interval end = of(difference->a);
       if (end.has_max()) last = std::min(last, end.max - 1);
     }
     if (start.has_min()) last = std::max(last, start.min);  // never empty, even when unused
     bind(axis.var.get(), {start.min, last});
+    // var = start + offset, offset in [0, extent): exact for affine index math.
+    auto* constant_extent = axis.extent.as<IntConstNode>();
+    std::optional<Affine> start_affine = affine(axis.start);
+    if (start_affine && constant_extent && constant_extent->value > 0) {
+      start_affine->terms[axis.var.get()] += 1;
+      affine_vars_[axis.var.get()] = std::move(*start_affine);
+      symbol_extent_[axis.var.get()] = constant_extent->value;
+    }
   }
 }
 
-void Bounds::bind_reduce_axis(const ir::Axis& axis) {
+void Bounds::bind_reduce_axis(const Axis& axis) {
   bind_domain({axis});
 }
 
@@ -352,4 +376,70 @@ FloatInterval Bounds::of_float(const Expr& e) {
   return range_of(e).floats;
 }
 
-}  // namespace adjoint::compiler
+namespace {
+
+/// a + scale * b, or nullopt on overflow.
+template <typename AffineT>
+std::optional<AffineT> combine(AffineT a, const AffineT& b, int64_t scale) {
+  for (const auto& [symbol, coefficient] : b.terms) {
+    int64_t scaled;
+    if (__builtin_mul_overflow(scale, coefficient, &scaled) ||
+        __builtin_add_overflow(a.terms[symbol], scaled, &a.terms[symbol]))
+      return std::nullopt;
+  }
+  int64_t scaled;
+  if (__builtin_mul_overflow(scale, b.constant, &scaled) ||
+      __builtin_add_overflow(a.constant, scaled, &a.constant))
+    return std::nullopt;
+  return a;
+}
+
+}  // namespace
+
+std::optional<Bounds::Affine> Bounds::affine(const Expr& e) const {
+  if (auto* c = e.as<IntConstNode>()) return Affine{{}, c->value};
+  if (auto* v = e.as<VarNode>()) {
+    auto it = affine_vars_.find(v);
+    return it == affine_vars_.end() ? std::nullopt : std::optional<Affine>(it->second);
+  }
+  if (auto* c = e.as<CastNode>()) {
+    return is_integer(c->value.dtype()) && is_integer(c->dtype) ? affine(c->value) : std::nullopt;
+  }
+  if (auto* u = e.as<UnaryNode>(); u && u->op == UnaryOp::kNeg && is_integer(u->dtype)) {
+    std::optional<Affine> a = affine(u->operand);
+    return a ? combine(Affine{}, *a, -1) : std::nullopt;
+  }
+  auto* b = e.as<BinaryNode>();
+  if (!b || !is_integer(b->dtype)) return std::nullopt;
+  std::optional<Affine> x = affine(b->a), y = affine(b->b);
+  if (!x || !y) return std::nullopt;
+  switch (b->op) {
+    case BinaryOp::kAdd:
+      return combine(*x, *y, 1);
+    case BinaryOp::kSub:
+      return combine(*x, *y, -1);
+    case BinaryOp::kMul:
+      if (x->terms.empty()) return combine(Affine{}, *y, x->constant);
+      if (y->terms.empty()) return combine(Affine{}, *x, y->constant);
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<Interval> Bounds::exact_of(const Expr& e) const {
+  std::optional<Affine> a = affine(e);
+  if (!a) return std::nullopt;
+  Interval range = Interval::point(a->constant);
+  for (const auto& [symbol, coefficient] : a->terms) {
+    auto extent = symbol_extent_.find(symbol);
+    if (extent == symbol_extent_.end()) return std::nullopt;
+    int64_t span;  // coefficient * (extent - 1), added to the side its sign selects
+    if (__builtin_mul_overflow(coefficient, extent->second - 1, &span)) return std::nullopt;
+    int64_t& side = span < 0 ? range.min : range.max;
+    if (__builtin_add_overflow(side, span, &side)) return std::nullopt;
+  }
+  return range;
+}
+
+}  // namespace adjoint::ir

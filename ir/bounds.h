@@ -1,7 +1,7 @@
-// Interval analysis of IR expressions, shared by the passes that must prove facts about index
-// math: simplify (min/max of ordered ranges, div/mod by constants, comparisons), index_width
-// (every offset and loop bound fits in int32) and the CUDA emitter (plain `/` and `%` where the
-// operands are provably non-negative).
+// The one interval analysis of IR expressions, shared by everything that must prove facts about
+// index math: the verifier (every index in bounds), simplify (min/max of ordered ranges, div/mod
+// by constants, comparisons), index_width (every offset and loop bound fits in int32) and the
+// CUDA emitter (plain `/` and `%` where the operands are provably non-negative).
 //
 // A Bounds object holds the ranges of the index variables in scope (stage domains over
 // [0, extent), reduce axes over [start, start + extent)) and answers "which values can this
@@ -10,11 +10,19 @@
 // are doubles rounded outward and then to the node's dtype (rounding is monotone), so an f32
 // index map such as floor(f32(o) * 0.5f) is bounded soundly. Loads of float or i64 data are
 // unknown. Results are memoized per node; variables are bound once per program (an IR rule), so
-// a node's range never changes while the analysis lives.
+// a node's range never changes while a binding lives (unbind forgets the memo).
+//
+// Interval arithmetic over-approximates expressions that use a variable twice (`k - 2*i` where
+// k itself ranges over 2i + [0, 3)). exact_of() answers those: for an integer expression affine
+// in the domain variables and in the offsets of reduce axes of constant extent (each reduce
+// variable rewritten as its affine start plus an offset over [0, extent)), the exact range,
+// every bound of which is attained.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -23,7 +31,7 @@
 #include "ir/expr.h"
 #include "ir/int_math.h"
 
-namespace adjoint::compiler {
+namespace adjoint::ir {
 
 /// A closed range [min, max] of integer values; the int64 limits stand for "unbounded".
 struct Interval {
@@ -58,27 +66,32 @@ std::string to_string(const Interval& range);
 class Bounds {
  public:
   /// Binds a variable to a range (a stage domain var or a reduce axis).
-  void bind(const ir::VarNode* var, Interval range);
+  void bind(const VarNode* var, Interval range);
   /// Binds each axis of a stage domain (constant extents) to [0, extent).
-  void bind_domain(const std::vector<ir::Axis>& domain);
+  void bind_domain(const std::vector<Axis>& domain);
   /// Binds a reduce axis: [min of start, max of start + extent - 1], evaluated in this scope.
-  void bind_reduce_axis(const ir::Axis& axis);
-  bool is_bound(const ir::VarNode* var) const { return vars_.count(var) != 0; }
+  void bind_reduce_axis(const Axis& axis);
+  /// Forgets a variable's binding (and every memoized range, which may have used it).
+  void unbind(const VarNode* var);
+  bool is_bound(const VarNode* var) const { return vars_.count(var) != 0; }
 
   /// A range containing every value of an integer or bool expression (bool: 0 or 1).
-  Interval of(const ir::Expr& e);
+  Interval of(const Expr& e);
   /// A range containing every value of a float expression.
-  FloatInterval of_float(const ir::Expr& e);
+  FloatInterval of_float(const Expr& e);
+  /// The exact range of an integer expression affine in the domain variables and in the
+  /// offsets of constant-extent reduce axes; nullopt when it is not such an expression.
+  std::optional<Interval> exact_of(const Expr& e) const;
 
   /// Proves `a <= b` / `a < b` for every value of the variables in scope.
-  bool provably_le(const ir::Expr& a, const ir::Expr& b) {
+  bool provably_le(const Expr& a, const Expr& b) {
     return of(a).max <= of(b).min && of(a).has_max() && of(b).has_min();
   }
-  bool provably_lt(const ir::Expr& a, const ir::Expr& b) {
+  bool provably_lt(const Expr& a, const Expr& b) {
     return of(a).max < of(b).min && of(a).has_max() && of(b).has_min();
   }
   /// Proves that an integer expression is never negative.
-  bool provably_non_negative(const ir::Expr& e) {
+  bool provably_non_negative(const Expr& e) {
     Interval r = of(e);
     return r.has_min() && r.min >= 0;
   }
@@ -89,15 +102,24 @@ class Bounds {
     Interval ints;
     FloatInterval floats;
   };
-  Range range_of(const ir::Expr& e);
+  Range range_of(const Expr& e);
 
-  std::unordered_map<const ir::VarNode*, Interval> vars_;
+  /// sum(coefficient * symbol) + constant; each symbol ranges independently over [0, extent).
+  struct Affine {
+    std::map<const VarNode*, int64_t> terms;
+    int64_t constant = 0;
+  };
+  /// The affine form of `e`, or nullopt (not affine, or an overflow).
+  std::optional<Affine> affine(const Expr& e) const;
+
+
+  std::unordered_map<const VarNode*, Interval> vars_;
+  /// The affine forms of bound variables, where known, and the extents of their symbols.
+  std::unordered_map<const VarNode*, Affine> affine_vars_;
+  std::unordered_map<const VarNode*, int64_t> symbol_extent_;
   /// Keyed by node; holds the Expr so that a node's address is never reused while memoized.
-  std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, Range>> memo_;
+  std::unordered_map<const ExprNode*, std::pair<Expr, Range>> memo_;
 };
 
-/// Floor division and modulo of int64 values (the IR's integer semantics), for analyses.
-using ir::floor_div;
-using ir::floor_mod;
 
-}  // namespace adjoint::compiler
+}  // namespace adjoint::ir
