@@ -10,7 +10,7 @@ trivial compile first, so every figure is compile time alone), median over --rep
   one_unit_splitN   that program with -split-compile=N (NVRTC optimizes and assembles its
                     kernels on N threads; 0 = the number of CPUs);
   groupsK_splitN    K programs of kernels balanced by source size, on K threads, each with
-                    -split-compile=N.
+                    -split-compile=N (none for N = 1).
 
 It also measures a trivial kernel compiled 16 times serially, on 16 threads and in 16
 processes (scaling of the fixed cost), the NVRTC library load and a process's first compile,
@@ -19,6 +19,7 @@ one_unit. Kernel sources come from `adjoint compile SPEC -o DIR` of the build gi
 the library the loader finds (libnvrtc.so.13). Output: one JSON object.
 
   python3 bench/nvrtc_strategies.py --adjoint build/bin/adjoint [--reps 3] [--only WORD,...]
+      [--strategies one_unit,groups4_split1,...] [--processes]
 """
 import argparse
 import concurrent.futures
@@ -162,7 +163,7 @@ def child(args):
         elif m := re.fullmatch(r"groups(\d+)_split(\d+)", strategy):
             groups = balanced_groups(sources, int(m.group(1)))
             units, threads = [combined(g) for g in groups], len(groups)
-            extra = ["-split-compile=" + m.group(2)]
+            extra = ["-split-compile=" + m.group(2)] if int(m.group(2)) > 1 else []
         else:
             raise SystemExit("unknown strategy " + strategy)
         out["cores"] = cores
@@ -218,6 +219,8 @@ def main():
     parser.add_argument("--only", default="")
     parser.add_argument("--strategies", default="kernel_threads,one_unit,one_unit_split0,"
                         "one_unit_split8,groups2_split8,groups4_split4")
+    parser.add_argument("--processes", action="store_true",
+                        help="also time kernel_processes (one process per kernel)")
     parser.add_argument("--child")
     parser.add_argument("--child-one", type=int)
     parser.add_argument("--sources")
@@ -250,7 +253,7 @@ def main():
             row["wall_ms_runs"] = [round(r.get("wall_ms", -1), 1) for r in runs]
             row.pop("text_digest", None)
             entry["strategies"][strategy] = row
-        if len(sources) > 1:
+        if args.processes and len(sources) > 1:
             entry["strategies"]["kernel_processes"] = kernel_processes(
                 sources_path, len(sources), args.reps)
         # Same machine code whatever the strategy: compare every strategy's .text sections.
