@@ -7,6 +7,7 @@
 // child starts like a fresh process that has not loaded it.
 #include "runtime/kernel_binary.h"
 
+#include <elf.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +16,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <functional>
+#include <map>
 
 #include "ir/error.h"
 
@@ -348,6 +351,50 @@ TEST_F(RuntimeKernelBinary, GroupedUnitsAreCachedEachAndFoundAgain) {
                 if (image.source != BinarySource::kDiskCache) return 3;
               }
               return 0;
+            }),
+            0);
+}
+
+/// The `.text.<kernel>` sections (each kernel's machine code) of a 64-bit ELF cubin.
+std::map<std::string, std::string> text_sections(const std::vector<char>& cubin) {
+  std::map<std::string, std::string> texts;
+  if (cubin.size() < sizeof(Elf64_Ehdr)) return texts;
+  Elf64_Ehdr header;
+  std::memcpy(&header, cubin.data(), sizeof header);
+  auto section = [&](size_t i) {
+    Elf64_Shdr s;
+    std::memcpy(&s, cubin.data() + header.e_shoff + i * header.e_shentsize, sizeof s);
+    return s;
+  };
+  const Elf64_Shdr names = section(header.e_shstrndx);
+  for (size_t i = 0; i < header.e_shnum; ++i) {
+    const Elf64_Shdr s = section(i);
+    const std::string name(cubin.data() + names.sh_offset + s.sh_name);
+    if (name.rfind(".text.", 0) == 0 && s.sh_type != SHT_NOBITS) {
+      texts[name] = std::string(cubin.data() + s.sh_offset, s.sh_size);
+    }
+  }
+  return texts;
+}
+
+/// Grouping changes no code: every kernel of a unit of three has the machine code it has when
+/// compiled alone.
+TEST_F(RuntimeKernelBinary, GroupedKernelsKeepTheirMachineCodeAlone) {
+  const BinaryRequest request = request_of(
+      {{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}, {"unit_test_c", kKernelC}});
+  EXPECT_EQ(run_in_child([&] {
+              const Nvrtc& nvrtc = Nvrtc::instance();
+              std::map<std::string, std::string> alone;
+              for (size_t k = 0; k < 3; ++k) {
+                for (auto& [name, text] :
+                     text_sections(nvrtc.compile(unit_compile_request(request, {k})).cubin)) {
+                  alone[name] = text;
+                }
+              }
+              const std::map<std::string, std::string> grouped =
+                  text_sections(nvrtc.compile(unit_compile_request(request, {0, 1, 2})).cubin);
+              if (alone.size() != 3) return 2;
+              return grouped == alone ? 0 : 3;
             }),
             0);
 }
