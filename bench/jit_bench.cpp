@@ -7,8 +7,9 @@
 //    locate NVRTC, build IR, lower, binaries, module load, launch and synchronize), with proof
 //    that the hit left NVRTC unloaded;
 //  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
-//    compile thread against the default count, NVRTC's own cache on and off, split into phases
-//    (IR, emission, NVRTC load, NVRTC compile wall and summed, module load), then that
+//    unit, one unit per kernel and the default grouping (or ADJOINT_BENCH_COLD_SETTINGS),
+//    split into phases (IR, emission, NVRTC load, NVRTC compile wall and summed, module
+//    load), then that
 //    program's disk hit (`--cold-prepare-only [WORDS]` measures only that, for the ops whose
 //    label contains one of the comma-separated WORDS; the ADJOINT_TUNE_* knobs of the parent
 //    reach every child);
@@ -154,24 +155,32 @@ int cold_prepare_child(const std::string& spec_text) {
 /// Cold prepare per op in fresh processes, each with an empty adjoint cache directory and an
 /// empty CUDA compute cache (NVRTC 13 keeps its own cache of compiles there, across processes,
 /// whenever a driver is present: without a fresh CUDA_CACHE_PATH a "cold" compile would be one
-/// of its hits), 3 repetitions each (median), in four settings: one compile thread (one unit for
-/// the program, as before issue 12) or the default count (one unit per kernel, concurrently),
-/// each with NVRTC's cache on or off (CUDA_CACHE_DISABLE=1); then that program's disk hit in
-/// another fresh process.
+/// of its hits), 3 repetitions each (median), in several settings: one compile thread (one unit
+/// for the program), one unit per kernel on the default thread count (the default before the
+/// grouped units), and the default; or the settings ADJOINT_BENCH_COLD_SETTINGS names, as
+/// "label=VAR=value VAR=value;label=..." (each child gets those assignments); then that
+/// program's disk hit in another fresh process.
 nlohmann::json cold_prepare_figures(const char* self, const std::string& only = "") {
   nlohmann::json result = nlohmann::json::array();
   const std::string root =
       (std::filesystem::temp_directory_path() / ("adjoint_cold_" + std::to_string(getpid())))
           .string();
   struct Setting {
-    const char* label;
-    const char* threads;
-    bool nvrtc_cache;
+    std::string label;
+    std::string environment;
   };
-  const Setting settings[] = {{"one unit, NVRTC cache on", "1", true},
-                              {"concurrent units, NVRTC cache on", "0", true},
-                              {"one unit, NVRTC cache off", "1", false},
-                              {"concurrent units, NVRTC cache off", "0", false}};
+  std::vector<Setting> settings = {{"one unit", "ADJOINT_COMPILE_THREADS=1"},
+                                   {"one unit per kernel", "ADJOINT_COMPILE_UNITS=kernel"},
+                                   {"default", ""}};
+  if (const char* text = std::getenv("ADJOINT_BENCH_COLD_SETTINGS"); text && *text) {
+    settings.clear();
+    std::istringstream entries(text);
+    for (std::string entry; std::getline(entries, entry, ';');) {
+      const size_t equals = entry.find('=');
+      if (equals == std::string::npos) continue;
+      settings.push_back({entry.substr(0, equals), entry.substr(equals + 1)});
+    }
+  }
   int run = 0;
   for (const auto& [label, spec] : kColdPrepareSpecs) {
     if (!only.empty()) {  // a comma-separated list of words, one of which the label contains
@@ -188,8 +197,7 @@ nlohmann::json cold_prepare_figures(const char* self, const std::string& only = 
       for (int r = 0; r < 3; ++r) {
         directory = root + "/" + std::to_string(run++);
         environment = "ADJOINT_CACHE_DIR='" + directory + "/adjoint' CUDA_CACHE_PATH='" +
-                      directory + "/cuda' ADJOINT_COMPILE_THREADS=" + setting.threads +
-                      (setting.nvrtc_cache ? " " : " CUDA_CACHE_DISABLE=1 ");
+                      directory + "/cuda' " + setting.environment + " ";
         try {
           runs.push_back(nlohmann::json::parse(
               run_child((environment + "'" + self + "'").c_str(), mode.c_str(), true)));
@@ -206,6 +214,7 @@ nlohmann::json cold_prepare_figures(const char* self, const std::string& only = 
       entry["op"] = label;
       entry["spec"] = spec;
       entry["setting"] = setting.label;
+      entry["environment"] = setting.environment;
       entry["prepare_ms_runs"] = all;
       try {
         entry["disk_hit"] = nlohmann::json::parse(

@@ -617,6 +617,8 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.spec = program->spec;
   request.dump_key = dump_key;
   request.compile_threads = compile_threads_from_environment();
+  request.compile_units = compile_units_from_environment(request.compile_threads);
+  request.split_compile = split_compile_from_environment();
   request.nvrtc_options = nvrtc_options_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);

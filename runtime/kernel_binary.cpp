@@ -175,7 +175,63 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
   }
 }
 
+/// An integer environment variable in [low, high]; `fallback` when unset or empty.
+int integer_from_environment(const char* variable, int low, int high, int fallback,
+                             const std::string& expected) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < low || value > high) {
+    throw Error(std::string(variable) + ": expected " + expected + ", got '" + text + "'",
+                ErrorCode::kInvalidArgument);
+  }
+  return static_cast<int>(value);
+}
+
 }  // namespace
+
+int compile_units_from_environment(int threads) {
+  const char* text = std::getenv("ADJOINT_COMPILE_UNITS");
+  const std::string word = text ? text : "";
+  if (word.empty() || word == "auto") return std::max(1, threads / 4);
+  if (word == "kernel") return 0;
+  return integer_from_environment("ADJOINT_COMPILE_UNITS", 1, 256, 1,
+                                  "'auto', 'kernel' or a unit count in [1, 256]");
+}
+
+int split_compile_from_environment() {
+  return integer_from_environment("ADJOINT_TUNE_SPLIT_COMPILE", 1, 64, 1,
+                                  "1 (none) or an NVRTC thread count in [2, 64]");
+}
+
+std::vector<std::vector<size_t>> kernel_groups(const std::vector<size_t>& kernels,
+                                               const std::vector<size_t>& source_sizes,
+                                               int units) {
+  const size_t count = kernels.size();
+  const size_t groups_wanted =
+      units <= 0 ? count : std::min(count, static_cast<size_t>(units));
+  std::vector<size_t> order(count);
+  for (size_t i = 0; i < count; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return source_sizes.at(a) > source_sizes.at(b);
+  });
+  std::vector<std::vector<size_t>> groups(groups_wanted);
+  std::vector<size_t> bytes(groups_wanted, 0);
+  for (size_t i : order) {
+    const size_t lightest =
+        static_cast<size_t>(std::min_element(bytes.begin(), bytes.end()) - bytes.begin());
+    groups[lightest].push_back(i);
+    bytes[lightest] += source_sizes[i];
+  }
+  for (std::vector<size_t>& group : groups) {
+    std::sort(group.begin(), group.end());
+    for (size_t& i : group) i = kernels[i];
+  }
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
 
 int compile_threads_from_environment() {
   const char* text = std::getenv("ADJOINT_COMPILE_THREADS");
@@ -246,6 +302,9 @@ CompileRequest unit_compile_request(const BinaryRequest& request,
   compile.name = (sources.size() == 1 ? sources.front().entry : request.program) + ".cu";
   compile.arch = request.arch;
   compile.extra_options = request.nvrtc_options;
+  if (sources.size() > 1 && request.split_compile > 1) {
+    compile.extra_options.push_back("-split-compile=" + std::to_string(request.split_compile));
+  }
   return compile;
 }
 
@@ -282,10 +341,17 @@ std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
                 ErrorCode::kNotAvailable);
   }
   const DumpSettings& dump = dump_settings();
-  const bool per_kernel = dump.log || dump.ptx || dump.sass || request.compile_threads > 1;
+  const bool per_kernel = dump.log || dump.ptx || dump.sass;
   std::vector<Unit> units;
   if (per_kernel) {
     for (size_t k : not_packaged) units.push_back(look_up_unit(request, {k}, cache));
+  } else if (request.compile_threads > 1) {
+    std::vector<size_t> sizes;
+    for (size_t k : not_packaged) sizes.push_back(request.kernels[k].source.size());
+    for (const std::vector<size_t>& group :
+         kernel_groups(not_packaged, sizes, request.compile_units)) {
+      units.push_back(look_up_unit(request, group, cache));
+    }
   } else {
     units.push_back(look_up_unit(request, not_packaged, cache));
   }

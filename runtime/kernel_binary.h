@@ -12,11 +12,16 @@
 // for log, ptx or sass, kernels are compiled one by one so that each gets its own files.
 //
 // With more than one compile thread (BinaryRequest::compile_threads, ADJOINT_COMPILE_THREADS),
-// a program's kernels are instead compiled one translation unit per kernel, all at once on that
-// many threads: NVRTC programs are independent, so the wall time of a cold prepare becomes that
-// of its slowest kernel rather than the sum. Each unit is its own disk-cache entry, published
-// atomically as before; a failed unit's error (NVRTC log, written source) is rethrown after
-// every thread has finished, the first failing kernel in program order winning.
+// a program's kernels are instead split into several translation units (compile_units,
+// ADJOINT_COMPILE_UNITS: by default a quarter of the threads; at most one per kernel), balanced
+// by source size, compiled concurrently. NVRTC programs are independent, but on the H100 host
+// one NVRTC program per kernel on 16 threads made each compile 2-4x slower than alone (NVRTC's
+// own contention: the same compiles in separate processes slowed far less), so fewer, larger
+// units finish first (docs/runtime.md). Each unit may also let NVRTC optimize its kernels on
+// several threads (split_compile, ADJOINT_TUNE_SPLIT_COMPILE: -split-compile=N). Each unit is
+// its own disk-cache entry, published atomically as before; a failed unit's error (NVRTC log,
+// written source) is rethrown after every thread has finished, the first failing kernel in
+// program order winning.
 //
 // A disk-cache hit never loads NVRTC: the key comes from locate_nvrtc() (a file lookup and the
 // library's ELF build-id) and compile_cache_inputs(), not from the loaded library.
@@ -47,8 +52,15 @@ struct BinaryRequest {
   std::string spec;         ///< canonical specialization text, for messages
   std::string dump_key;     ///< file name prefix of ADJOINT_DUMP output
   /// Threads compiling a program's kernels: 1 compiles them as one translation unit; more
-  /// compiles one unit per kernel, that many at a time (compile_threads_from_environment()).
+  /// splits them into compile_units units compiled that many at a time
+  /// (compile_threads_from_environment()).
   int compile_threads = 1;
+  /// With compile_threads > 1: the most translation units a program's kernels are split into
+  /// (kernel_groups); 0 means one per kernel (compile_units_from_environment()).
+  int compile_units = 0;
+  /// NVRTC threads per unit of several kernels (`-split-compile=N`, part of the unit's options
+  /// and key); 1 or less: none (split_compile_from_environment()).
+  int split_compile = 1;
   /// Options added to every NVRTC compile of this request (nvrtc_options_from_environment());
   /// part of each unit's disk-cache key.
   std::vector<std::string> nvrtc_options;
@@ -63,6 +75,27 @@ std::vector<std::string> nvrtc_options_from_environment();
 /// hardware's thread count, at most 16; otherwise an integer in [1, 256]. Read on every call;
 /// throws adjoint::Error (kInvalidArgument) naming the variable for any other value.
 int compile_threads_from_environment();
+
+/// How many translation units ADJOINT_COMPILE_UNITS asks for, given `threads` compile
+/// threads: unset, empty or "auto" means max(1, threads / 4) (the fastest split measured on the
+/// H100 host, docs/runtime.md); "kernel" means one per kernel (0); otherwise an integer in
+/// [1, 256]. Read on every call; throws adjoint::Error (kInvalidArgument) naming the variable
+/// for any other value.
+int compile_units_from_environment(int threads);
+
+/// The -split-compile thread count ADJOINT_TUNE_SPLIT_COMPILE asks for: unset, empty or 1
+/// means none (1); otherwise an integer in [2, 64]. Read on every call; throws adjoint::Error
+/// (kInvalidArgument) naming the variable for any other value.
+int split_compile_from_environment();
+
+/// `kernels` (indices into a program's kernels, with their source sizes in `source_sizes`)
+/// split into at most `units` groups (0 or more than there are kernels: one per kernel):
+/// the largest source first, each into the group with the fewest bytes so far (the earlier
+/// group on ties), each group then in program order, the groups ordered by their first kernel.
+/// Deterministic, so that a later process forms the same units and hits their cache entries.
+std::vector<std::vector<size_t>> kernel_groups(const std::vector<size_t>& kernels,
+                                               const std::vector<size_t>& source_sizes,
+                                               int units);
 
 /// Where the time of one acquire_kernel_images call went.
 struct AcquireProfile {
@@ -87,8 +120,9 @@ struct KernelImage {
 /// from `cache` or compiled by NVRTC and stored in `cache`. Throws adjoint::Error:
 /// kNotAvailable naming the kernel when JIT is disabled and no package covers it, or when
 /// NVRTC cannot be found; kCompileFailed with NVRTC's log and the path of the rejected source.
-/// With compile_threads > 1 (and no per-kernel dumps asked for), one image per kernel compiled
-/// concurrently. `profile`, when given, receives where the time went.
+/// With compile_threads > 1 (and no per-kernel dumps asked for), one image per unit of
+/// kernel_groups(compile_units), compiled concurrently. `profile`, when given, receives where
+/// the time went.
 std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
                                                const DiskCache& cache,
                                                AcquireProfile* profile = nullptr);
@@ -100,7 +134,9 @@ std::vector<KernelImage> acquire_kernel_images(const BinaryRequest& request,
 /// that those headers are include-guarded.
 std::string combined_translation_unit(const std::vector<KernelSource>& kernels);
 
-/// The NVRTC request for compiling `kernels` (indices into `request.kernels`) as one unit.
+/// The NVRTC request for compiling `kernels` (indices into `request.kernels`) as one unit
+/// (with `-split-compile=<request.split_compile>` when it holds several kernels and
+/// split_compile > 1).
 CompileRequest unit_compile_request(const BinaryRequest& request,
                                     const std::vector<size_t>& kernels);
 

@@ -1,7 +1,9 @@
 // `adjoint compile SPEC --arch sm_90 [-o DIR] [--ptx]`: lowers one specialization and compiles
-// each kernel with NVRTC exactly as the runtime does (one unit per kernel, on
-// ADJOINT_COMPILE_THREADS threads at once), printing each phase's time (NVRTC load, IR,
-// emission, compile wall and summed) and each kernel's registers and spills.
+// each kernel with NVRTC with the runtime's options, one unit per kernel on
+// ADJOINT_COMPILE_THREADS threads at once (so that each kernel's time, registers and spills can
+// be reported; the runtime groups a cold program's kernels into ADJOINT_COMPILE_UNITS units,
+// which this names), printing each phase's time (NVRTC load, IR, emission, compile wall and
+// summed) and each kernel's registers and spills.
 //
 // Registers and spills come from ptxas itself: the compile adds `--ptxas-options=-v`, and
 // NVRTC's log then holds ptxas's report ("Used N registers", "N bytes spill stores"). This needs
@@ -123,6 +125,26 @@ std::vector<runtime::CompileResult> compile_kernels(const runtime::Nvrtc& nvrtc,
   return results;
 }
 
+/// The translation units the runtime would compile a cold `program` in on `threads` threads
+/// (runtime/kernel_binary.h), one line each.
+void print_runtime_units(const compiler::CompiledProgram& program, int threads) {
+  std::vector<size_t> kernels, sizes;
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    kernels.push_back(k);
+    sizes.push_back(program.kernels[k].source.size());
+  }
+  const int units = runtime::compile_units_from_environment(threads);
+  const std::vector<std::vector<size_t>> groups =
+      threads > 1 ? runtime::kernel_groups(kernels, sizes, units)
+                  : std::vector<std::vector<size_t>>{kernels};
+  std::cout << "runtime units on " << threads << " thread(s): " << groups.size() << "\n";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::cout << "  unit " << g + 1 << ":";
+    for (size_t k : groups[g]) std::cout << " " << program.kernels[k].entry;
+    std::cout << "\n";
+  }
+}
+
 void run_compile(const CompileCommandOptions& options) {
   SpecRequest request = parse_spec_request(join_words(options.spec));
   if (options.allow_atomics) request.determinism = compiler::Determinism::kAllowAtomics;
@@ -193,6 +215,7 @@ void run_compile(const CompileCommandOptions& options) {
             << "and ptxas) " << compile_wall_ms << " ms wall on "
             << std::min<size_t>(static_cast<size_t>(threads), program.kernels.size())
             << " thread(s), " << total_ms << " ms summed\n";
+  print_runtime_units(program, threads);
 }
 
 }  // namespace

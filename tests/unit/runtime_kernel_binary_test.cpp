@@ -7,6 +7,7 @@
 // child starts like a fresh process that has not loaded it.
 #include "runtime/kernel_binary.h"
 
+#include <elf.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +16,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <functional>
+#include <map>
 
 #include "ir/error.h"
 
@@ -297,6 +300,176 @@ TEST_F(RuntimeKernelBinary, ConcurrentUnitFailureNamesTheKernel) {
   const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
   EXPECT_NE(message.find("written to "), std::string::npos) << message;
+}
+
+const char* kKernelC = R"(// kernel c
+#include "adjoint_types.cuh"
+
+extern "C" __global__ void unit_test_c(float* out) { out[threadIdx.x] += 1.0f; }
+)";
+
+/// With compile units, a program's kernels are grouped into that many units, each compiled
+/// (with -split-compile when it holds several kernels) and cached on its own; a fresh process
+/// forms the same units and hits every entry without loading NVRTC.
+TEST_F(RuntimeKernelBinary, GroupedUnitsAreCachedEachAndFoundAgain) {
+  const DiskCache cache(root_ / "cache");
+  BinaryRequest request = request_of(
+      {{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}, {"unit_test_c", kKernelC}});
+  request.compile_threads = 2;
+  request.compile_units = 2;
+  request.split_compile = 2;
+  std::vector<size_t> sizes;
+  for (const KernelSource& kernel : request.kernels) sizes.push_back(kernel.source.size());
+  const std::vector<std::vector<size_t>> groups = kernel_groups({0, 1, 2}, sizes, 2);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(run_in_child([&] {
+              AcquireProfile profile;
+              std::vector<KernelImage> images = acquire_kernel_images(request, cache, &profile);
+              if (images.size() != 2 || profile.units_compiled != 2 || profile.threads != 2) {
+                return 2;
+              }
+              for (size_t u = 0; u < 2; ++u) {
+                if (images[u].kernels != groups[u]) return 3;
+                if (images[u].source != BinarySource::kCompiled || !is_elf(images[u].bytes)) {
+                  return 4;
+                }
+                for (size_t k : groups[u]) {
+                  if (!contains(images[u].bytes, request.kernels[k].entry)) return 5;
+                }
+                if (images[u].disk_cache_key !=
+                    unit_cache_key(unit_compile_request(request, groups[u]), locate_nvrtc())) {
+                  return 6;
+                }
+              }
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(run_in_child([&] {
+              std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+              if (images.size() != 2 || nvrtc_loaded()) return 2;
+              for (const KernelImage& image : images) {
+                if (image.source != BinarySource::kDiskCache) return 3;
+              }
+              return 0;
+            }),
+            0);
+}
+
+/// The `.text.<kernel>` sections (each kernel's machine code) of a 64-bit ELF cubin.
+std::map<std::string, std::string> text_sections(const std::vector<char>& cubin) {
+  std::map<std::string, std::string> texts;
+  if (cubin.size() < sizeof(Elf64_Ehdr)) return texts;
+  Elf64_Ehdr header;
+  std::memcpy(&header, cubin.data(), sizeof header);
+  auto section = [&](size_t i) {
+    Elf64_Shdr s;
+    std::memcpy(&s, cubin.data() + header.e_shoff + i * header.e_shentsize, sizeof s);
+    return s;
+  };
+  const Elf64_Shdr names = section(header.e_shstrndx);
+  for (size_t i = 0; i < header.e_shnum; ++i) {
+    const Elf64_Shdr s = section(i);
+    const std::string name(cubin.data() + names.sh_offset + s.sh_name);
+    if (name.rfind(".text.", 0) == 0 && s.sh_type != SHT_NOBITS) {
+      texts[name] = std::string(cubin.data() + s.sh_offset, s.sh_size);
+    }
+  }
+  return texts;
+}
+
+/// Grouping changes no code: every kernel of a unit of three has the machine code it has when
+/// compiled alone.
+TEST_F(RuntimeKernelBinary, GroupedKernelsKeepTheirMachineCodeAlone) {
+  const BinaryRequest request = request_of(
+      {{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}, {"unit_test_c", kKernelC}});
+  EXPECT_EQ(run_in_child([&] {
+              const Nvrtc& nvrtc = Nvrtc::instance();
+              std::map<std::string, std::string> alone;
+              for (size_t k = 0; k < 3; ++k) {
+                for (auto& [name, text] :
+                     text_sections(nvrtc.compile(unit_compile_request(request, {k})).cubin)) {
+                  alone[name] = text;
+                }
+              }
+              const std::map<std::string, std::string> grouped =
+                  text_sections(nvrtc.compile(unit_compile_request(request, {0, 1, 2})).cubin);
+              if (alone.size() != 3) return 2;
+              return grouped == alone ? 0 : 3;
+            }),
+            0);
+}
+
+TEST(KernelGroups, BalancedBySourceSizeDeterministicAndInProgramOrder) {
+  // Sizes 50, 10, 40, 30, 20: largest first into the lightest group.
+  const std::vector<size_t> kernels = {0, 1, 2, 3, 4};
+  const std::vector<size_t> sizes = {50, 10, 40, 30, 20};
+  // 0 (50) -> first, 2 (40) -> second, 3 (30) -> second (70), 4 (20) -> first (70), 1 (10)
+  // -> first (a tie goes to the earlier group).
+  EXPECT_EQ(kernel_groups(kernels, sizes, 2),
+            (std::vector<std::vector<size_t>>{{0, 1, 4}, {2, 3}}));
+  EXPECT_EQ(kernel_groups(kernels, sizes, 1),
+            (std::vector<std::vector<size_t>>{{0, 1, 2, 3, 4}}));
+  EXPECT_EQ(kernel_groups(kernels, sizes, 0),
+            (std::vector<std::vector<size_t>>{{0}, {1}, {2}, {3}, {4}}));
+  EXPECT_EQ(kernel_groups(kernels, sizes, 9), kernel_groups(kernels, sizes, 0));
+  // The indices given are what the groups hold (e.g. the kernels no package covers).
+  EXPECT_EQ(kernel_groups({3, 7, 8}, {5, 5, 5}, 2),
+            (std::vector<std::vector<size_t>>{{3, 8}, {7}}));
+  // Every kernel exactly once, whatever the count.
+  for (int units = 0; units <= 6; ++units) {
+    std::vector<size_t> seen;
+    for (const auto& group : kernel_groups(kernels, sizes, units)) {
+      EXPECT_FALSE(group.empty());
+      EXPECT_TRUE(std::is_sorted(group.begin(), group.end()));
+      seen.insert(seen.end(), group.begin(), group.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen, kernels) << units;
+  }
+}
+
+TEST(KernelGroups, SplitCompileOnlyForUnitsOfSeveralKernels) {
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  request.split_compile = 4;
+  EXPECT_EQ(unit_compile_request(request, {0, 1}).extra_options,
+            (std::vector<std::string>{"-split-compile=4"}));
+  EXPECT_TRUE(unit_compile_request(request, {1}).extra_options.empty());
+  request.split_compile = 1;
+  EXPECT_TRUE(unit_compile_request(request, {0, 1}).extra_options.empty());
+}
+
+TEST(CompileUnits, EnvironmentIsCheckedAndDefaultsToAQuarterOfTheThreads) {
+  unsetenv("ADJOINT_COMPILE_UNITS");
+  EXPECT_EQ(compile_units_from_environment(16), 4);
+  EXPECT_EQ(compile_units_from_environment(2), 1);
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "auto", 1), 0);
+  EXPECT_EQ(compile_units_from_environment(8), 2);
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "kernel", 1), 0);
+  EXPECT_EQ(compile_units_from_environment(16), 0);
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "3", 1), 0);
+  EXPECT_EQ(compile_units_from_environment(16), 3);
+  for (const char* bad : {"0", "-1", "x", "4x", "257"}) {
+    ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", bad, 1), 0);
+    try {
+      compile_units_from_environment(16);
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("ADJOINT_COMPILE_UNITS"), std::string::npos);
+      EXPECT_NE(std::string(error.what()).find(bad), std::string::npos);
+    }
+  }
+  unsetenv("ADJOINT_COMPILE_UNITS");
+
+  unsetenv("ADJOINT_TUNE_SPLIT_COMPILE");
+  EXPECT_EQ(split_compile_from_environment(), 1);
+  ASSERT_EQ(setenv("ADJOINT_TUNE_SPLIT_COMPILE", "4", 1), 0);
+  EXPECT_EQ(split_compile_from_environment(), 4);
+  for (const char* bad : {"0", "65", "two"}) {
+    ASSERT_EQ(setenv("ADJOINT_TUNE_SPLIT_COMPILE", bad, 1), 0);
+    EXPECT_THROW(split_compile_from_environment(), Error) << bad;
+  }
+  unsetenv("ADJOINT_TUNE_SPLIT_COMPILE");
 }
 
 TEST(CompileThreads, EnvironmentIsCheckedAndDefaultsToTheHardware) {
