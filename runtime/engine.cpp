@@ -433,12 +433,13 @@ size_t memory_cache_capacity_from_environment() {
   return static_cast<size_t>(value);
 }
 
-/// ADJOINT_DYNAMIC: never (default), auto or always; an invalid value throws on first use.
-/// The default stays `never` while generic kernels run slower than specialized ones
-/// (docs/dynamic_shapes.md, "Measured").
+/// ADJOINT_DYNAMIC: never, batch (default), auto or always; an invalid value throws on first
+/// use. The default is `batch`: generic only in outer-batch axes, whose generic kernels are the
+/// specialized ones with the batch as a parameter; kernels generic in spatial sizes run slower
+/// than specialized ones (docs/dynamic_shapes.md, "Measured"), so they wait for `auto`.
 DynamicMode dynamic_mode_from_environment() {
   const char* text = std::getenv("ADJOINT_DYNAMIC");
-  if (!text || !*text) return DynamicMode::kNever;
+  if (!text || !*text) return DynamicMode::kBatch;
   return parse_dynamic_mode(text, "ADJOINT_DYNAMIC");
 }
 
@@ -541,6 +542,11 @@ std::shared_ptr<const LoadedProgram> Engine::prepare_generic(const ops::Speciali
       choice.key + key_suffix(determinism, context), [&] {
         auto program = build(choice.program, choice.key, spec.op_name() + "_generic",
                              determinism, context, current_arch(), 0);
+        for (const LoadedKernel& k : program->kernels) {
+          if (choice.require_outer_batch && !k.one_index_per_thread)  // the key keeps the error
+            throw Error(choice.key + ": not lowered as an outer batch (kernel '" + k.entry +
+                            "' is lower_generic's)", ErrorCode::kInvalidProgram);
+        }
         ++counters_->generic_programs;
         if (program->source == BinarySource::kCompiled) ++counters_->generic_compiles;
         return program;
