@@ -76,6 +76,12 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                 (options_.streaming_loads && options_.streaming_stores ? "span loads and group stores."
                  : options_.streaming_loads ? "span loads." : "group stores."));
   }
+  if (options_.outer_size) {
+    head.line("// Generic in " + options_.outer_size->source + " (an outer batch, the parameter " +
+              outer_count_.substr(0, outer_count_.find(' ')) + "): lowered at " +
+              options_.outer_size->source + " = " + std::to_string(options_.outer_size->value) +
+              ", which the point counts below are at.");
+  }
   if (!options_.schedule_note.empty()) {
     size_t start = 0;
     while (start <= options_.schedule_note.size()) {
