@@ -4,13 +4,16 @@
 What it measures, each part in child processes with fresh, empty caches (ADJOINT_CACHE_DIR and
 CUDA_CACHE_PATH), so that every program the engine builds is an NVRTC compile:
   * size sweeps: upsample_nearest2d_backward (f16, C=16, scale 2) over 50 batch sizes x 3
-    spatial sizes, under ADJOINT_DYNAMIC=auto (all 150 calls) and never (the first 10 batch
-    sizes x 3, as the baseline per call): the engine's compile counters (adjoint.compile_stats),
-    the wall time of the sweep and of its compiles, and every result against PyTorch's;
+    spatial sizes, under ADJOINT_DYNAMIC=auto and batch (all 150 calls) and never (the first 10
+    batch sizes x 3, as the baseline per call): the engine's compile counters
+    (adjoint.compile_stats), the wall time of the sweep and of its compiles, and every result
+    against PyTorch's (--sweep-modes);
   * generic against specialized kernel time: bench.py's large upsample cases in f32 and bf16,
     timed as bench.py times them (CUDA events, inputs rotating past L2, median), in a child
-    under ADJOINT_DYNAMIC=never (specialized) and one under always (generic: the kernel was
-    compiled at another batch size first, so the timed size is one it was not compiled for);
+    under ADJOINT_DYNAMIC=never (specialized), one under auto (or batch) whose first call per case
+    is at batch + 1, with the sizes the policy has seen forgotten before each case (so the timed
+    call is served by a kernel generic in the batch only, compiled at another batch) and one
+    under always (generic in every axis, compiled at batch + 1) (--time-modes);
   * GPU parity of generic kernels: 1-3d, nearest and nearest-exact, contiguous and channels-last,
     f16/bf16/f32/f64, odd sizes and an empty batch. The always child serves them with generic
     kernels compiled at other sizes; their outputs must be bitwise those of the never child's
@@ -74,7 +77,7 @@ def digest(tensor):
 def child_sweep(mode):
     import torch
     import adjoint
-    batches = BATCHES if mode == "auto" else BATCHES[:10]
+    batches = BATCHES if mode in ("auto", "batch") else BATCHES[:10]
     adjoint.reset_compile_stats()
     calls, worst, start = 0, 0.0, time.perf_counter()
     per_call_ms = []
@@ -103,11 +106,19 @@ def child_time(mode, runs):
     from bench import GpuTimer, cycle, rotating_inputs
     timer = GpuTimer()
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
-    records = []
+    records, totals = [], {}
     for dtype_name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
         for input_size, output_size in TIMING_CASES:
             input_size, output_size = list(input_size), list(output_size)
-            if mode == "always":  # compile the generic kernel at another batch size first
+            # The policy forgets the sizes it has seen (the family pools every case of one
+            # dtype and channel count: under auto, a case would otherwise be generic in the
+            # spatial sizes that earlier cases varied); the counters add up below.
+            for key, value in adjoint.compile_stats().items():
+                totals[key] = totals.get(key, 0) + value
+            adjoint.reset_compile_stats()
+            if mode in ("always", "auto", "batch"):  # first a call at another batch size: the
+                # timed call gets a kernel generic in every axis (always) or in the batch only
+                # (auto and batch: the batch is the one axis that has shown two sizes)
                 other = [input_size[0] + 1] + input_size[1:]
                 g = torch.randn(other[:2] + output_size, device="cuda", dtype=dtype)
                 adjoint.upsample_nearest2d_backward(g, output_size, other)
@@ -123,7 +134,9 @@ def child_time(mode, runs):
                                                  "x".join(map(str, output_size))),
                             "dtype": dtype_name, "ms": ms,
                             "digest": digest(calls[0]())})
-    return {"mode": mode, "records": records, "compile_stats": adjoint.compile_stats()}
+    for key, value in adjoint.compile_stats().items():
+        totals[key] = totals.get(key, 0) + value
+    return {"mode": mode, "records": records, "compile_stats": totals}
 
 
 def child_parity(mode):
@@ -176,6 +189,10 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--parts", default="sweep,time,parity")
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per child")
+    parser.add_argument("--sweep-modes", default="auto,batch,never",
+                        help="ADJOINT_DYNAMIC values of the sweep children")
+    parser.add_argument("--time-modes", default="never,auto,always",
+                        help="never first: the specialized times the others are divided by")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -189,7 +206,7 @@ def main():
     parts = args.parts.split(",")
     if "sweep" in parts:
         report["sweep"] = {m: run_child("sweep", m, args.runs, args.timeout)
-                           for m in ("auto", "never")}
+                           for m in args.sweep_modes.split(",")}
         for m, r in report["sweep"].items():
             if "error" in r:
                 failures.append("sweep %s: %s" % (m, r["error"]))
@@ -201,19 +218,27 @@ def main():
                      r["sweep_seconds"], r["median_call_ms"], r["first_call_ms"],
                      r["max_call_ms"], r["max_abs_diff_vs_torch"]))
     if "time" in parts:
-        timing = {m: run_child("time", m, args.runs, args.timeout) for m in ("never", "always")}
+        modes = args.time_modes.split(",")
+        timing = {m: run_child("time", m, args.runs, args.timeout) for m in modes}
         rows = []
-        if all("error" not in t for t in timing.values()):
-            for spec, gen in zip(timing["never"]["records"], timing["always"]["records"]):
-                rows.append({"case": spec["case"], "dtype": spec["dtype"],
-                             "specialized_ms": spec["ms"], "generic_ms": gen["ms"],
-                             "generic_over_specialized": gen["ms"] / spec["ms"],
-                             "bitwise_equal": spec["digest"] == gen["digest"]})
-                print("time %-28s %-4s specialized %.4f ms, generic %.4f ms, ratio %.3f, "
-                      "bitwise %s" % (spec["case"], spec["dtype"], spec["ms"], gen["ms"],
-                                      gen["ms"] / spec["ms"], spec["digest"] == gen["digest"]))
-            timing["always"].pop("records")
-            timing["never"].pop("records")
+        if all("error" not in t for t in timing.values()) and modes[0] == "never":
+            for i, spec in enumerate(timing["never"]["records"]):
+                row = {"case": spec["case"], "dtype": spec["dtype"], "specialized_ms": spec["ms"]}
+                line = "time %-28s %-4s specialized %.4f ms" % (spec["case"], spec["dtype"],
+                                                               spec["ms"])
+                for m in modes[1:]:
+                    gen = timing[m]["records"][i]
+                    name = {"auto": "batch_generic", "batch": "batch_generic_mode_batch",
+                            "always": "all_generic"}.get(m, m)
+                    row[name + "_ms"] = gen["ms"]
+                    row[name + "_over_specialized"] = gen["ms"] / spec["ms"]
+                    row[name + "_bitwise_equal"] = spec["digest"] == gen["digest"]
+                    line += ", %s %.4f ms (ratio %.3f, bitwise %s)" % (
+                        name, gen["ms"], gen["ms"] / spec["ms"], spec["digest"] == gen["digest"])
+                rows.append(row)
+                print(line)
+            for m in modes:
+                timing[m].pop("records")
         else:
             failures += ["time %s: %s" % (m, t["error"]) for m, t in timing.items() if "error" in t]
         report["timing"] = {"rows": rows, "children": timing}

@@ -54,6 +54,10 @@ struct CompiledKernel {
   /// Generic kernels: points each thread computes (a group along the innermost axis); the
   /// runtime launches about points / (block * points_per_thread) threads.
   int points_per_thread = 1;
+  /// Generic kernels lowered through the specialized pipeline (compiler/lower_outer_generic.h):
+  /// one linear index per thread and no grid-stride loop, as in the specialized kernel, so the
+  /// runtime must launch every block, ceil(points / (block * points_per_thread)), uncapped.
+  bool one_index_per_thread = false;
 };
 
 /// A tensor the runtime must bind or allocate.

@@ -30,6 +30,15 @@
 
 namespace adjoint::compiler {
 
+/// The outermost linear axis of a static kernel whose extent becomes a kernel parameter
+/// (compiler/lower_outer_generic.h): the program was bound at `value` for that size, and the
+/// emitter writes the size named `source` wherever that extent would bound the grid.
+struct OuterSizeParam {
+  std::string source;  ///< the SizeParam's source, e.g. "input_size[0]"
+  std::string name;    ///< its name in the kernel, e.g. "N"
+  int64_t value = 0;   ///< the extent the program was lowered at; any smaller one is served
+};
+
 /// Code generation choices that do not change what a kernel computes.
 struct EmitOptions {
   /// Vector-group kernels read their spans with ld.global.cs (evict first: the data is not
@@ -61,6 +70,12 @@ struct EmitOptions {
   int partial_unroll = 0;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
+  /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`
+  /// (compiler/lower_outer_generic.h): the size is the last parameter, the linear count is
+  /// `size * (points per outer index)`, and the grid is derived at launch. The emitter throws
+  /// adjoint::Error (kInvalidProgram) when the kernel's grid does not have that form (the
+  /// outermost linear axis of that extent, no thread, block or cooperative axes).
+  std::optional<OuterSizeParam> outer_size;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

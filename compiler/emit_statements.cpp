@@ -76,7 +76,10 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   // One linear index per thread when the grid covers them all (the usual case: at most
   // kMaxLinearBlocks blocks); a grid-stride loop otherwise.
   std::optional<CodeWriter::Block> loop;
-  if (int64_t{launch_.grid[0]} * m.lanes >= m.linear_points) {
+  if (!outer_count_.empty()) {  // the runtime launches a thread per linear index
+    out_->line("const " + type + " " + linear + " = " + first_index + ";");
+    out_->line("if (" + linear + " >= " + outer_count_ + ") return;");
+  } else if (int64_t{launch_.grid[0]} * m.lanes >= m.linear_points) {
     out_->line("const " + type + " " + linear + " = " + first_index + ";");
     out_->line("if (" + linear + " >= " + count + ") return;");
   } else {

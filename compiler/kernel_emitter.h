@@ -167,6 +167,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);
   void emit_generic_body();
+  /// EmitOptions::outer_size (compiler/lower_outer_generic.h): checks the grid's form, adds the
+  /// size to the signature and fills the result's size fields; the body then bounds the grid
+  /// by outer_count_.
+  void bind_outer_size(const GridMapping& m, const std::vector<int64_t>& extents,
+                       CompiledKernel& result, std::vector<std::string>& signature);
   /// An extent or stride of a generic kernel as text: a literal or a size parameter's name.
   std::string size_text(const ir::Expr& e);
   void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
@@ -257,6 +262,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   bool uses_float_atomics_ = false;  ///< some atomic add is a float's: order-dependent rounding
   bool uses_memory_helpers_ = false;
   LaunchDims launch_;
+  /// With EmitOptions::outer_size: the linear count as text (`N * K`); empty otherwise.
+  std::string outer_count_;
   std::optional<VectorGroup> vector_;
   /// A thread tile (GridConfig::tile_points > 1, see thread_tiles.h): each thread computes the
   /// points a_base + r, r < points, of domain axis `axis` besides its vector group; group

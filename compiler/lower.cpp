@@ -160,6 +160,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
+    emit_options.outer_size = options.outer_size;
     if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
       emit_options.schedule_note = note->second;
     if (auto note = notes.find(kernel.name); note != notes.end()) {

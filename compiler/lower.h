@@ -14,7 +14,10 @@
 // returned the very same program, is recorded in CompiledProgram::pass_dump.
 #pragma once
 
+#include <optional>
+
 #include "compiler/compiled_program.h"
+#include "compiler/cuda_emitter.h"
 #include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
@@ -79,6 +82,14 @@ struct LowerOptions {
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;
+  /// Set by lower_outer_generic only (compiler/lower_outer_generic.h): every kernel's
+  /// outermost linear extent, the value of a generic program's batch size, is emitted as that
+  /// size's kernel parameter (EmitOptions::outer_size).
+  std::optional<OuterSizeParam> outer_size;
+  /// Generic programs whose one size is an outer batch take lower_outer_generic (the
+  /// specialized pipeline, the batch a kernel parameter); false sends them through
+  /// lower_generic's own pipeline (tests compare the two).
+  bool outer_generic = true;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -11,6 +11,7 @@
 #include "compiler/index_width.h"
 #include "compiler/invert_floor_map.h"
 #include "compiler/launch_geometry.h"
+#include "compiler/lower_outer_generic.h"
 #include "compiler/program_utils.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -188,6 +189,13 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
 
 CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& options) {
   if (input.sizes.empty()) return lower(input, options);
+  // A size that only counts an outer batch: the specialized pipeline's kernels, with that count
+  // as a parameter (compiler/lower_outer_generic.h).
+  std::string not_outer = "off";
+  if (options.outer_generic) {
+    if (std::optional<CompiledProgram> outer = lower_outer_generic(input, options, &not_outer))
+      return std::move(*outer);
+  }
   ir::verify(ir::bind_sizes(input, sample_sizes(input)));
   std::string dump;
   auto record = [&](const char* name, const ir::Program& before, const ir::Program& after) {
@@ -234,7 +242,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       std::string names;
       for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;
       return names;
-    }() + (kernel.grid.tile_points > 1
+    }() + " (not as an outer batch: " + not_outer + ")" + (kernel.grid.tile_points > 1
                ? "; " + std::to_string(kernel.grid.tile_points) +
                      " consecutive innermost points per thread (tail-guarded), grid-stride over "
                      "the runtime group count"

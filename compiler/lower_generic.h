@@ -3,6 +3,10 @@
 // purpose: every step must hold for every size in the declared bounds, so it keeps to what it
 // can prove symbolically:
 //
+// A program whose one size is an outer batch (entering no index math) goes to
+// lower_outer_generic (compiler/lower_outer_generic.h) first: the specialized pipeline with the
+// batch as a parameter. Every other one:
+//
 //   verify (at sample sizes) -> lower_scatter_to_gather_generic (compiler/invert_floor_map.h)
 //     -> generic grid (every axis linear, a tail-guarded group of consecutive innermost points
 //        per thread, grid-stride) + coverage proof

@@ -20,6 +20,11 @@ struct DynamicAxis {
   std::string attribute;
   int index = 0;
   std::string meaning;  ///< "batch", "input H", ...
+  /// The axis counts an outer batch: outermost in memory and in no index math, so its generic
+  /// program is the specialized kernel with the count as a parameter
+  /// (compiler/lower_outer_generic.h), as fast as the specialized one. ADJOINT_DYNAMIC=batch
+  /// makes only such axes generic.
+  bool outer_batch = false;
 
   /// "input_size[0]": the axis' name in generic keys, size parameters and dumps.
   std::string name() const { return attribute + "[" + std::to_string(index) + "]"; }

@@ -251,7 +251,7 @@ ir::Expr nearest_source_index(const ir::Expr& output_index, NearestRule rule,
 }
 
 std::vector<DynamicAxis> upsample_nearest_dynamic_axes(int spatial_rank) {
-  std::vector<DynamicAxis> axes = {{"input_size", 0, "batch"}};
+  std::vector<DynamicAxis> axes = {{"input_size", 0, "batch", true}};
   std::vector<std::string> letters = spatial_axis_letters(spatial_rank);
   for (int a = 0; a < spatial_rank; ++a) axes.push_back({"input_size", 2 + a, "input " + letters[a]});
   for (int a = 0; a < spatial_rank; ++a) axes.push_back({"output_size", a, "output " + letters[a]});

@@ -191,6 +191,7 @@ void set_dynamic_shapes(DynamicShapes mode) try {
   runtime::Engine::instance().set_dynamic_mode(
       mode == DynamicShapes::kNever    ? runtime::DynamicMode::kNever
       : mode == DynamicShapes::kAlways ? runtime::DynamicMode::kAlways
+      : mode == DynamicShapes::kBatch  ? runtime::DynamicMode::kBatch
                                        : runtime::DynamicMode::kAuto);
 } catch (...) {
   rethrow_as_error("adjoint::set_dynamic_shapes");

@@ -212,7 +212,7 @@ adjoint_status adjoint_set_jit_enabled(int enabled) {
 
 adjoint_status adjoint_set_dynamic_shapes(const char* mode) {
   return guarded([&] {
-    if (!mode) throw adjoint::Error("adjoint_set_dynamic_shapes: mode is NULL; expected never, auto or always");
+    if (!mode) throw adjoint::Error("adjoint_set_dynamic_shapes: mode is NULL; expected never, batch, auto or always");
     adjoint::runtime::DynamicMode parsed =
         adjoint::runtime::parse_dynamic_mode(mode, "adjoint_set_dynamic_shapes: mode");
     adjoint::runtime::Engine::instance().set_dynamic_mode(parsed);

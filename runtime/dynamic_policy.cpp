@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "compiler/lower_generic.h"
+#include "compiler/lower_outer_generic.h"
 #include "ir/error.h"
 
 namespace adjoint::runtime {
@@ -11,6 +12,7 @@ namespace adjoint::runtime {
 const char* dynamic_mode_name(DynamicMode mode) {
   switch (mode) {
     case DynamicMode::kNever: return "never";
+    case DynamicMode::kBatch: return "batch";
     case DynamicMode::kAuto: return "auto";
     case DynamicMode::kAlways: return "always";
   }
@@ -19,9 +21,10 @@ const char* dynamic_mode_name(DynamicMode mode) {
 
 DynamicMode parse_dynamic_mode(const std::string& text, const std::string& what) {
   if (text == "never") return DynamicMode::kNever;
+  if (text == "batch") return DynamicMode::kBatch;
   if (text == "auto") return DynamicMode::kAuto;
   if (text == "always") return DynamicMode::kAlways;
-  throw Error(what + ": expected never, auto or always, got '" + text + "'",
+  throw Error(what + ": expected never, batch, auto or always, got '" + text + "'",
               ErrorCode::kInvalidArgument);
 }
 
@@ -36,6 +39,7 @@ std::vector<std::string> DynamicPolicy::observe(const ops::Specialization& spec,
   std::lock_guard<std::mutex> lock(mutex_);
   std::map<std::string, std::set<int64_t>>& axes = seen_[family];
   for (const ops::DynamicAxis& axis : op.axes) {
+    if (mode == DynamicMode::kBatch && !axis.outer_batch) continue;
     std::vector<int64_t> values = spec.get_ints(axis.attribute);
     if (static_cast<size_t>(axis.index) >= values.size()) continue;  // the op rejects it later
     std::set<int64_t>& seen = axes[axis.name()];
@@ -76,7 +80,12 @@ ProgramChoice choose_program(const ops::Specialization& spec, DynamicPolicy& pol
   if (!op) return ProgramChoice{};
   std::vector<std::string> axes = policy.observe(spec, *op, mode);
   if (axes.empty()) return ProgramChoice{};
-  return generic_choice(spec, axes);
+  ProgramChoice choice = generic_choice(spec, axes);
+  if (mode == DynamicMode::kBatch && choice.generic) {
+    if (!compiler::outer_batch_refusal(choice.program).empty()) return ProgramChoice{};
+    choice.require_outer_batch = true;
+  }
+  return choice;
 }
 
 ProgramChoice generic_choice(const ops::Specialization& spec,

@@ -2,13 +2,16 @@
 // generic in some of its op's dynamic axes (ops/dynamic_ops.h) instead of a specialized one.
 //
 //   never   always specialized (the behaviour before dynamic shapes)
+//   batch   (default) auto, over the axes that count an outer batch only (DynamicAxis::
+//           outer_batch), whose generic kernel is the specialized one with the batch as a
+//           parameter (compiler/lower_outer_generic.h): as fast, bitwise the same results
 //   auto    the first size seen on an axis is specialized; once a second distinct size shows up
 //           on a dynamic axis of the same family (the specialization with every dynamic axis
 //           blanked out), that axis is generic for this and every later new specialization of
 //           the family, as torch.compile's automatic dynamic shapes
 //   always  every dynamic axis is generic from the first call
 //
-// The mode comes from ADJOINT_DYNAMIC (never|auto|always, default never) or the API
+// The mode comes from ADJOINT_DYNAMIC (never|batch|auto|always, default batch) or the API
 // (adjoint::set_dynamic_shapes). The policy is consulted only on an in-memory cache miss:
 // a specialization already prepared keeps its program, so specialized kernels stay preferred
 // where they exist.
@@ -25,9 +28,9 @@
 
 namespace adjoint::runtime {
 
-enum class DynamicMode { kNever, kAuto, kAlways };
+enum class DynamicMode { kNever, kBatch, kAuto, kAlways };
 
-/// "never", "auto" or "always".
+/// "never", "batch", "auto" or "always".
 const char* dynamic_mode_name(DynamicMode mode);
 /// Parses a mode; throws adjoint::Error (kInvalidArgument) naming `what` and the valid values.
 DynamicMode parse_dynamic_mode(const std::string& text, const std::string& what);
@@ -58,6 +61,9 @@ struct ProgramChoice {
   /// generic only: the cache key of the generic program, its generic key plus the index width
   /// its storage allows ("... |index32" or "... |index64").
   std::string key;
+  /// generic only (mode batch): the program must lower to lower_outer_generic's kernels (one
+  /// index per thread); the engine specializes when it does not.
+  bool require_outer_batch = false;
 };
 
 /// The choice of a program generic in `axes` for `spec` (what `adjoint aot` packages for a
@@ -66,7 +72,9 @@ struct ProgramChoice {
 ProgramChoice generic_choice(const ops::Specialization& spec, const std::vector<std::string>& axes);
 
 /// Asks `policy` and, for generic axes, builds the generic IR (no compile) and checks that the
-/// specialization's sizes lie within its bounds (else: specialized). Throws what the op's build
+/// specialization's sizes lie within its bounds (else: specialized). In mode batch, a program
+/// without the outer-batch form (compiler::outer_batch_refusal, e.g. 64-bit storage) is
+/// specialized too. Throws what the op's build
 /// throws for an invalid specialization.
 ProgramChoice choose_program(const ops::Specialization& spec, DynamicPolicy& policy,
                              DynamicMode mode);

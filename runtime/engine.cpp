@@ -395,10 +395,16 @@ std::shared_ptr<const LoadedProgram> bind_generic_program(
       throw Error(spec_text + ": " + std::to_string(points) + " points exceed what a generic "
                   "kernel decodes (2^62)", ErrorCode::kInvalidArgument);
     }
-    // Any grid is correct (grid-stride); a thread per group of points_per_thread is enough.
+    // Any grid is correct for a grid-stride loop; a thread per group of points_per_thread is
+    // enough. A kernel with one linear index per thread needs them all.
     const int64_t threads = std::max<int64_t>(k.launch.block[0], 1) * std::max(k.points_per_thread, 1);
+    const int64_t blocks = (points + threads - 1) / threads;
+    if (k.one_index_per_thread && blocks > int64_t{0x7fffffff}) {
+      throw Error(spec_text + ": " + std::to_string(blocks) + " blocks exceed the grid's x "
+                  "dimension", ErrorCode::kInvalidArgument);
+    }
     k.launch.grid[0] = static_cast<uint32_t>(
-        std::min<int64_t>((points + threads - 1) / threads, compiler::kMaxLinearBlocks));
+        k.one_index_per_thread ? blocks : std::min<int64_t>(blocks, compiler::kMaxLinearBlocks));
     k.size_args.clear();
     for (const std::string& name : k.size_params) {
       k.size_args.push_back(compiler::SizeProduct{1, {name}}.evaluate(program->sizes, values));
@@ -427,12 +433,13 @@ size_t memory_cache_capacity_from_environment() {
   return static_cast<size_t>(value);
 }
 
-/// ADJOINT_DYNAMIC: never (default), auto or always; an invalid value throws on first use.
-/// The default stays `never` while generic kernels run slower than specialized ones
-/// (docs/dynamic_shapes.md, "Measured").
+/// ADJOINT_DYNAMIC: never, batch (default), auto or always; an invalid value throws on first
+/// use. The default is `batch`: generic only in outer-batch axes, whose generic kernels are the
+/// specialized ones with the batch as a parameter; kernels generic in spatial sizes run slower
+/// than specialized ones (docs/dynamic_shapes.md, "Measured"), so they wait for `auto`.
 DynamicMode dynamic_mode_from_environment() {
   const char* text = std::getenv("ADJOINT_DYNAMIC");
-  if (!text || !*text) return DynamicMode::kNever;
+  if (!text || !*text) return DynamicMode::kBatch;
   return parse_dynamic_mode(text, "ADJOINT_DYNAMIC");
 }
 
@@ -535,6 +542,11 @@ std::shared_ptr<const LoadedProgram> Engine::prepare_generic(const ops::Speciali
       choice.key + key_suffix(determinism, context), [&] {
         auto program = build(choice.program, choice.key, spec.op_name() + "_generic",
                              determinism, context, current_arch(), 0);
+        for (const LoadedKernel& k : program->kernels) {
+          if (choice.require_outer_batch && !k.one_index_per_thread)  // the key keeps the error
+            throw Error(choice.key + ": not lowered as an outer batch (kernel '" + k.entry +
+                            "' is lower_generic's)", ErrorCode::kInvalidProgram);
+        }
         ++counters_->generic_programs;
         if (program->source == BinarySource::kCompiled) ++counters_->generic_compiles;
         return program;
@@ -653,6 +665,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
       loaded.size_param_bytes = k.size_param_bytes;
       loaded.points = k.points;
       loaded.points_per_thread = k.points_per_thread;
+      loaded.one_index_per_thread = k.one_index_per_thread;
       for (const std::string& name : k.params) loaded.params.push_back(program->buffer_index(name));
       for (const std::string& name : k.zero_before) {
         loaded.zero_before.push_back(program->buffer_index(name));

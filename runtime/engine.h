@@ -60,6 +60,9 @@ struct LoadedKernel {
   int size_param_bytes = 8;
   compiler::SizeProduct points;
   int points_per_thread = 1;  ///< generic kernels: the group each thread computes
+  /// Generic kernels without a grid-stride loop (CompiledKernel::one_index_per_thread): the
+  /// grid must cover every linear index, uncapped.
+  bool one_index_per_thread = false;
   std::vector<int64_t> size_args;
 };
 

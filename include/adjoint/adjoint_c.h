@@ -104,8 +104,8 @@ adjoint_status adjoint_load_package(const char* path);
  * error that names the specialization. */
 adjoint_status adjoint_set_jit_enabled(int enabled);
 
-/* The dynamic-shape policy, as ADJOINT_DYNAMIC: "never", "auto" or "always"
- * (docs/dynamic_shapes.md). */
+/* The dynamic-shape policy, as ADJOINT_DYNAMIC: "never", "batch" (the default), "auto" or
+ * "always" (docs/dynamic_shapes.md). */
 adjoint_status adjoint_set_dynamic_shapes(const char* mode);
 
 /* What the engine has built since start (or adjoint_reset_compile_stats). */

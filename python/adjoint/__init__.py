@@ -73,7 +73,8 @@ def set_jit_enabled(enabled):
 
 
 def set_dynamic_shapes(mode):
-    """The dynamic-shape policy, as ADJOINT_DYNAMIC: "never" (default), "auto" or "always"."""
+    """The dynamic-shape policy, as ADJOINT_DYNAMIC: "never", "batch" (default: generic in
+    batch axes only, whose generic kernels are the specialized ones), "auto" or "always"."""
     from ._capi import library
     library().set_dynamic_shapes(mode)
 

@@ -9,7 +9,13 @@ of PyTorch's forward within the summation bound, and PyTorch's backward wherever
 adjoint of its forward), and the engine's counters must show generic bindings and no fallback to
 specialized kernels. The sizes differ from test_upsample_nearest's so that no specialized
 program of the same specialization is already in the process's cache.
+
+With the policy "batch" (the default), the same cases at other spatial sizes are served by a
+kernel generic in the batch only (compiler/lower_outer_generic.h: the specialized kernel with
+the batch as a parameter), compiled at two other batch sizes first.
 """
+
+import os
 
 import harness
 import pytest
@@ -24,11 +30,22 @@ def shifted(case, batch, spatial):
                 case.channels_last)
 
 
+def restore_policy():
+    adjoint.set_dynamic_shapes(os.environ.get("ADJOINT_DYNAMIC") or "batch")
+
+
 @pytest.fixture
 def always_generic():
     adjoint.set_dynamic_shapes("always")
     yield
-    adjoint.set_dynamic_shapes("auto")
+    restore_policy()
+
+
+@pytest.fixture
+def batch_generic():
+    adjoint.set_dynamic_shapes("batch")
+    yield
+    restore_policy()
 
 
 @pytest.mark.parametrize("case", [shifted(c, 2, 1) for c in extra_cases()], ids=repr)
@@ -44,3 +61,19 @@ def test_generic_kernel_at_sizes_it_was_not_compiled_for(case, always_generic):
     assert after["generic_bindings"] == before["generic_bindings"] + 1, (case, before, after)
     assert after["generic_compiles"] == before["generic_compiles"], (
         "%s: its generic kernel should have been compiled at the other sizes" % case)
+
+
+@pytest.mark.parametrize("case", [shifted(c, 3, 2) for c in extra_cases()], ids=repr)
+def test_batch_generic_kernel_at_batches_it_was_not_compiled_for(case, batch_generic):
+    for batch in (4, 5):  # the first is specialized (or the family has seen a batch already)
+        other = shifted(case, batch, 0)
+        grad_output = harness.random_tensor(other.output_shape, DTYPES[case.dtype], 7,
+                                            memory_format=other.memory_format)
+        ADJOINT[case.key](grad_output, other.output_size, other.input_size, *case.scales)
+    before = adjoint.compile_stats()
+    check_case(case, 11)
+    after = adjoint.compile_stats()
+    assert after["generic_fallbacks"] == before["generic_fallbacks"], case
+    assert after["generic_bindings"] == before["generic_bindings"] + 1, (case, before, after)
+    assert after["generic_compiles"] == before["generic_compiles"], (
+        "%s: its batch-generic kernel should have been compiled at the other batches" % case)

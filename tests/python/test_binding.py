@@ -560,11 +560,11 @@ class DynamicShapesTest(unittest.TestCase):
             self.skipTest("libadjoint not loadable: %s" % error)
 
     def test_modes_and_counters(self):
-        for mode in ("never", "always", "auto"):
+        for mode in ("never", "always", "auto", "batch"):
             self.library.set_dynamic_shapes(mode)
         with self.assertRaisesRegex(
                 InvalidArgumentError,
-                "adjoint_set_dynamic_shapes: mode: expected never, auto or always, got 'often'"):
+                "adjoint_set_dynamic_shapes: mode: expected never, batch, auto or always, got 'often'"):
             self.library.set_dynamic_shapes("often")
         self.library.reset_compile_stats()
         stats = self.library.compile_stats()

@@ -8,6 +8,7 @@
 
 #include "compiler/lower.h"
 #include "compiler/lower_generic.h"
+#include "compiler/lower_outer_generic.h"
 #include "compiler/invert_floor_map.h"
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -236,6 +237,97 @@ TEST(DynamicShapes, GenericKeysSayWhichAxesAreGeneric) {
             "upsample_nearest2d_backward dtype=f32 input_size=?,3,?,? output_size=?,? "
             "scales_h=none scales_w=none layout=contiguous");
   EXPECT_THROW(ops::find_dynamic_op(s.op_name())->build_generic(s, {"input_size[1]"}), Error);
+}
+
+/// The source's lines that are code (comments dropped).
+std::string code_of(const std::string& source) {
+  std::string code, line;
+  for (size_t at = 0; at < source.size();) {
+    size_t end = source.find('\n', at);
+    if (end == std::string::npos) end = source.size();
+    line = source.substr(at, end - at);
+    at = end + 1;
+    if (line.find_first_not_of(' ') != std::string::npos &&
+        line.compare(line.find_first_not_of(' '), 2, "//") != 0)
+      code += line + "\n";
+  }
+  return code;
+}
+
+/// A program generic in the batch only (compiler/lower_outer_generic.h): the specialized kernel
+/// of each large bench shape, with the constant linear count `N0 * K` replaced by `N * K` for a
+/// kernel parameter N and nothing else changed (both layouts, f32 and bf16).
+TEST(DynamicShapes, BatchGenericKernelIsTheSpecializedOneWithTheBatchAsAParameter) {
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"dtype=f32 input_size=8,64,128,128 output_size=256,256", 8},
+      {"dtype=bf16 input_size=8,64,256,256 output_size=128,128", 8},
+      {"dtype=f32 input_size=4,32,256,256 output_size=384,192", 4},
+      {"dtype=f32 input_size=32,3,224,224 output_size=448,448 layout=channels_last", 32},
+      {"dtype=bf16 input_size=16,256,64,64 output_size=128,128", 16},
+  };
+  for (const auto& [text, batch] : cases) {
+    const std::string spec = "upsample_nearest2d_backward " + text;
+    ir::Program g = generic_program(spec, {"input_size[0]"});
+    EXPECT_EQ(compiler::outer_batch_refusal(g), "its storage bound does not allow 32-bit index math");
+    g.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+    EXPECT_EQ(compiler::outer_batch_refusal(g), "") << spec;
+    compiler::CompiledProgram generic = compiler::lower(g, {});
+    compiler::CompiledProgram specialized =
+        compiler::lower(ops::parse_specialization(spec).build_program(), {});
+    ASSERT_EQ(generic.kernels.size(), 1u);
+    ASSERT_EQ(specialized.kernels.size(), 1u);
+    const compiler::CompiledKernel &k = generic.kernels[0], &s = specialized.kernels[0];
+    EXPECT_TRUE(k.one_index_per_thread);
+    EXPECT_EQ(k.size_params, std::vector<std::string>{"input_size[0]"});
+    EXPECT_EQ(k.size_param_bytes, 4);
+    // The runtime's grid at the specialization's batch is the specialized kernel's.
+    const int64_t points = k.points.evaluate(k.size_params, {batch});
+    const int64_t per_block = int64_t{k.launch.block[0]} * k.points_per_thread;
+    EXPECT_EQ((points + per_block - 1) / per_block, int64_t{s.launch.grid[0]}) << spec;
+    EXPECT_EQ(k.launch.block[0], s.launch.block[0]);
+    const int64_t per_index = points / batch / k.points_per_thread;
+    std::string expected = code_of(s.source);
+    const std::string count = ">= " + std::to_string(batch * per_index) + ") return;";
+    ASSERT_NE(expected.find(count), std::string::npos) << s.source;
+    expected.replace(expected.find(count), count.size(),
+                     ">= N * " + std::to_string(per_index) + ") return;");
+    const std::string last_param = "__restrict__ grad_input) {";
+    ASSERT_NE(expected.find(last_param), std::string::npos);
+    expected.replace(expected.find(last_param), last_param.size(),
+                     "__restrict__ grad_input,\n    const int N) {");
+    EXPECT_EQ(code_of(k.source), expected) << spec;
+    // Dynamic buffers: the batch dimension is the size, every stride a constant.
+    for (const compiler::BufferInfo& b : generic.buffers) {
+      ASSERT_EQ(b.dynamic_shape.size(), 4u) << b.name;
+      EXPECT_EQ(b.dynamic_shape[0].sizes, std::vector<std::string>{"input_size[0]"});
+      for (const compiler::SizeProduct& stride : b.dynamic_strides) EXPECT_TRUE(stride.sizes.empty());
+    }
+  }
+}
+
+/// What lower_outer_generic refuses goes through lower_generic's own pipeline: sizes other than
+/// the batch (they enter the windows), the 64-bit variant, or the option switched off.
+TEST(DynamicShapes, OuterBatchLoweringRefusesSizesThatEnterIndexMath) {
+  const std::string spec = "upsample_nearest2d_backward dtype=f32 input_size=2,3,8,8 output_size=16,16";
+  ir::Program spatial = generic_program(spec, {"input_size[2]"});
+  spatial.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  EXPECT_EQ(compiler::outer_batch_refusal(spatial),
+            "the size enters a stride of tensor 'grad_input' (not outermost in memory)");
+  EXPECT_FALSE(compiler::lower(spatial, {}).kernels[0].one_index_per_thread);
+  ir::Program two = generic_program(spec, {"input_size[0]", "output_size[1]"});
+  two.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  EXPECT_EQ(compiler::outer_batch_refusal(two), "it has 2 sizes");
+  ir::Program batch = generic_program(spec, {"input_size[0]"});
+  EXPECT_FALSE(compiler::lower(batch, {}).kernels[0].one_index_per_thread);  // 64-bit
+  batch.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  // N_max: grad_output (3 * 16 * 16 = 768 elements per batch) fills the bound first.
+  EXPECT_EQ(compiler::outer_batch_lowering_value(batch), (compiler::kGenericInt32StorageBound - 768) / 768 + 1);
+  compiler::LowerOptions off;
+  off.outer_generic = false;
+  EXPECT_FALSE(compiler::lower(batch, off).kernels[0].one_index_per_thread);
+  std::string why = "unset";
+  EXPECT_TRUE(compiler::lower_outer_generic(batch, {}, &why).has_value());
+  EXPECT_EQ(why, "unset");
 }
 
 }  // namespace

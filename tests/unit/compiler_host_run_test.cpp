@@ -1099,7 +1099,8 @@ TEST(HostRun, BinnedGatherOfHugeBucketsIsChunkedAndIndependentOfTheLaunch) {
 /// A generic program's kernels, compiled once, run at several sizes each: on exact inputs the
 /// outputs must be the interpreter's, and on inputs whose sums round they must be those of the
 /// specialized kernels lower() makes for those sizes (vector groups and all), bit for bit; with
-/// a grid of at most three blocks, so that the grid-stride loop runs.
+/// a grid of at most three blocks, so that the grid-stride loop runs (kernels of one index per
+/// thread, lower_outer_generic's, get every block).
 TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   struct Case {
@@ -1125,6 +1126,19 @@ TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
        {"input_size=2,3,7 output_size=17", "input_size=2,3,13 output_size=30",
         "input_size=2,3,4 output_size=9", "input_size=2,3,1 output_size=1"},
        {{7, 17}, {13, 30}, {4, 9}, {1, 1}}},
+      // Generic in the batch only: with the 32-bit storage bound, lower_outer_generic's
+      // specialized kernel with the batch as a parameter (one index per thread, full grid).
+      {"upsample_nearest2d_backward", " dtype=f32", {"input_size[0]"},
+       {"input_size=1,3,8,8 output_size=16,16", "input_size=5,3,8,8 output_size=16,16",
+        "input_size=0,3,8,8 output_size=16,16", "input_size=2,3,8,8 output_size=16,16"},
+       {{1}, {5}, {0}, {2}}},
+      {"upsample_nearest2d_backward", " dtype=bf16 layout=channels_last", {"input_size[0]"},
+       {"input_size=2,5,7,9 output_size=13,4", "input_size=3,5,7,9 output_size=13,4",
+        "input_size=1,5,7,9 output_size=13,4"},
+       {{2}, {3}, {1}}},
+      {"_upsample_nearest_exact3d_backward", " dtype=f32", {"input_size[0]"},
+       {"input_size=1,2,3,4,5 output_size=6,5,3", "input_size=4,2,3,4,5 output_size=6,5,3"},
+       {{1}, {4}}},
   };
   std::vector<ir::Program> generics;
   std::vector<CompiledKernel> kernels;
@@ -1144,6 +1158,8 @@ TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
       CompiledProgram compiled = lower(g, LowerOptions{});
       ASSERT_EQ(compiled.kernels.size(), 1u);
       CompiledKernel k = compiled.kernels[0];
+      const bool outer_batch = cases[c].axes == std::vector<std::string>{"input_size[0]"} && bound > 0;
+      EXPECT_EQ(k.one_index_per_thread, outer_batch) << cases[c].op << cases[c].attributes;
       rename(k, k.entry + "_" + std::to_string(kernels.size()));
       kernels.push_back(k);
       generics.push_back(g);
@@ -1192,7 +1208,10 @@ TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
             args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
           const int64_t points = k.points.evaluate(k.size_params, sizes);
           const int64_t block = k.launch.block[0];
-          unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>((points + block - 1) / block, 3)),
+          const int64_t per_block = block * k.points_per_thread;
+          unsigned grid[3] = {static_cast<unsigned>(k.one_index_per_thread  // every block
+                                                        ? (points + per_block - 1) / per_block
+                                                        : std::min<int64_t>((points + block - 1) / block, 3)),
                               1, 1};
           auto launch = reinterpret_cast<HostLibrary::Launcher>(
               dlsym(library.handle(), ("launch_" + k.entry).c_str()));

@@ -1,11 +1,13 @@
 // Kernel packages with generic kernels: `adjoint aot` with a `generic=` request packages the
 // very program the runtime's dynamic-shape policy builds, so the one kernel of the package
 // serves every size of the generic axes (within the index width it was built for). NVRTC runs
-// on the CPU; skipped when it is missing.
+// on the CPU; skipped when it is missing. A `generic=input_size[0]` request packages the
+// batch-generic kernel (compiler/lower_outer_generic.h) that the default policy looks up.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "compiler/lower.h"
 #include "ir/error.h"
@@ -71,6 +73,51 @@ TEST(GenericPackage, OneGenericKernelServesEverySizeOfItsAxes) {
                                              "input_size=4096,16,256,256 output_size=512,512"),
                          90)
                    .has_value());
+  fs::remove_all(root);
+}
+
+/// A package built from a `generic=input_size[0]` request holds the batch-generic kernel
+/// (compiler/lower_outer_generic.h): the one kernel the default policy (batch) looks up for
+/// every batch of that shape, and not the kernel of another spatial size.
+TEST(GenericPackage, OneBatchGenericKernelServesEveryBatch) {
+  try {
+    runtime::Nvrtc::instance();
+  } catch (const Error& e) {
+    GTEST_SKIP() << "NVRTC is not available: " << e.what();
+  }
+  std::vector<tools::SpecRequest> requests = tools::parse_spec_file(
+      "upsample_nearest2d_backward dtype=f32 input_size=2,16,32,32 output_size=64,64 "
+      "layout=channels_last generic=input_size[0]\n",
+      "specs.txt");
+  ASSERT_EQ(requests.size(), 1u);
+  fs::path root =
+      fs::temp_directory_path() / ("adjoint-batch-package-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  runtime::write_package(root, tools::build_package_contents(requests, {90}));
+  runtime::Package package = runtime::Package::load(root);
+  EXPECT_EQ(package.kernel_count(), 1u);
+  // Every batch finds the kernel; another spatial size is another kernel.
+  for (const auto& [n, width, found] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {1, 64, true}, {2, 64, true}, {9, 64, true}, {64, 64, true}, {2, 63, false}}) {
+    auto spec = [&, width = width](int64_t batch) {
+      return "upsample_nearest2d_backward dtype=f32 input_size=" + std::to_string(batch) +
+             ",16,32,32 output_size=64," + std::to_string(width) + " layout=channels_last";
+    };
+    runtime::DynamicPolicy policy;  // a second batch of the family makes the batch generic
+    runtime::choose_program(ops::parse_specialization(spec(n + 1)), policy,
+                            runtime::DynamicMode::kBatch);
+    runtime::ProgramChoice choice = runtime::choose_program(ops::parse_specialization(spec(n)),
+                                                            policy, runtime::DynamicMode::kBatch);
+    ASSERT_TRUE(choice.generic) << spec(n);
+    EXPECT_TRUE(choice.require_outer_batch);
+    compiler::CompiledProgram compiled = compiler::lower(
+        choice.program, runtime::lower_options(compiler::Determinism::kDefault, 90));
+    ASSERT_EQ(compiled.kernels.size(), 1u);
+    EXPECT_TRUE(compiled.kernels[0].one_index_per_thread);
+    EXPECT_EQ(package.find(runtime::package_kernel_key(compiled.kernels[0].source), 90).has_value(),
+              found)
+        << spec(n);
+  }
   fs::remove_all(root);
 }
 

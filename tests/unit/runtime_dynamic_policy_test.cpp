@@ -67,12 +67,15 @@ TEST(DynamicPolicy, AutoSpecializesTheFirstSizeAndGoesGenericOnTheSecond) {
 TEST(DynamicPolicy, ModesParseAndNameTheVariableOnError) {
   EXPECT_EQ(parse_dynamic_mode("never", "X"), DynamicMode::kNever);
   EXPECT_EQ(parse_dynamic_mode("always", "X"), DynamicMode::kAlways);
+  EXPECT_EQ(parse_dynamic_mode("batch", "X"), DynamicMode::kBatch);
+  EXPECT_EQ(parse_dynamic_mode("auto", "X"), DynamicMode::kAuto);
+  EXPECT_STREQ(dynamic_mode_name(DynamicMode::kBatch), "batch");
   try {
     parse_dynamic_mode("sometimes", "ADJOINT_DYNAMIC");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "ADJOINT_DYNAMIC: expected never, auto or always, got 'sometimes'");
+              "ADJOINT_DYNAMIC: expected never, batch, auto or always, got 'sometimes'");
   }
 }
 
@@ -117,6 +120,46 @@ TEST(DynamicPolicy, FiftyBatchesTimesThreeSpatialSizesBuildAtMostThreePrograms) 
       never.call(upsample2d(1 + i % 50, spatial[i / 50], 2 * spatial[i / 50]), DynamicMode::kNever);
     EXPECT_EQ(never.built.size(), 150u);
   }
+}
+
+/// Mode batch (the default): auto over the batch only. Spatial sizes stay specialized; the
+/// family (every dynamic axis blanked) pools the batches seen at every spatial size. So a sweep
+/// of 50 batches x 3 spatial sizes builds one program generic in the batch per spatial size,
+/// and a specialized one for each call before a second batch was seen: 3 when the batch is
+/// the outer loop (batch 1 at each spatial size), 1 when it is the inner one.
+TEST(DynamicPolicy, BatchModeMakesOnlyTheBatchGeneric) {
+  for (bool batch_outer : {true, false}) {
+    Sweep sweep;
+    const int64_t spatial[] = {16, 32, 64};
+    for (int i = 0; i < 50 * 3; ++i) {
+      int64_t n = 1 + (batch_outer ? i / 3 : i % 50);
+      int64_t s = spatial[batch_outer ? i % 3 : i / 50];
+      sweep.call(upsample2d(n, s, 2 * s), DynamicMode::kBatch);
+    }
+    EXPECT_EQ(sweep.built.size(), batch_outer ? 6u : 4u) << (batch_outer ? "batch outer" : "spatial outer");
+    size_t generic = 0;
+    for (const ProgramChoice& c : sweep.choices) {
+      if (!c.generic) continue;
+      ++generic;
+      EXPECT_EQ(c.axes, std::vector<std::string>{"input_size[0]"});
+      EXPECT_TRUE(c.require_outer_batch);
+      EXPECT_NE(c.key.find("input_size=?,16,"), std::string::npos) << c.key;
+      EXPECT_NE(c.key.find("|index32"), std::string::npos) << c.key;
+    }
+    EXPECT_EQ(generic, batch_outer ? 147u : 149u);
+  }
+  // Storage past the 32-bit bound: the batch-generic program would be 64-bit, which
+  // lower_outer_generic does not take, so mode batch specializes.
+  DynamicPolicy policy;
+  EXPECT_FALSE(choose_program(ops::parse_specialization(upsample2d(40000, 8, 1024)), policy,
+                              DynamicMode::kBatch)
+                   .generic);
+  EXPECT_FALSE(choose_program(ops::parse_specialization(upsample2d(40001, 8, 1024)), policy,
+                              DynamicMode::kBatch)
+                   .generic);
+  ProgramChoice auto_choice = choose_program(ops::parse_specialization(upsample2d(3, 8, 16)),
+                                             policy, DynamicMode::kAlways);
+  EXPECT_FALSE(auto_choice.require_outer_batch);
 }
 
 TEST(DynamicPolicy, ABindingOfAGenericProgramHasTheSpecializationsShapesAndGrid) {
