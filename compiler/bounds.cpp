@@ -250,7 +250,7 @@ class BoundsVisitor : public ir::ExprFunctor<Bounds::Range> {
     for (const ir::Axis& axis : n.axes) {
       if (!bounds_.is_bound(axis.var.get())) bounds_.bind_reduce_axis(axis);
     }
-    if (n.op == ir::ReduceOp::kSum) return ints(kUnknown);
+    if (ir::is_sum(n.op)) return ints(kUnknown);
     // max/min: the body's range, or the identity when the box may be empty.
     bool non_empty = true;
     for (const ir::Axis& axis : n.axes)

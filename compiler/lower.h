@@ -1,7 +1,8 @@
 // lower(): the compiler's entry point, one linear pipeline from a specialized IR program to CUDA
 // translation units the runtime can compile and launch:
 //
-//   verify -> simplify -> lower_scatter_to_gather -> simplify
+//   [unfuse_fma_sums, only with LowerOptions::fused_multiply_add off]
+//          -> verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
@@ -79,6 +80,10 @@ struct LowerOptions {
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;
+  /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
+  /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
+  /// before, for measuring; results then differ from the interpreter's in the last bits.
+  bool fused_multiply_add = true;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
