@@ -31,7 +31,8 @@ struct LowerOptions {
   Determinism determinism = Determinism::kDefault;
   int arch = 90;  ///< target compute capability (major * 10 + minor)
   bool record_passes = false;
-  /// Threads per block of the grids derive_grid derives (0: kDefaultBlockSize). A multiple of
+  /// Threads per block of the grids derive_grid derives (0: kDefaultBlockSize, 128 for
+  /// thread-tiled kernels). A multiple of
   /// 32 in [32, 1024]; kernels of rank 0 keep one warp, explicit grids keep their own.
   int block_size = 0;
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).

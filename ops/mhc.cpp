@@ -3,8 +3,8 @@
 // materialized in temporaries of the parameter dtype so that no O(nD) reduction is recomputed
 // inside an O(nD) domain; token sums are Reduce nodes over (b, s), so every output is written
 // once, deterministically. Every sum of products is a fma_sum (ir/expr.h): each product goes
-// into its accumulator with one rounding (fmaf on the device, where the kernels that read x
-// are FP32-issue bound: 24 multiply-adds per element of x in dx and x_mix).
+// into its accumulator with one rounding (fmaf on the device; dx and x_mix do 24 multiply-adds
+// per element of x).
 #include "ops/mhc.h"
 
 #include <algorithm>
