@@ -18,10 +18,10 @@ namespace {
 constexpr int kScalarBlockSize = 32;
 
 /// Derived blocks of thread-tiled kernels (R x V accumulators: 100-140 registers a thread).
-/// Measured on the H100 (docs/results/h100-2026-11-23-fma): mhc_pre_backward's dx at 103
-/// registers took 319 us in blocks of 256 and 260 us in blocks of 128 (B1 S4096 n4 D4096;
-/// 226 -> 160 at B2 S2048 n6 D1024, 626 -> 509 at B1 S65536 n4 D512); its x_mix partials
-/// 270 -> 262. Same points per thread, same order: the same bits.
+/// Measured on the H100 with every block at 128 (docs/results/h100-2026-11-23-fma):
+/// mhc_pre_backward 0.706 -> 0.643 ms at B1 S4096 n4 D4096, 0.655 -> 0.433 at D2560, all of it
+/// in the tiled kernels (dx at 103 registers: 319 -> 260 us). Same points per thread, same
+/// order: the same bits.
 constexpr int kTiledBlockSize = 128;
 
 ir::GridConfig default_grid(size_t rank, int block_size) {
