@@ -93,6 +93,8 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   }
   for (const std::string& note : unroll_notes_) head.line("// Schedule: unroll " + note);
   head.line("// Compile with --fmad=false: the IR never contracts float operations into FMAs.");
+  if (uses_fma_)
+    head.line("// Fused multiply-adds: only the accumulations of the IR's fma_sum reductions (fmaf/fma).");
   head.line("#include \"adjoint_types.cuh\"");
   head.line("#include \"adjoint_math.cuh\"");
   if (uses_atomics_) head.line("#include \"adjoint_atomics.cuh\"");

@@ -16,7 +16,8 @@
 // and `%` are floor division unless both operands are provably non-negative; scatter_add is an
 // atomic add. Repeated subexpressions are emitted once per scope as `const` temporaries.
 // Float operations are written plainly: the runtime compiles with --fmad=false, as the IR's
-// no-contraction rule requires. With EmitOptions::streaming_loads / streaming_stores the span
+// no-contraction rule requires; the one fused multiply-add is the IR's own, a fma_sum's
+// accumulation step, written as fmaf/fma (correctly rounded on the device and the host alike). With EmitOptions::streaming_loads / streaming_stores the span
 // loads / group stores of vector-group kernels use the evict-first helpers of adjoint_memory.cuh.
 #pragma once
 

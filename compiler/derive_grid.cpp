@@ -17,6 +17,13 @@ namespace {
 /// A domain of rank 0 is one point: one warp is plenty.
 constexpr int kScalarBlockSize = 32;
 
+/// Derived blocks of thread-tiled kernels (R x V accumulators: 100-140 registers a thread).
+/// Measured on the H100 with every block at 128 (docs/results/h100-2026-11-23-fma):
+/// mhc_pre_backward 0.706 -> 0.643 ms at B1 S4096 n4 D4096, 0.655 -> 0.433 at D2560, all of it
+/// in the tiled kernels (dx at 103 registers: 319 -> 260 us). Same points per thread, same
+/// order: the same bits.
+constexpr int kTiledBlockSize = 128;
+
 ir::GridConfig default_grid(size_t rank, int block_size) {
   ir::GridConfig grid;
   grid.is_set = true;
@@ -53,7 +60,9 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
       // reduction_schedule's choice: warp lanes with their own vector width
       const int lanes = kernel.grid.reduction_lanes, width = kernel.grid.vector_width;
       const int tile_axis = kernel.grid.tile_axis, tile = kernel.grid.tile_points;
-      kernel.grid = default_grid(domain_extents(kernel).size(), block_size);
+      const bool tiled_default = tile > 1 && options.block_size == 0;
+      kernel.grid = default_grid(domain_extents(kernel).size(),
+                                 tiled_default ? kTiledBlockSize : block_size);
       kernel.grid.reduction_lanes = lanes;
       kernel.grid.vector_width = lanes > 1 ? width : derived_vector_width(kernel, group_bytes);
       // thread_tiles' choice: R points of its axis, R x V accumulators at most

@@ -2,8 +2,9 @@
 //
 // Guarantees: afterwards every kernel's GridConfig is set. A kernel without one gets every
 // domain axis bound kLinear (flattened, grid-stride loop) with DeriveGridOptions::block_size
-// threads per block (kDefaultBlockSize unless tuned) and the vector width of
-// derived_vector_width (vector_groups.h: V consecutive points of the innermost axis per thread,
+// threads per block (kDefaultBlockSize, 128 for a thread-tiled kernel, unless tuned) and the
+// vector width of derived_vector_width (vector_groups.h: V consecutive points of the innermost
+// axis per thread,
 // at most DeriveGridOptions::vector_bytes of the widest target, stored in accesses of up to 16
 // bytes, when the targets are contiguous along it and the domain is large); an explicit one is
 // kept. Either way launch_dims() of the result passes check_grid_coverage (launch_geometry.h);

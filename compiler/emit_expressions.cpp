@@ -318,7 +318,7 @@ std::string KernelEmitter::visit_Cast(const ir::CastNode& n, const Expr&) {
 
 std::string KernelEmitter::reduce_init(const ir::ReduceNode& n) {
   const bool is_float = ir::is_float(n.dtype);
-  if (n.op == ir::ReduceOp::kSum) return is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
+  if (ir::is_sum(n.op)) return is_float ? cuda_float_literal(n.dtype, 0.0) : "0";
   const bool max = n.op == ir::ReduceOp::kMax;
   constexpr double kInfinity = std::numeric_limits<double>::infinity();
   if (is_float) return cuda_float_literal(n.dtype, max ? -kInfinity : kInfinity);
@@ -328,11 +328,23 @@ std::string KernelEmitter::reduce_init(const ir::ReduceNode& n) {
 
 std::string KernelEmitter::accumulate(const ir::ReduceNode& n, const std::string& acc,
                                       const std::string& body) {
-  if (n.op == ir::ReduceOp::kSum) return acc + " += " + strip_parens(body) + ";";
+  if (ir::is_sum(n.op)) return acc + " += " + strip_parens(body) + ";";
   const bool is_float = ir::is_float(n.dtype), f64 = n.dtype == DType::kF64;
   std::string fn = n.op == ir::ReduceOp::kMax ? (is_float ? (f64 ? "fmax" : "fmaxf") : "max")
                                               : (is_float ? (f64 ? "fmin" : "fminf") : "min");
   return acc + " = " + fn + "(" + acc + ", " + strip_parens(body) + ");";
+}
+
+/// One step of the reduction's body into `acc`; a fma_sum's product (ir::fused_product) goes
+/// into fmaf/fma with the accumulator, one rounding, as the IR specifies.
+std::string KernelEmitter::accumulate_body(const ir::ReduceNode& n, const std::string& acc) {
+  const ir::BinaryNode* product = ir::fused_product(n);
+  if (!product) return accumulate(n, acc, emit_expr(n.body));
+  uses_fma_ = true;
+  const std::string a = emit_expr(product->a);
+  const std::string b = emit_expr(product->b);
+  return acc + " = " + (n.dtype == DType::kF64 ? "fma(" : "fmaf(") + strip_parens(a) + ", " +
+         strip_parens(b) + ", " + acc + ");";
 }
 
 /// The loops of one reduction whose trip counts are constants multiplying to at most this many
@@ -435,7 +447,7 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
                                 "; ++" + v + ") {"));
   }
   ++reduce_depth_;
-  out_->line(accumulate(n, acc, emit_expr(n.body)));
+  out_->line(accumulate_body(n, acc));
   --reduce_depth_;
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();  // innermost closes first
@@ -472,7 +484,7 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
                                 ") {"));
   }
   ++reduce_depth_;
-  out_->line(accumulate(n, acc, emit_expr(n.body)));
+  out_->line(accumulate_body(n, acc));
   --reduce_depth_;
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();

@@ -232,7 +232,7 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     span_reduction_ = nullptr;
     for_each_element(x, x_name, [&] {
       if (!windowed) {
-        out_->line(accumulate(n, element_acc, emit_expr(n.body)));
+        out_->line(accumulate_body(n, element_acc));
         return;
       }
       const std::string& j = vector_->offset;
@@ -240,7 +240,7 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
           "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j +
               ") {",
           windowed->var.get(), window_var, window_base, j,
-          [&] { out_->line(accumulate(n, element_acc, emit_expr(n.body))); });
+          [&] { out_->line(accumulate_body(n, element_acc)); });
     });
   });
   --reduce_depth_;

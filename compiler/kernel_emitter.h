@@ -161,6 +161,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
                                         int64_t body_nodes, size_t first_free = SIZE_MAX);
   std::string reduce_init(const ir::ReduceNode& n);
   std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
+  std::string accumulate_body(const ir::ReduceNode& n, const std::string& acc);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
@@ -259,6 +260,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// unroll completely, and why.
   std::vector<std::string> unroll_notes_;
   bool uses_atomics_ = false;
+  bool uses_fma_ = false;  ///< a fma_sum accumulates with fmaf/fma
   bool uses_float_atomics_ = false;  ///< some atomic add is a float's: order-dependent rounding
   bool uses_memory_helpers_ = false;
   LaunchDims launch_;

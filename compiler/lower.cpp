@@ -20,6 +20,7 @@
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/unfuse_fma.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -68,7 +69,8 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 }  // namespace
 
-CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
+CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
+  const ir::Program input = options.fused_multiply_add ? source : unfuse_fma_sums(source);
   const DeriveGridOptions grid_options{options.block_size, options.vector_bytes};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
@@ -112,7 +114,9 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   ir::verify(input);
   PassRecorder passes(options.record_passes);
-  passes.record("input", input);
+  passes.record("input", source);
+  if (!options.fused_multiply_add)
+    passes.run("unfuse_fma_sums", source, [&](const ir::Program&) { return input; });
   ir::Program p = input;
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);

@@ -1,7 +1,8 @@
 // lower(): the compiler's entry point, one linear pipeline from a specialized IR program to CUDA
 // translation units the runtime can compile and launch:
 //
-//   verify -> simplify -> lower_scatter_to_gather -> simplify
+//   [unfuse_fma_sums, only with LowerOptions::fused_multiply_add off]
+//          -> verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
@@ -33,7 +34,8 @@ struct LowerOptions {
   Determinism determinism = Determinism::kDefault;
   int arch = 90;  ///< target compute capability (major * 10 + minor)
   bool record_passes = false;
-  /// Threads per block of the grids derive_grid derives (0: kDefaultBlockSize). A multiple of
+  /// Threads per block of the grids derive_grid derives (0: kDefaultBlockSize, 128 for
+  /// thread-tiled kernels). A multiple of
   /// 32 in [32, 1024]; kernels of rank 0 keep one warp, explicit grids keep their own.
   int block_size = 0;
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
@@ -90,6 +92,10 @@ struct LowerOptions {
   /// specialized pipeline, the batch a kernel parameter); false sends them through
   /// lower_generic's own pipeline (tests compare the two).
   bool outer_generic = true;
+  /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
+  /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
+  /// before, for measuring; results then differ from the interpreter's in the last bits.
+  bool fused_multiply_add = true;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

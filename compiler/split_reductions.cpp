@@ -237,8 +237,10 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
             {ir::compute(partial_tensor, ir::over(partial_tensor, vars),
                          ir::ReduceNode::make(r->op, axes, body, r->dtype))},
             {}};
-        // The combine: the same reduction over g = 0..G-1 of the partials, in order.
+        // The combine: the same reduction over g = 0..G-1 of the partials, in order (a
+        // fma_sum's partials are plain values: they combine as a sum).
         ir::Var combine("g");
+        const ir::ReduceOp combine_op = ir::is_sum(r->op) ? ir::ReduceOp::kSum : r->op;
         std::vector<Expr> indices;
         for (const ir::Axis& a : stage.domain) indices.push_back(a.var);
         if (g_innermost) {
@@ -247,7 +249,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
           indices.insert(indices.begin(), combine);
         }
         Expr combined = ir::ReduceNode::make(
-            r->op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
+            combine_op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
             ir::LoadNode::make(partial_tensor, indices), r->dtype);
         ReplaceReduce replace(r, combined);
         stage.value = replace.mutate(stage.value);

@@ -253,7 +253,7 @@ class BoundsVisitor : public ExprFunctor<Bounds::Range> {
     for (const Axis& axis : n.axes) {
       if (!bounds_.is_bound(axis.var.get())) bounds_.bind_reduce_axis(axis);
     }
-    if (n.op == ReduceOp::kSum) return ints(kUnknown);
+    if (is_sum(n.op)) return ints(kUnknown);
     // max/min: the body's range, or the identity when the box may be empty.
     bool non_empty = true;
     for (const Axis& axis : n.axes)

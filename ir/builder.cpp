@@ -157,6 +157,16 @@ std::vector<Axis> over(std::vector<Var> vars, std::vector<int64_t> extents) {
 Expr sum(std::vector<Axis> axes, Expr body, DType acc) {
   return reduce(ReduceOp::kSum, std::move(axes), std::move(body), acc);
 }
+Expr fma_sum(std::vector<Axis> axes, Expr a, Expr b, DType acc) {
+  auto widened = [&](Expr e) {
+    if (!e.defined() || e.dtype() == acc) return e;
+    if (is_constant(e)) return retype_constant(e, acc);
+    if (is_float(e.dtype()) && dtype_bytes(e.dtype()) > dtype_bytes(acc)) return e;  // rejected
+    return CastNode::make(acc, e);
+  };
+  return reduce(ReduceOp::kFmaSum, std::move(axes), widened(std::move(a)) * widened(std::move(b)),
+                acc);
+}
 Expr maximum(std::vector<Axis> axes, Expr body, DType acc) {
   return reduce(ReduceOp::kMax, std::move(axes), std::move(body), acc);
 }

@@ -70,6 +70,10 @@ std::vector<Axis> over(const Tensor& t, std::vector<Var> vars);
 std::vector<Axis> over(std::vector<Var> vars, std::vector<int64_t> extents);
 
 Expr sum(std::vector<Axis> axes, Expr body, DType accumulation);
+/// sum over axes of a * b with each product fused into the accumulation (ir/expr.h, fma_sum;
+/// f32 or f64 accumulation): acc = fma(a, b, acc). a and b are converted to the accumulation
+/// dtype as a sum's body would be.
+Expr fma_sum(std::vector<Axis> axes, Expr a, Expr b, DType accumulation);
 Expr maximum(std::vector<Axis> axes, Expr body, DType accumulation);
 Expr minimum(std::vector<Axis> axes, Expr body, DType accumulation);
 

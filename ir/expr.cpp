@@ -177,8 +177,18 @@ std::string_view reduce_op_name(ReduceOp op) {
     case ReduceOp::kSum: return "sum";
     case ReduceOp::kMax: return "max";
     case ReduceOp::kMin: return "min";
+    case ReduceOp::kFmaSum: return "fma_sum";
   }
   return "?";
+}
+
+bool is_sum(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kFmaSum; }
+
+const BinaryNode* fused_product(const ReduceNode& reduce) {
+  if (reduce.op != ReduceOp::kFmaSum) return nullptr;
+  auto* product = reduce.body.as<BinaryNode>();
+  return product && product->op == BinaryOp::kMul && product->dtype == reduce.dtype ? product
+                                                                                   : nullptr;
 }
 
 Expr ReduceNode::make(ReduceOp op, std::vector<Axis> axes, Expr body, DType accumulation) {
@@ -186,6 +196,9 @@ Expr ReduceNode::make(ReduceOp op, std::vector<Axis> axes, Expr body, DType accu
   if (!body.defined()) type_error(name + " of an undefined body");
   if (axes.empty()) type_error(name + " over no axes");
   if (accumulation == DType::kBool) type_error(name + " accumulated in bool");
+  if (op == ReduceOp::kFmaSum && accumulation != DType::kF32 && accumulation != DType::kF64) {
+    type_error(name + " accumulated in " + dt(accumulation) + ", expected f32 or f64");
+  }
   if (is_float(body.dtype()) && !is_float(accumulation)) {
     type_error(name + " of a " + dt(body.dtype()) + " body accumulated in " + dt(accumulation) +
                ", expected a float accumulation type");

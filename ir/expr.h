@@ -10,6 +10,7 @@
 // - Float arithmetic happens in the node's dtype: a node of type f32 yields the f32 rounding of
 //   its exact result. Float expressions are never reassociated or contracted into FMAs by any
 //   pass (the emitter compiles with --fmad=false) so the device agrees with the interpreter.
+//   Fused multiply-adds exist only where the IR says so: a `fma_sum` reduce (below).
 // - Evaluation has no side effects; select evaluates only the branch it picks (a load in the
 //   other branch may be out of bounds).
 // - A Reduce sums/maxes/mins its body over a box of reduce axes. Each axis has a start and an
@@ -17,6 +18,13 @@
 //   box yields the identity (0 for sum, -inf/+inf for max/min, or the integer limits). The body
 //   is converted to the reduce's accumulation dtype, which is the reduce's own dtype. The order
 //   of accumulation is unspecified for floats (the interpreter accumulates in f64).
+// - A `fma_sum` is a sum (f32 or f64 accumulation) whose body, when it is a multiply a * b in
+//   the accumulation dtype, is never rounded on its own: each step adds the exact product to
+//   the accumulator with one rounding, acc = fma(a, b, acc) (fmaf/fma on the device, as the
+//   compiler emits it; the interpreter adds the unrounded product to its f64 accumulator).
+//   Any other body is added as in a sum. The ops write it where they mean a multiply-accumulate
+//   (mhc's token and K sums); the compiler never fuses a plain sum, and splitting a fma_sum
+//   combines its partials with plain additions. See docs/compiler.md, "Fused multiply-add".
 // - Variables are identified by their node, never by name; names are hints made unique by the
 //   printer and the emitter.
 #pragma once
@@ -193,8 +201,10 @@ struct Axis {
   Expr extent;
 };
 
-enum class ReduceOp : uint8_t { kSum, kMax, kMin };
+enum class ReduceOp : uint8_t { kSum, kMax, kMin, kFmaSum };
 std::string_view reduce_op_name(ReduceOp op);
+/// True for the sums (kSum and kFmaSum): identity 0, partials combine by addition.
+bool is_sum(ReduceOp op);
 
 /// `op over axes of body`, accumulated in (and typed) `dtype`. See the header comment.
 struct ReduceNode : ExprNode {
@@ -206,5 +216,9 @@ struct ReduceNode : ExprNode {
       : ExprNode(kKind, accumulation), op(o), axes(std::move(ax)), body(std::move(b)) {}
   static Expr make(ReduceOp op, std::vector<Axis> axes, Expr body, DType accumulation);
 };
+
+/// The product a fma_sum fuses into its accumulation: its body when that is a multiply in the
+/// reduce's own (f32 or f64) dtype; nullptr for any other reduce or body (added as in a sum).
+const BinaryNode* fused_product(const ReduceNode& reduce);
 
 }  // namespace adjoint::ir

@@ -165,11 +165,18 @@ class Evaluator : public ExprFunctor<double> {
     if (!empty) {
       std::vector<int64_t> idx(start);
       for (size_t i = 0; i < rank; ++i) bind(n.axes[i].var.get(), idx[i]);
+      // fma_sum: acc = fma(a, b, acc), the product unrounded (f32 products are exact in f64;
+      // for f64 this is the device's own step, one rounding).
+      const BinaryNode* product = fused_product(n);
       while (true) {
-        double v = visit(n.body);
-        if (n.op == ReduceOp::kSum) acc += v;
-        if (n.op == ReduceOp::kMax) acc = std::fmax(acc, v);
-        if (n.op == ReduceOp::kMin) acc = std::fmin(acc, v);
+        if (product) {
+          acc = std::fma(visit(product->a), visit(product->b), acc);
+        } else {
+          double v = visit(n.body);
+          if (is_sum(n.op)) acc += v;
+          if (n.op == ReduceOp::kMax) acc = std::fmax(acc, v);
+          if (n.op == ReduceOp::kMin) acc = std::fmin(acc, v);
+        }
         size_t d = rank;
         while (d > 0) {
           --d;

@@ -2,7 +2,9 @@
 // program (ten kernels; nine with few tokens, see uses_x_mix). Per-token quantities are
 // materialized in temporaries of the parameter dtype so that no O(nD) reduction is recomputed
 // inside an O(nD) domain; token sums are Reduce nodes over (b, s), so every output is written
-// once, deterministically.
+// once, deterministically. Every sum of products is a fma_sum (ir/expr.h): each product goes
+// into its accumulator with one rounding (fmaf on the device; dx and x_mix do 24 multiply-adds
+// per element of x).
 #include "ops/mhc.h"
 
 #include <algorithm>
@@ -117,7 +119,7 @@ void add_rms_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTen
   const DType p = c.param_dtype;
   Var b("b"), s("s"), i("i"), d("d");
   Expr xv = cast(p, t.x(b, s, i, d));
-  Expr sum_of_squares = sum({range(i, c.streams), range(d, c.dim)}, xv * xv, p);
+  Expr sum_of_squares = ir::fma_sum({range(i, c.streams), range(d, c.dim)}, xv, xv, p);
   Expr mean = sum_of_squares / static_cast<double>(c.token_width());
   pb.kernel("mhc_rms", {compute(t.inv_rms, over(t.inv_rms, {b, s}), ir::rsqrt(mean + c.norm_eps))});
 }
@@ -126,9 +128,11 @@ void add_rms_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTen
 void add_mix_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
   const DType p = c.param_dtype;
   Var b("b"), s("s"), k("k"), i("i"), d("d");
-  Expr body = cast(p, t.x(b, s, i, d)) * t.gamma(i, d) * t.phi(k, i * c.dim + d);
-  pb.kernel("mhc_mix", {compute(t.h_mix, over(t.h_mix, {b, s, k}),
-                                sum({range(i, c.streams), range(d, c.dim)}, body, p))});
+  Expr scaled = cast(p, t.x(b, s, i, d)) * t.gamma(i, d);
+  pb.kernel("mhc_mix",
+            {compute(t.h_mix, over(t.h_mix, {b, s, k}),
+                     ir::fma_sum({range(i, c.streams), range(d, c.dim)}, scaled,
+                                 t.phi(k, i * c.dim + d), p))});
 }
 
 /// h_pre and h_post: the sigmoid gates of the first 2n mixing coefficients.
@@ -155,7 +159,7 @@ void add_residual_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const Forwa
 void add_stream_mix_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const ForwardTensors& t) {
   const DType p = c.param_dtype;
   Var b("b"), s("s"), d("d"), i("i");
-  Expr value = sum({range(i, c.streams)}, t.h_pre(b, s, i) * cast(p, t.x(b, s, i, d)), p);
+  Expr value = ir::fma_sum({range(i, c.streams)}, t.h_pre(b, s, i), cast(p, t.x(b, s, i, d)), p);
   pb.kernel("mhc_h_in", {compute(t.h_in, over(t.h_in, {b, s, d}), cast(c.dtype, value))});
 }
 
@@ -228,7 +232,8 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
 void add_gate_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
   Var b("b"), s("s"), i("i"), d("d");
-  Expr dh_pre = sum({range(d, c.dim)}, cast(p, t.grad_h_in(b, s, d)) * cast(p, t.x(b, s, i, d)), p);
+  Expr dh_pre =
+      ir::fma_sum({range(d, c.dim)}, cast(p, t.grad_h_in(b, s, d)), cast(p, t.x(b, s, i, d)), p);
   Expr sig_pre = t.h_pre(b, s, i) - c.hc_eps;
   Expr h_post = t.h_post(b, s, i);
   pb.kernel("mhc_gate_grads",
@@ -257,16 +262,16 @@ void add_mix_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const Backw
 /// dinv_rms[b, s] = sum_k dh_mix_tmp[k] * h_mix[k]
 void add_rms_grad_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   Var b("b"), s("s"), k("k");
-  Expr value =
-      sum({range(k, c.mix_width())}, t.dh_mix_tmp(b, s, k) * t.h_mix(b, s, k), c.param_dtype);
+  Expr value = ir::fma_sum({range(k, c.mix_width())}, t.dh_mix_tmp(b, s, k), t.h_mix(b, s, k),
+                           c.param_dtype);
   pb.kernel("mhc_rms_grad", {compute(t.dinv_rms, over(t.dinv_rms, {b, s}), value)});
 }
 
 /// dvecx_mm[b, s, i, d] = sum_k dh_mix[b, s, k] * phi[k, i D + d]: the gradient of v * gamma.
 Expr dvecx_mm(const MhcConfig& c, const BackwardTensors& t, Expr b, Expr s, Expr i, Expr d) {
   Var k("k");
-  return sum({range(k, c.mix_width())}, t.dh_mix(b, s, k) * t.phi(k, i * c.dim + d),
-             c.param_dtype);
+  return ir::fma_sum({range(k, c.mix_width())}, t.dh_mix(b, s, k), t.phi(k, i * c.dim + d),
+                     c.param_dtype);
 }
 
 /// dx = dvecx_mm gamma - dinv_rms inv_rms^3 / (n D) x + h_pre[i] grad_h_in[d] (+ grad_x_post)
@@ -288,9 +293,9 @@ void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTen
 void add_token_sum_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
   Var k("k"), i("i"), d("d"), b("b"), s("s");
-  Expr body = t.dh_mix(b, s, k) * cast(p, t.x(b, s, i, d));
   pb.kernel("mhc_x_mix", {compute(*t.x_mix, over(*t.x_mix, {k, i, d}),
-                                  sum({range(b, c.batch), range(s, c.seq)}, body, p))});
+                                  ir::fma_sum({range(b, c.batch), range(s, c.seq)},
+                                              t.dh_mix(b, s, k), cast(p, t.x(b, s, i, d)), p))});
 }
 
 /// dphi[k, j] = gamma[j / D, j % D] * x_mix[k, j / D, j % D]
@@ -306,8 +311,8 @@ void add_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& c,
                                  t.gamma(j / D, j % D) * x_mix(k, j / D, j % D))});
   pb.kernel("mhc_dgamma",
             {compute(t.dgamma, over(t.dgamma, {i, d}),
-                     sum({range(q, c.mix_width())}, t.phi(q, i * D + d) * x_mix(q, i, d),
-                         c.param_dtype))});
+                     ir::fma_sum({range(q, c.mix_width())}, t.phi(q, i * D + d), x_mix(q, i, d),
+                                 c.param_dtype))});
 }
 
 /// Few tokens: dphi[k, j] = sum_{b,s} dh_mix[b, s, k] * x[b, s, j / D, j % D] * gamma[j / D, j % D]
@@ -317,12 +322,14 @@ void add_direct_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& 
   const DType p = c.param_dtype;
   const int64_t D = c.dim;
   Var k("k"), j("j"), b("b"), s("s"), i("i"), d("d"), b2("b"), s2("s");
-  Expr body = t.dh_mix(b, s, k) * (cast(p, t.x(b, s, j / D, j % D)) * t.gamma(j / D, j % D));
+  Expr scaled_x = cast(p, t.x(b, s, j / D, j % D)) * t.gamma(j / D, j % D);
   pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
-                                 sum({range(b, c.batch), range(s, c.seq)}, body, p))});
-  Expr dgamma_body = cast(p, t.x(b2, s2, i, d)) * dvecx_mm(c, t, b2, s2, i, d);
-  pb.kernel("mhc_dgamma", {compute(t.dgamma, over(t.dgamma, {i, d}),
-                                   sum({range(b2, c.batch), range(s2, c.seq)}, dgamma_body, p))});
+                                 ir::fma_sum({range(b, c.batch), range(s, c.seq)},
+                                             t.dh_mix(b, s, k), scaled_x, p))});
+  pb.kernel("mhc_dgamma",
+            {compute(t.dgamma, over(t.dgamma, {i, d}),
+                     ir::fma_sum({range(b2, c.batch), range(s2, c.seq)}, cast(p, t.x(b2, s2, i, d)),
+                                 dvecx_mm(c, t, b2, s2, i, d), p))});
 }
 
 /// dbias[k] = sum_{b,s} dlogit[b, s, k]
@@ -343,7 +350,7 @@ void add_dalpha_kernels(ir::ProgramBuilder& pb, const MhcConfig& c, const Backwa
   Var b("b"), s("s"), q("q"), k("k");
   Expr part_size = ir::select(q == 2, Expr(n * n), Expr(n));
   Expr m = t.h_mix(b, s, k) * t.inv_rms(b, s);
-  Expr per_token = sum({range(k, q * n, part_size)}, t.dlogit(b, s, k) * m, c.param_dtype);
+  Expr per_token = ir::fma_sum({range(k, q * n, part_size)}, t.dlogit(b, s, k), m, c.param_dtype);
   pb.kernel("mhc_dalpha_tokens",
             {compute(t.dalpha_tokens, over(t.dalpha_tokens, {b, s, q}), per_token)});
   Var q2("q"), b2("b"), s2("s");

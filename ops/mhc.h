@@ -18,7 +18,8 @@
 // Dtypes: x, grad_h_in, grad_x_post, h_in and dx have the `dtype` attribute; every other tensor
 // (phi, alpha, bias, gamma, the saved activations, the f32 gradients) is f32, or f64 when
 // dtype=f64 so that finite-difference checks run in f64 throughout. Arithmetic runs in that
-// parameter type; 16-bit values are converted on load and rounded once on store.
+// parameter type; 16-bit values are converted on load and rounded once on store. Each sum of
+// products accumulates with fused multiply-adds (ir::fma_sum: one rounding per step).
 #pragma once
 
 #include <cstdint>

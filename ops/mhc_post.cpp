@@ -1,6 +1,7 @@
 // The mhc_post family's IR: attribute validation, the forward program (one kernel) and the
 // backward program (four kernels, one per gradient: the domains differ). Each gradient is a
-// per-token Reduce, over the n streams (dx, dy) or over D (dh_res, dh_post).
+// per-token Reduce, over the n streams (dx, dy) or over D (dh_res, dh_post). Each is a sum of
+// products, so each is a fma_sum (ir/expr.h): one rounding per multiply-accumulate step.
 #include "ops/mhc_post.h"
 
 #include <algorithm>
@@ -20,7 +21,7 @@ using ir::DType;
 using ir::Expr;
 using ir::over;
 using ir::range;
-using ir::sum;
+using ir::fma_sum;
 using ir::TensorRef;
 using ir::Var;
 
@@ -101,7 +102,7 @@ ir::Program build_mhc_post(const Specialization& spec) {
   TensorRef out = pb.output("out", c.dtype, {c.batch, c.seq, c.streams, c.dim});
   const DType p = c.param_dtype;
   Var b("b"), s("s"), i("i"), d("d"), j("j");
-  Expr mixed = sum({range(j, c.streams)}, t.h_res(b, s, i, j) * cast(p, t.x(b, s, j, d)), p);
+  Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
   Expr value = mixed + t.h_post(b, s, i) * cast(p, t.y(b, s, d));
   pb.kernel("mhc_post_out", {compute(out, over(out, {b, s, i, d}), cast(c.dtype, value))});
   return std::move(pb).build();
@@ -123,22 +124,22 @@ ir::Program build_mhc_post_backward(const Specialization& spec) {
 
   {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
     Var b("b"), s("s"), j("j"), d("d"), i("i");
-    Expr value = sum({range(i, n)}, t.h_res(b, s, i, j) * g(b, s, i, d), p);
+    Expr value = fma_sum({range(i, n)}, t.h_res(b, s, i, j), g(b, s, i, d), p);
     pb.kernel("mhc_post_dx", {compute(dx, over(dx, {b, s, j, d}), cast(c.dtype, value))});
   }
   {  // dy[b, s, d] = sum_i h_post[i] grad_out[i, d]
     Var b("b"), s("s"), d("d"), i("i");
-    Expr value = sum({range(i, n)}, t.h_post(b, s, i) * g(b, s, i, d), p);
+    Expr value = fma_sum({range(i, n)}, t.h_post(b, s, i), g(b, s, i, d), p);
     pb.kernel("mhc_post_dy", {compute(dy, over(dy, {b, s, d}), cast(c.dtype, value))});
   }
   {  // dh_res[b, s, i, j] = sum_d grad_out[i, d] x[j, d]
     Var b("b"), s("s"), i("i"), j("j"), d("d");
-    Expr value = sum({range(d, D)}, g(b, s, i, d) * cast(p, t.x(b, s, j, d)), p);
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.x(b, s, j, d)), p);
     pb.kernel("mhc_post_dh_res", {compute(dh_res, over(dh_res, {b, s, i, j}), value)});
   }
   {  // dh_post[b, s, i] = sum_d grad_out[i, d] y[d]
     Var b("b"), s("s"), i("i"), d("d");
-    Expr value = sum({range(d, D)}, g(b, s, i, d) * cast(p, t.y(b, s, d)), p);
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.y(b, s, d)), p);
     pb.kernel("mhc_post_dh_post", {compute(dh_post, over(dh_post, {b, s, i}), value)});
   }
   return std::move(pb).build();

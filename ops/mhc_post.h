@@ -16,7 +16,8 @@
 // Every sum is a Reduce node inside one token: no atomics, each output written once.
 // Dtypes: x, y, out, grad_out, dx, dy have the `dtype` attribute (bf16 by default, f16, f32,
 // f64); h_res, h_post, dh_res, dh_post are f32, or f64 when dtype=f64. Arithmetic runs in that
-// parameter type; 16-bit values are converted on load and rounded once on store.
+// parameter type; 16-bit values are converted on load and rounded once on store. Each sum of
+// products accumulates with fused multiply-adds (ir::fma_sum: one rounding per step).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,8 @@
 // [R_t, C_t], and either out = R K C (forward) or the reverse sweep, newest iteration first,
 // ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
 // kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
-// instead of materializing more tensors.
+// instead of materializing more tensors. Every sum of products is a fma_sum (ir/expr.h): one
+// rounding per multiply-accumulate step, as on the device.
 #include "ops/mhc_sinkhorn.h"
 
 #include <algorithm>
@@ -109,12 +110,12 @@ class SinkhornBuilder {
   Scales step(const Scales& previous, Expr b, Expr s) const {
     auto row = [this, previous, b, s](Expr i) {
       Var l("l");
-      Expr row_sum = sum({range(l, c_.streams)}, k(b, s, i, l) * previous.col(l), c_.dtype);
+      Expr row_sum = ir::fma_sum({range(l, c_.streams)}, k(b, s, i, l), previous.col(l), c_.dtype);
       return 1.0 / (row_sum + ir::constant(c_.dtype, c_.eps) / previous.row(i));
     };
     auto col = [this, previous, row, b, s](Expr j) {
       Var q("k");
-      Expr col_sum = sum({range(q, c_.streams)}, row(Expr(q)) * k(b, s, q, j), c_.dtype);
+      Expr col_sum = ir::fma_sum({range(q, c_.streams)}, row(Expr(q)), k(b, s, q, j), c_.dtype);
       return 1.0 / (col_sum + ir::constant(c_.dtype, c_.eps) / previous.col(j));
     };
     return Scales{row, col};
@@ -169,20 +170,20 @@ class SinkhornBuilder {
     // Column step: P_t = A / (col sums of A + eps), A = diag(R_t) K diag(C_{t-1}).
     auto col_denominator = [&](Expr jj) {
       Var q("k");
-      return prev.col(jj) * sum({range(q, n)}, cur.row(q) * k(b, s, q, jj), p) + c_.eps;
+      return prev.col(jj) * ir::fma_sum({range(q, n)}, cur.row(q), k(b, s, q, jj), p) + c_.eps;
     };
     auto grad_a = [&](Expr ii, Expr jj) {
       Var q("k");
       Expr p_t = cur.row(q) * k(b, s, q, jj) * cur.col(jj);
-      Expr dot = sum({range(q, n)}, grad_current(b, s, q, jj) * p_t, p);
+      Expr dot = ir::fma_sum({range(q, n)}, grad_current(b, s, q, jj), p_t, p);
       return (grad_current(b, s, ii, jj) - dot) / col_denominator(jj);
     };
     // Row step: A = P_{t-1} / (row sums of P_{t-1} + eps), P_{t-1} = diag(R_{t-1}) K diag(C_{t-1}).
     Var l("l"), m("m");
     Expr a_il = cur.row(i) * k(b, s, i, l) * prev.col(l);
-    Expr dot = sum({range(l, n)}, grad_a(i, l) * a_il, p);
+    Expr dot = ir::fma_sum({range(l, n)}, grad_a(i, l), a_il, p);
     Expr row_denominator =
-        prev.row(i) * sum({range(m, n)}, k(b, s, i, m) * prev.col(m), p) + c_.eps;
+        prev.row(i) * ir::fma_sum({range(m, n)}, k(b, s, i, m), prev.col(m), p) + c_.eps;
     Expr value = (grad_a(i, j) - dot) / row_denominator;
     pb_.kernel("sinkhorn_reverse_" + std::to_string(t),
                {compute(grad_previous, over(grad_previous, {b, s, i, j}), value)});
@@ -200,11 +201,11 @@ class SinkhornBuilder {
     auto grad_k = [&](Expr ii, Expr jj) {
       Var q("k");
       Expr p_1 = k(b, s, q, jj) / col_sum_eps(jj);
-      Expr dot = sum({range(q, n)}, grad_first(b, s, q, jj) * p_1, p);
+      Expr dot = ir::fma_sum({range(q, n)}, grad_first(b, s, q, jj), p_1, p);
       return (grad_first(b, s, ii, jj) - dot) / col_sum_eps(jj);
     };
     Var l("l");
-    Expr dot = sum({range(l, n)}, softmax(b, s, i, l) * grad_k(i, l), p);
+    Expr dot = ir::fma_sum({range(l, n)}, softmax(b, s, i, l), grad_k(i, l), p);
     Expr value = softmax(b, s, i, j) * (grad_k(i, j) - dot);
     pb_.kernel("sinkhorn_reverse_1", {compute(grad_h_res, over(grad_h_res, {b, s, i, j}), value)});
   }

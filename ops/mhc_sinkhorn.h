@@ -42,7 +42,9 @@
 // value is written once; no atomics; deterministic.
 //
 // Dtypes: h_res, out, grad_out, grad_h_res and every temporary have the `dtype` attribute,
-// f32 (default) or f64.
+// f32 (default) or f64. The row/column sums of products and the adjoint's dot products
+// accumulate with fused multiply-adds (ir::fma_sum: one rounding per step); the softmax
+// denominators are plain sums.
 #pragma once
 
 #include <cstdint>

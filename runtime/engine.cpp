@@ -89,6 +89,7 @@ struct TuningKnobs {
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
+  bool fused_multiply_add = true;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -154,6 +155,11 @@ TuningKnobs read_tuning_knobs() {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.fused_multiply_add =
+      integer_knob(
+          "ADJOINT_TUNE_FMA", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (fma_sum reduces accumulate with fused multiply-adds, as the IR says) or 0 (as "
+          "plain sums, each product rounded: for measuring)") == 1;
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -576,6 +582,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
+  options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;

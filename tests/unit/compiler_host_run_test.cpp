@@ -48,6 +48,7 @@
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/unfuse_fma.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
@@ -962,6 +963,77 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},
                          2e-2);
+}
+
+/// fma_sums whose fused and unfused results differ: per row, p[0] * q[0] = -(1 + 2u) and
+/// p[1] * q[1] = (1 + u)^2 = 1 + 2u + u^2 (u = 2^-12 in f32, 2^-27 in f64), whose rounding to
+/// the dtype drops u^2. Serially fused, the sum is u^2 exactly (a power of two, times the row's
+/// scale); unfused it is 0. Two f32 stages (one vector-group friendly, one whose reduction is
+/// nested in an elementwise product) and an f64 stage.
+ir::Program fma_program() {
+  ir::ProgramBuilder b("fma_sums");
+  ir::Tensor p32 = b.input("p32", DType::kF32, {8, 2});
+  ir::Tensor q32 = b.input("q32", DType::kF32, {8, 2});
+  ir::Tensor p64 = b.input("p64", DType::kF64, {8, 2});
+  ir::Tensor q64 = b.input("q64", DType::kF64, {8, 2});
+  ir::Tensor fused = b.output("fused", DType::kF32, {8});
+  ir::Tensor scaled = b.output("scaled", DType::kF32, {8, 4});
+  ir::Tensor wide = b.output("wide", DType::kF64, {8});
+  Var i("i"), k("k"), i2("i2"), j("j"), k2("k2"), i3("i3"), k3("k3");
+  b.kernel("fused", {ir::compute(fused, ir::over(fused, {i}),
+                                 ir::fma_sum({ir::range(k, Expr(2))}, ir::load(p32, {i, k}),
+                                             ir::load(q32, {i, k}), DType::kF32))});
+  b.kernel("scaled",
+           {ir::compute(scaled, ir::over(scaled, {i2, j}),
+                        ir::cast(DType::kF32, j + 1) *
+                            ir::fma_sum({ir::range(k2, Expr(2))}, ir::load(p32, {i2, k2}),
+                                        ir::load(q32, {i2, k2}), DType::kF32))});
+  b.kernel("wide", {ir::compute(wide, ir::over(wide, {i3}),
+                                ir::fma_sum({ir::range(k3, Expr(2))}, ir::load(p64, {i3, k3}),
+                                            ir::load(q64, {i3, k3}), DType::kF64))});
+  return std::move(b).build();
+}
+
+ir::HostBuffers fma_inputs(const ir::Program& p, unsigned) {
+  ir::HostBuffers in;
+  for (const char* suffix : {"32", "64"}) {
+    const double u = std::ldexp(1.0, std::string(suffix) == "32" ? -12 : -27);
+    std::vector<double>& pv = in[std::string("p") + suffix];
+    std::vector<double>& qv = in[std::string("q") + suffix];
+    for (int row = 0; row < 8; ++row) {
+      const double scale = std::ldexp(1.0, row - 4);
+      pv.insert(pv.end(), {-(1 + 2 * u) * scale, (1 + u) * scale});
+      qv.insert(qv.end(), {1.0, 1 + u});
+    }
+  }
+  EXPECT_EQ(in.size(), p.inputs.size());
+  return in;
+}
+
+TEST(HostRun, FmaSumsRoundOncePerStepAndUnfusedTheyRoundEachProduct) {
+  ir::Program program = fma_program();
+  ir::Program unfused = unfuse_fma_sums(program);
+  ASSERT_FALSE(same_program(program, unfused));
+  ASSERT_TRUE(same_program(unfuse_fma_sums(unfused), unfused));  // nothing left to unfuse
+  // The interpreter's own answers: u^2 times the row's scale fused, 0 unfused.
+  ir::HostBuffers inputs = fma_inputs(program, 0);
+  ir::HostBuffers fused = ir::interpret(program, inputs), plain = ir::interpret(unfused, inputs);
+  for (int row = 0; row < 8; ++row) {
+    EXPECT_EQ(fused.at("fused")[row], std::ldexp(1.0, -24 + row - 4)) << row;
+    EXPECT_EQ(fused.at("wide")[row], std::ldexp(1.0, -54 + row - 4)) << row;
+    EXPECT_EQ(plain.at("fused")[row], 0.0) << row;
+    EXPECT_EQ(plain.at("wide")[row], 0.0) << row;
+  }
+  std::vector<CompiledKernel> kernels = compile_kernels(program, Variant(1), "probe");
+  ASSERT_EQ(kernels.size(), 3u);
+  EXPECT_NE(kernels[0].source.find("= fmaf("), std::string::npos) << kernels[0].source;
+  EXPECT_NE(kernels[2].source.find("= fma("), std::string::npos) << kernels[2].source;
+  for (const CompiledKernel& k : compile_kernels(unfused, Variant(1), "probe_unfused"))
+    EXPECT_EQ(k.source.find(" = fma"), std::string::npos) << k.source;
+  // The kernels, scalar and vectorized (the order of each sum is the serial one), compute
+  // bit for bit what the interpreter computes, fused and unfused.
+  expect_host_runs_match({program, unfused}, {Variant(1), Variant(2), Variant(4), Variant(0)}, 0,
+                         fma_inputs);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full

@@ -1,7 +1,7 @@
 // Tests of choose_thread_tiles and the thread-tile schedule around it: which axis a kernel is
 // tiled along and why (the notes the dumps print), the knob, what the verifier and the coverage
 // proof accept, how split_reductions counts tiled threads, and the code lower() emits for a
-// tiled kernel. The generated kernels' values are checked on the host in
+// tiled kernel (in derived blocks of 128 threads). The generated kernels' values are checked on the host in
 // compiler_host_run_test (bit for bit against the interpreter and the untiled kernel).
 #include <gtest/gtest.h>
 
@@ -178,6 +178,21 @@ TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   const size_t token_loop = src.find("for (int t = 0; t < 64; ++t)");
   ASSERT_NE(token_loop, std::string::npos) << src;
   EXPECT_NE(src.rfind("#pragma unroll 4", token_loop), std::string::npos) << src;
+}
+
+TEST(ThreadTiles, TiledKernelsGetDerivedBlocksOf128Threads) {
+  // Tiled: 128 threads a block, unless ADJOINT_TUNE_BLOCK_SIZE (LowerOptions::block_size) says.
+  LowerOptions options;
+  CompiledProgram tiled = lower(token_sums(24, 1 << 20, 64), options);
+  ASSERT_EQ(tiled.kernels.size(), 1u);
+  EXPECT_EQ(tiled.kernels.front().launch.block[0], 128u);
+  EXPECT_NE(tiled.kernels.front().source.find("__launch_bounds__(128)"), std::string::npos);
+  options.block_size = 256;
+  EXPECT_EQ(lower(token_sums(24, 1 << 20, 64), options).kernels.front().launch.block[0], 256u);
+  // Untiled (tiles off): the default 256.
+  options.block_size = 0;
+  options.thread_tile = 0;
+  EXPECT_EQ(lower(token_sums(24, 1 << 20, 64), options).kernels.front().launch.block[0], 256u);
 }
 
 }  // namespace

@@ -87,6 +87,30 @@ TEST(IrBuilder, StagesAndReductionsAdaptTheirValues) {
   EXPECT_EQ(TensorRef(x)(i, 3).as<LoadNode>()->indices[1].as<IntConstNode>()->value, 3);
 }
 
+TEST(IrBuilder, FmaSumsMultiplyTheirFactorsInTheAccumulationDtype) {
+  Tensor x = make_tensor("x", DType::kBF16, {4, 8}, TensorRole::kInput);
+  Tensor w = make_tensor("w", DType::kF32, {8}, TensorRole::kInput);
+  Var i("i"), k("k");
+  Expr dot = fma_sum({range(k, 8)}, TensorRef(x)(i, k), TensorRef(w)(k), DType::kF32);
+  const auto* r = dot.as<ReduceNode>();
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->op, ReduceOp::kFmaSum);
+  const BinaryNode* product = fused_product(*r);
+  ASSERT_NE(product, nullptr) << "the body is the product the accumulation fuses";
+  EXPECT_NE(product->a.as<CastNode>(), nullptr) << "the bf16 factor is converted to f32";
+  EXPECT_EQ(product->b.as<LoadNode>()->tensor->name, "w");
+  EXPECT_TRUE(is_sum(ReduceOp::kFmaSum) && is_sum(ReduceOp::kSum) && !is_sum(ReduceOp::kMax));
+  // A body that is not a product in the accumulation dtype is added as in a sum.
+  Expr plain = ReduceNode::make(ReduceOp::kFmaSum, {range(k, 8)}, TensorRef(w)(k), DType::kF32);
+  EXPECT_EQ(fused_product(*plain.as<ReduceNode>()), nullptr);
+  EXPECT_EQ(fused_product(*sum({range(k, 8)}, TensorRef(w)(k) * 2.0, DType::kF32)
+                               .as<ReduceNode>()),
+            nullptr)
+      << "a plain sum never fuses";
+  EXPECT_EQ(error_of([&] { fma_sum({range(k, 8)}, TensorRef(x)(i, k), 2.0, DType::kBF16); }),
+            "IR type error: fma_sum accumulated in bf16, expected f32 or f64");
+}
+
 TEST(IrBuilder, TypeErrorsNameTheOperandsAndTypes) {
   Tensor x = make_tensor("x", DType::kF32, {2, 3}, TensorRole::kInput);
   Tensor h = make_tensor("h", DType::kF16, {2, 3}, TensorRole::kInput);

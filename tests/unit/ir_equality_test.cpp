@@ -81,6 +81,8 @@ TEST(IrEquality, ConstantsDtypesOperatorsAndShapes) {
                    maximum({range(i, 4)}, x(i, 0), DType::kF32));
   expect_different(sum({range(i, 4)}, x(i, 0), DType::kF32),
                    sum({range(i, 3)}, x(i, 0), DType::kF32));
+  expect_different(sum({range(i, 4)}, x(i, 0) * x(0, i), DType::kF32),
+                   fma_sum({range(i, 4)}, x(i, 0), x(0, i), DType::kF32));
   expect_different(sum({range(i, 4)}, x(i, 0), DType::kF32),
                    sum({range(i, 4)}, x(i, 0), DType::kF64));
   // Tensors: another node with the same signature is the same tensor; another shape is not.
