@@ -39,10 +39,13 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     }
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
-    GridMapping mapping = grid_mapping(kernel_);
     result.launch = launch_dims(kernel_);
     launch_ = result.launch;
-    if (!kernel_.stages.empty()) emit_body(mapping, extents);
+    if (kernel_.grid.block_tokens > 0) {
+      emit_block_reduction_body();
+    } else if (!kernel_.stages.empty()) {
+      emit_body(grid_mapping(kernel_), extents);
+    }
     for (size_t j = 0; j < extents.size(); ++j) {
       axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " +
                      std::to_string(extents[j]));

@@ -310,6 +310,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
   /// butterfly; emit_statements.cpp stores from lane 0 only.
   std::string emit_cooperative_reduce(const ir::ReduceNode& n);
+  /// Block reductions (GridConfig::block_tokens > 0, emit_block_reduction.cpp): the whole body.
+  void emit_block_reduction_body();
+  /// The block kernel's reduction -> the accumulator holding the point being stored.
+  std::unordered_map<const ir::ReduceNode*, std::string> block_accumulators_;
 };
 
 }  // namespace adjoint::compiler

@@ -3,6 +3,8 @@
 // (block, thread, loop iteration) and domain points.
 #include "compiler/launch_geometry.h"
 
+#include "compiler/block_reductions.h"
+
 #include <algorithm>
 
 #include "compiler/program_utils.h"
@@ -73,6 +75,7 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
     throw Error("kernel '" + kernel.name + "' has no grid configuration; run derive_grid first",
                 ErrorCode::kInternal);
   }
+  if (kernel.grid.block_tokens > 0) return block_reduction_launch(kernel);
   std::vector<int64_t> extents = domain_extents(kernel);
   GridMapping m = grid_mapping(kernel);
   LaunchDims dims;
