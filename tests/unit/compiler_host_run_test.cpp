@@ -360,9 +360,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   }
   p = lower_scatter_to_atomics(p);
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
-  BlockReductionOptions block;
-  block.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
-  p = choose_block_reductions(p, block);
+  BlockReductionOptions block_options;
+  block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
+  p = choose_block_reductions(p, block_options);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
