@@ -89,15 +89,15 @@ int innermost_axis(const ir::Kernel& kernel) {
   return best;
 }
 
-/// Options under which every kernel of the shape qualifies (the schedule is already chosen).
-BlockReductionOptions any_shape() {
+}  // namespace
+
+BlockReductionOptions any_block_shape() {
   BlockReductionOptions o;
   o.min_trips = 1;
   o.max_outputs = INT64_MAX;
+  o.min_batched_tokens = 0;
   return o;
 }
-
-}  // namespace
 
 BlockReductionOptions::Mode parse_block_reduction_mode(const std::string& text,
                                                        const std::string& what) {
@@ -136,12 +136,26 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
   bool nested = false;
   for_each_node(r.body, [&](const Expr& n) { nested = nested || n.kind() == ir::ExprKind::kReduce; });
   if (nested) return refuse("its body reduces again");
+  // The staging walks the reduction's innermost axis across consecutive threads: some load
+  // must read consecutive elements along it, or every staged element is a sector of its own.
+  const ir::VarNode* innermost = r.axes.back().var.get();
+  bool contiguous = false;
+  for_each_node(r.body, [&](const Expr& n) {
+    auto* load = n.as<ir::LoadNode>();
+    if (load && !load->indices.empty() && load->tensor->strides.back() == 1 &&
+        depends_on(load->indices.back(), innermost))
+      contiguous = true;
+  });
+  if (!contiguous)
+    return refuse(r.axes.back().var.name_hint() +
+                  " indexes no stride-1 dimension: the staging would read strided elements");
   const std::vector<int64_t> extents = domain_extents(kernel);
   // Output axis candidates: the target's innermost axis first, then the others in order.
   std::vector<int> candidates{innermost_axis(kernel)};
   for (int j = 0; j < static_cast<int>(extents.size()); ++j) {
     if (j != candidates.front()) candidates.push_back(j);
   }
+  if (kernel.grid.block_output_axis >= 0) candidates = {kernel.grid.block_output_axis};
   std::string last_why;
   for (int k : candidates) {
     if (extents[k] > options.max_outputs) {
@@ -172,6 +186,18 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
     std::string why = partition(r.body, output, token_vars, r.dtype, token_parts, weight_parts);
     if (!why.empty()) {
       last_why = why;
+      continue;
+    }
+    int64_t tokens = 1;
+    for (int j : token_axes) tokens *= extents[j];
+    if (!block_axes.empty() && tokens < options.min_batched_tokens) {
+      last_why = "only " + std::to_string(tokens) + " token(s) share the weights of a block";
+      continue;
+    }
+    bool fits = true;
+    for (int j : block_axes) fits = fits && extents[j] <= 65535;
+    if (!fits) {
+      last_why = "a block axis has more than 65535 points";
       continue;
     }
     shape.reduce = &r;
@@ -281,7 +307,7 @@ ir::Program choose_block_reductions(const ir::Program& program,
 }
 
 void bind_block_reduction_grid(ir::Kernel& kernel) {
-  const BlockReductionShape shape = analyze_block_reduction(kernel, any_shape());
+  const BlockReductionShape shape = analyze_block_reduction(kernel, any_block_shape());
   if (!shape.why_not.empty() || shape.output_axis != kernel.grid.block_output_axis)
     throw Error("block_reductions: kernel '" + kernel.name + "' was marked but " +
                     (shape.why_not.empty() ? "its output axis moved" : "has no block shape: " + shape.why_not),
@@ -302,7 +328,7 @@ void bind_block_reduction_grid(ir::Kernel& kernel) {
 LaunchDims block_reduction_launch(const ir::Kernel& kernel) {
   ir::Kernel unset = kernel;
   unset.grid.is_set = false;
-  const BlockReductionShape shape = analyze_block_reduction(unset, any_shape());
+  const BlockReductionShape shape = analyze_block_reduction(unset, any_block_shape());
   if (!shape.why_not.empty())
     throw Error("block_reductions: kernel '" + kernel.name + "' has no block shape: " + shape.why_not,
                 ErrorCode::kInternal);
@@ -325,7 +351,7 @@ void check_block_reduction_coverage(const ir::Kernel& kernel, const LaunchDims& 
   };
   ir::Kernel unset = kernel;
   unset.grid.is_set = false;
-  const BlockReductionShape shape = analyze_block_reduction(unset, any_shape());
+  const BlockReductionShape shape = analyze_block_reduction(unset, any_block_shape());
   if (!shape.why_not.empty()) fail("no block shape (" + shape.why_not + ")");
   const ir::GridConfig& g = kernel.grid;
   const std::vector<int64_t> extents = domain_extents(kernel);

@@ -46,7 +46,14 @@ struct BlockReductionOptions {
   int64_t min_trips = 256;
   /// The largest number of output points a block covers.
   int64_t max_outputs = 256;
+  /// With block axes (a batch of small GEMMs, such as mhc_post_backward's per-token 4 x 4
+  /// products), the fewest tokens that must share each block's weights.
+  int64_t min_batched_tokens = 32;
 };
+
+/// Options under which every kernel of the shape qualifies: for kernels whose schedule is
+/// already chosen (the split's partials kernel, derive_grid, the emitter, the proof).
+BlockReductionOptions any_block_shape();
 
 /// The mode named by `text` ("auto" or "off"); throws adjoint::Error (kInvalidArgument)
 /// naming `what` otherwise.
@@ -67,6 +74,7 @@ struct BlockReductionShape {
 };
 
 /// The shape of `kernel` (see the top of this file), or why_not saying why it has none.
+/// A kernel already marked (GridConfig::block_output_axis >= 0) is analyzed for that axis only.
 BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
                                             const BlockReductionOptions& options = {});
 

@@ -15,9 +15,7 @@ using ir::Expr;
 void KernelEmitter::emit_block_reduction_body() {
   ir::Kernel unset = kernel_;
   unset.grid.is_set = false;
-  BlockReductionOptions any;
-  any.min_trips = 1;
-  any.max_outputs = INT64_MAX;
+  const BlockReductionOptions any = any_block_shape();
   const BlockReductionShape shape = analyze_block_reduction(unset, any);
   if (!shape.why_not.empty())
     throw Error("emit_cuda: kernel '" + kernel_.name + "' has no block shape: " + shape.why_not,

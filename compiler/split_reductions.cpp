@@ -127,9 +127,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
                                                 ir::Program& out, std::vector<std::string>& lines,
                                                 ScheduleNotes* notes) {
   ir::Kernel unset = kernel;
-  BlockReductionOptions any;
-  any.min_trips = 1;
-  any.max_outputs = INT64_MAX;
+  const BlockReductionOptions any = any_block_shape();
   const BlockReductionShape shape = analyze_block_reduction(unset, any);
   if (!shape.why_not.empty()) return std::nullopt;
   const ir::Stage& stage = kernel.stages.front();
@@ -211,14 +209,23 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       r.op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
       ir::LoadNode::make(partial_tensor, indices), r.dtype);
   ir::Kernel rewritten = kernel;
-  rewritten.grid = ir::GridConfig{};  // the combine is short: the usual schedules
+  rewritten.grid = ir::GridConfig{};  // the combine: a thread per point, in order g = 0..G-1
+  int64_t points = 1;
+  for (int64_t e : extents) points *= e;
+  // Few points (B*S = 1: K of them) cannot hide G serial loads per thread: a warp per point
+  // then, lanes striding over g, combined by the fixed shuffle butterfly.
+  const bool warp_combine = points < options.block_warp_combine_points;
+  if (warp_combine) rewritten.grid.reduction_lanes = 32;
   ReplaceReduce replace(&r, combined);
   rewritten.stages.front().value = replace.mutate(rewritten.stages.front().value);
   lines.push_back(what + ": split into G=" + std::to_string(partials) +
                   " contiguous partials over " + split.var.name_hint() + " (kernel " +
                   partials_kernel.name + ", partial g reduces " + split.var.name_hint() +
                   " in [g*" + std::to_string(range) + ", (g+1)*" + std::to_string(range) +
-                  ")), combined in order g = 0.." + std::to_string(partials - 1) + "; " + why);
+                  ")), " + (warp_combine ? "combined by a warp per point (" + std::to_string(points) +
+                  " points: lane l sums g = l, l + 32, ..., then the shuffle butterfly)"
+                                          : "combined in order g = 0.." + std::to_string(partials - 1)) +
+                  "; " + why);
   if (notes) {
     (*notes)[partials_kernel.name] =
         "split reduction, stage 1 of 2: " + std::to_string(partials) +
@@ -264,7 +271,13 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
       std::vector<std::string> lines;
       std::optional<ir::Kernel> combine = split_block_reduction(kernel, options, out, lines, notes);
       changed = changed || combine.has_value();
-      if (notes && !lines.empty()) add_schedule_note(*notes, kernel.name, lines.front());
+      if (notes && !lines.empty()) {
+        if (combine) {  // the block schedule went to the partials kernel: the combine's own line
+          (*notes)[kernel.name] = lines.front() + " (the block schedule is the partials kernel's)";
+        } else {
+          add_schedule_note(*notes, kernel.name, lines.front());
+        }
+      }
       out.kernels.push_back(combine ? std::move(*combine) : kernel);
       continue;
     }

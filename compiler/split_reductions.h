@@ -9,7 +9,9 @@
 // Kernels with a block reduction schedule (block_reductions.h) split into contiguous ranges
 // instead: partial g reduces iterations [g E/G, (g + 1) E/G) of the split axis, g is the
 // partials kernel's outermost axis, and that kernel keeps the block schedule (g as a block
-// axis), so that each block stages consecutive elements. The combine is the same.
+// axis), so that each block stages consecutive elements. The combine is the same, except that
+// with few points (fewer than block_warp_combine_points) a warp combines each point: lanes
+// stride over g and meet in the fixed shuffle butterfly (reduction_schedule.h).
 //
 // G is derived from the specialized shapes (ReductionSplitOptions) or forced by
 // ADJOINT_TUNE_REDUCTION_SPLIT through runtime::lower_options. Each decision, and each
@@ -49,6 +51,8 @@ struct ReductionSplitOptions {
   int64_t block_target_blocks = 512;
   int64_t block_max_partials = 256;
   int64_t block_min_iterations = 64;
+  /// The combine of a block split with fewer points than this runs a warp per point.
+  int64_t block_warp_combine_points = 1024;
 };
 
 
