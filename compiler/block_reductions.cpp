@@ -269,6 +269,7 @@ ir::Program choose_block_reductions(const ir::Program& program,
   bool changed = false;
   for (ir::Kernel& kernel : out.kernels) {
     if (kernel.grid.is_set || kernel.stages.empty()) continue;
+    if (kernel.grid.reduction_lanes > 1 || kernel.grid.tile_points > 1) continue;  // chosen before
     bool reduces = false;
     for (const ir::Stage& stage : kernel.stages)
       reduces = reduces || !outermost_reductions(stage.value).empty();

@@ -3,10 +3,9 @@
 // proof.
 #include "compiler/derive_grid.h"
 
-#include "compiler/block_reductions.h"
-
 #include <string>
 
+#include "compiler/block_reductions.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
 #include "compiler/thread_tiles.h"

@@ -5,6 +5,8 @@
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
+//   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
+//                         staging of chunks, register tiles, per-point stores;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once

@@ -3,10 +3,9 @@
 // (block, thread, loop iteration) and domain points.
 #include "compiler/launch_geometry.h"
 
-#include "compiler/block_reductions.h"
-
 #include <algorithm>
 
+#include "compiler/block_reductions.h"
 #include "compiler/program_utils.h"
 #include "ir/error.h"
 

@@ -2,11 +2,10 @@
 // the runtime needs (parameters, launch geometry, buffers to zero and to allocate).
 #include "compiler/lower.h"
 
-#include "compiler/block_reductions.h"
-
 #include <algorithm>
 #include <set>
 
+#include "compiler/block_reductions.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
