@@ -174,8 +174,12 @@ def make_op(op, shape):
             bound = dict(zip(("x", "phi", "alpha", "bias", "gamma"), args))
             outputs = torch_mhc_pre(*args)
             names = ("h_in", "h_post", "h_res", "h_pre", "inv_rms", "h_mix")
-            return (lambda: tuple(program(bound)[name] for name in names), torch_mhc_pre, args,
-                    _bytes(*args) + _bytes(*outputs))
+            # One launch per call: a generator over program(bound)[name] would launch once per
+            # output name (6 launches; the figures before 2026-11-23's gemm branch did).
+            def call():
+                result = program(bound)
+                return tuple(result[name] for name in names)
+            return (call, torch_mhc_pre, args, _bytes(*args) + _bytes(*outputs))
         h_in, h_post, h_res, h_pre, inv_rms, h_mix = torch_mhc_pre(x, phi, alpha, bias, gamma)
         grad_h_in = _uniform(h_in.shape, bf16, -1, 1)
         grad_h_post = _uniform(h_post.shape, F32, -1, 1)

@@ -39,13 +39,19 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     }
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
-    GridMapping mapping = grid_mapping(kernel_);
     result.launch = launch_dims(kernel_);
     launch_ = result.launch;
-    if (options_.outer_size) bind_outer_size(mapping, extents, result, signature);
-    if (!kernel_.stages.empty()) emit_body(mapping, extents);
+    std::optional<GridMapping> mapping;  // none for block reductions (their own mapping)
+    if (kernel_.grid.block_tokens > 0) {
+      emit_block_reduction_body();
+    } else {
+      mapping = grid_mapping(kernel_);
+      if (options_.outer_size) bind_outer_size(*mapping, extents, result, signature);
+      if (!kernel_.stages.empty()) emit_body(*mapping, extents);
+    }
     for (size_t j = 0; j < extents.size(); ++j) {
-      const bool outer = options_.outer_size && static_cast<int>(j) == mapping.linear_axes.front();
+      const bool outer = options_.outer_size && mapping &&
+                         static_cast<int>(j) == mapping->linear_axes.front();
       axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " +
                      (outer ? options_.outer_size->name : std::to_string(extents[j])));
       bindings.emplace_back(ir::axis_binding_name(kernel_.grid.bindings[j]));

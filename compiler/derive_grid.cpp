@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "compiler/block_reductions.h"
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
 #include "compiler/thread_tiles.h"
@@ -56,7 +57,10 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
   ir::Program out = program;
   bool changed = false;
   for (ir::Kernel& kernel : out.kernels) {
-    if (!kernel.grid.is_set) {
+    if (!kernel.grid.is_set && kernel.grid.block_tokens > 0) {
+      bind_block_reduction_grid(kernel);  // block_reductions' choice: its own bindings
+      changed = true;
+    } else if (!kernel.grid.is_set) {
       // reduction_schedule's choice: warp lanes with their own vector width
       const int lanes = kernel.grid.reduction_lanes, width = kernel.grid.vector_width;
       const int tile_axis = kernel.grid.tile_axis, tile = kernel.grid.tile_points;

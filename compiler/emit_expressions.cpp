@@ -419,6 +419,8 @@ std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>
 }
 
 std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
+  if (auto block = block_accumulators_.find(&n); block != block_accumulators_.end())
+    return block->second;
   if (auto group = group_reductions_.find(&n); group != group_reductions_.end()) {
     std::string acc = group->second + "[" + vector_->element + "]";
     return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;

@@ -5,6 +5,8 @@
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
+//   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
+//                         staging of chunks, register tiles, per-point stores;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once
@@ -319,6 +321,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
   /// butterfly; emit_statements.cpp stores from lane 0 only.
   std::string emit_cooperative_reduce(const ir::ReduceNode& n);
+  /// Block reductions (GridConfig::block_tokens > 0, emit_block_reduction.cpp): the whole body.
+  void emit_block_reduction_body();
+  /// The block kernel's reduction -> the accumulator holding the point being stored.
+  std::unordered_map<const ir::ReduceNode*, std::string> block_accumulators_;
 };
 
 }  // namespace adjoint::compiler

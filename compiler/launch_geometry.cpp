@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "compiler/block_reductions.h"
 #include "compiler/program_utils.h"
 #include "ir/error.h"
 
@@ -73,6 +74,7 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
     throw Error("kernel '" + kernel.name + "' has no grid configuration; run derive_grid first",
                 ErrorCode::kInternal);
   }
+  if (kernel.grid.block_tokens > 0) return block_reduction_launch(kernel);
   std::vector<int64_t> extents = domain_extents(kernel);
   GridMapping m = grid_mapping(kernel);
   LaunchDims dims;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "compiler/block_reductions.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
@@ -112,6 +113,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
+  BlockReductionOptions block_options;
+  block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);
@@ -137,6 +140,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   ScheduleNotes notes, cooperative_notes;
+  p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
+    return choose_block_reductions(x, block_options, &notes);
+  });
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
   });

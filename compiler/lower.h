@@ -72,6 +72,9 @@ struct LowerOptions {
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
+  /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
+  /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
+  std::string block_reduction = "auto";
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

@@ -110,7 +110,8 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
     for (const ir::Stage& stage : kernel.stages) {
       for (const ir::ReduceNode* r : outermost_reductions(stage.value)) reductions.push_back({r, &stage});
     }
-    if (reductions.empty() || kernel.grid.reduction_lanes > 1) continue;
+    if (reductions.empty() || kernel.grid.reduction_lanes > 1 || kernel.grid.block_tokens > 0)
+      continue;  // block_reductions chose a block schedule for the latter
     int64_t points = 1;
     for (int64_t e : domain_extents(kernel)) points *= e;
     std::vector<std::string> lines;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/block_reductions.h"
 #include "compiler/program_utils.h"
 #include "ir/builder.h"
 #include "ir/error.h"
@@ -118,6 +119,126 @@ bool indexes_contiguously(const Expr& body, const ir::VarNode* var) {
   return found;
 }
 
+/// The contiguous split of a block reduction kernel (see the header): appends the partials
+/// kernel to `out` and returns the combine kernel, or returns nothing (the kernel unchanged)
+/// with the reason in `lines`.
+std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
+                                                const ReductionSplitOptions& options,
+                                                ir::Program& out, std::vector<std::string>& lines,
+                                                ScheduleNotes* notes) {
+  ir::Kernel unset = kernel;
+  const BlockReductionOptions any = any_block_shape();
+  const BlockReductionShape shape = analyze_block_reduction(unset, any);
+  if (!shape.why_not.empty()) return std::nullopt;
+  const ir::Stage& stage = kernel.stages.front();
+  const ir::ReduceNode& r = *shape.reduce;
+  const std::vector<int64_t> extents = domain_extents(kernel);
+  int64_t blocks = (shape.tokens + kernel.grid.block_tokens - 1) / kernel.grid.block_tokens;
+  for (int j : shape.block_axes) blocks *= extents[j];
+  size_t axis = 0;
+  const std::string what = stage.target->name + ": block reduction of " +
+                           std::to_string(shape.trips) + " iterations, " + std::to_string(blocks) +
+                           " blocks";
+  std::string why = ineligible(r, tensors_written(kernel), axis);
+  if (!why.empty()) {
+    lines.push_back(what + ": not split (" + why + ")");
+    return std::nullopt;
+  }
+  const int64_t extent = *constant(r.axes[axis].extent);
+  int64_t partials = 1;
+  if (options.forced_partials >= 2) {
+    if (extent % options.forced_partials == 0 && (extent / options.forced_partials) % 8 == 0)
+      partials = options.forced_partials;
+    why = "G=" + std::to_string(options.forced_partials) + " forced by ADJOINT_TUNE_REDUCTION_SPLIT";
+  } else if (options.forced_partials == 0) {
+    why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
+  } else {
+    while (blocks * partials < options.block_target_blocks &&
+           partials * 2 <= options.block_max_partials && extent % (partials * 2) == 0 &&
+           (extent / (partials * 2)) % 8 == 0 &&
+           extent / (partials * 2) >= options.block_min_iterations)
+      partials *= 2;
+    why = blocks >= options.block_target_blocks
+              ? "the token tiles alone give " + std::to_string(blocks) + " >= " +
+                    std::to_string(options.block_target_blocks) + " blocks"
+              : "token tiles x G reach " + std::to_string(blocks * partials) + " blocks (target " +
+                    std::to_string(options.block_target_blocks) + ", G at most " +
+                    std::to_string(options.block_max_partials) + ")";
+  }
+  if (partials < 2) {
+    lines.push_back(what + ": not split (" + why + ")");
+    return std::nullopt;
+  }
+  const ir::Axis& split = r.axes[axis];
+  const int64_t range = extent / partials;
+  ir::Var g("g"), step(split.var.name_hint() + "_step");
+  std::vector<ir::Var> vars{g};
+  std::vector<int64_t> shape_of{partials};
+  Expr body = r.body;
+  std::vector<ir::Axis> axes = r.axes;
+  for (size_t j = 0; j < stage.domain.size(); ++j) {
+    ir::Var v(stage.domain[j].var.name_hint());
+    vars.push_back(v);
+    shape_of.push_back(extents[j]);
+    body = substitute(body, stage.domain[j].var.get(), v);
+  }
+  body = substitute(body, split.var.get(),
+                    ir::BinaryNode::make(ir::BinaryOp::kAdd,
+                                         ir::BinaryNode::make(ir::BinaryOp::kMul, g,
+                                                              index_constant(range)),
+                                         step));
+  axes[axis] = ir::Axis{step, index_constant(0), index_constant(range)};
+  ir::Tensor partial_tensor =
+      ir::make_tensor(unique_tensor_name(out, stage.target->name + "_partials"), r.dtype,
+                      shape_of, ir::TensorRole::kTemporary);
+  out.temporaries.push_back(partial_tensor);
+  ir::Kernel partials_kernel{
+      kernel.name + "_" + stage.target->name + "_partials",
+      {ir::compute(partial_tensor, ir::over(partial_tensor, vars),
+                   ir::ReduceNode::make(r.op, axes, body, r.dtype))},
+      {}};
+  std::string tile_reason;
+  const BlockReductionShape partial_shape = analyze_block_reduction(partials_kernel, any);
+  std::string tile_why = partial_shape.why_not.empty()
+                             ? choose_block_tile(partials_kernel, partial_shape, tile_reason)
+                             : partial_shape.why_not;
+  ir::Var combine("g");
+  std::vector<Expr> indices{combine};
+  for (const ir::Axis& a : stage.domain) indices.push_back(a.var);
+  Expr combined = ir::ReduceNode::make(
+      r.op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
+      ir::LoadNode::make(partial_tensor, indices), r.dtype);
+  ir::Kernel rewritten = kernel;
+  rewritten.grid = ir::GridConfig{};  // the combine: a thread per point, in order g = 0..G-1
+  int64_t points = 1;
+  for (int64_t e : extents) points *= e;
+  // Few points (B*S = 1: K of them) cannot hide G serial loads per thread: a warp per point
+  // then, lanes striding over g, combined by the fixed shuffle butterfly.
+  const bool warp_combine = points < options.block_warp_combine_points;
+  if (warp_combine) rewritten.grid.reduction_lanes = 32;
+  ReplaceReduce replace(&r, combined);
+  rewritten.stages.front().value = replace.mutate(rewritten.stages.front().value);
+  lines.push_back(what + ": split into G=" + std::to_string(partials) +
+                  " contiguous partials over " + split.var.name_hint() + " (kernel " +
+                  partials_kernel.name + ", partial g reduces " + split.var.name_hint() +
+                  " in [g*" + std::to_string(range) + ", (g+1)*" + std::to_string(range) +
+                  ")), " + (warp_combine ? "combined by a warp per point (" + std::to_string(points) +
+                  " points: lane l sums g = l, l + 32, ..., then the shuffle butterfly)"
+                                          : "combined in order g = 0.." + std::to_string(partials - 1)) +
+                  "; " + why);
+  if (notes) {
+    (*notes)[partials_kernel.name] =
+        "split reduction, stage 1 of 2: " + std::to_string(partials) +
+        " contiguous partials of " + stage.target->name + " per point, each " +
+        std::to_string(shape.trips / partials) + " iterations; " + why + "\n" +
+        stage.target->name + "_partials: " +
+        (tile_why.empty() ? "block reduction, g a block axis: " + tile_reason
+                          : "no block reduction (" + tile_why + ")");
+  }
+  out.kernels.push_back(std::move(partials_kernel));
+  return rewritten;
+}
+
 }  // namespace
 
 void check_reduction_split_options(const ReductionSplitOptions& options) {
@@ -144,6 +265,20 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
   for (const ir::Kernel& kernel : program.kernels) {
     if (kernel.grid.is_set || kernel.stages.empty() || kernel.grid.reduction_lanes > 1) {
       out.kernels.push_back(kernel);
+      continue;
+    }
+    if (kernel.grid.block_tokens > 0) {
+      std::vector<std::string> lines;
+      std::optional<ir::Kernel> combine = split_block_reduction(kernel, options, out, lines, notes);
+      changed = changed || combine.has_value();
+      if (notes && !lines.empty()) {
+        if (combine) {  // the block schedule went to the partials kernel: the combine's own line
+          (*notes)[kernel.name] = lines.front() + " (the block schedule is the partials kernel's)";
+        } else {
+          add_schedule_note(*notes, kernel.name, lines.front());
+        }
+      }
+      out.kernels.push_back(combine ? std::move(*combine) : kernel);
       continue;
     }
     const std::vector<int64_t> extents = domain_extents(kernel);

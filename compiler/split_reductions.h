@@ -6,6 +6,13 @@
 // Fixed combine order, no atomics: bitwise the same every run. The summation order is not the
 // serial order of the interpreter, so float results may differ from it in the last bits.
 //
+// Kernels with a block reduction schedule (block_reductions.h) split into contiguous ranges
+// instead: partial g reduces iterations [g E/G, (g + 1) E/G) of the split axis, g is the
+// partials kernel's outermost axis, and that kernel keeps the block schedule (g as a block
+// axis), so that each block stages consecutive elements. The combine is the same, except that
+// with few points (fewer than block_warp_combine_points) a warp combines each point: lanes
+// stride over g and meet in the fixed shuffle butterfly (reduction_schedule.h).
+//
 // G is derived from the specialized shapes (ReductionSplitOptions) or forced by
 // ADJOINT_TUNE_REDUCTION_SPLIT through runtime::lower_options. Each decision, and each
 // reduction left serial with the reason, is reported in ScheduleNotes for the dumps.
@@ -37,6 +44,15 @@ struct ReductionSplitOptions {
   /// accumulators busy, and every partial costs the whole output again in traffic.
   ThreadTileOptions tiles;
   int64_t tiled_thread_divisor = 8;
+  /// Kernels with a block reduction (block_reductions.h) are split into contiguous ranges, G
+  /// doubling while (token tiles x G) is below this many blocks, up to block_max_partials (the
+  /// combine reads G partials per point in one thread), every partial at least
+  /// block_min_iterations of the split axis.
+  int64_t block_target_blocks = 512;
+  int64_t block_max_partials = 256;
+  int64_t block_min_iterations = 64;
+  /// The combine of a block split with fewer points than this runs a warp per point.
+  int64_t block_warp_combine_points = 1024;
 };
 
 

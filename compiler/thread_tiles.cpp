@@ -76,6 +76,7 @@ int64_t shared_bytes(const ir::Kernel& kernel, size_t axis, size_t inner) {
 std::string shape_forbids_tile(const ir::Kernel& kernel) {
   if (kernel.grid.is_set) return "its grid is explicit";
   if (kernel.grid.reduction_lanes > 1) return "its warps share each point's reductions";
+  if (kernel.grid.block_tokens > 0) return "it has a block reduction schedule";
   if (kernel.stages.empty() || kernel.stages.front().domain.size() < 2)
     return "its domain has fewer than two axes";
   for (const ir::Stage& stage : kernel.stages) {

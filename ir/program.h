@@ -65,6 +65,16 @@ struct GridConfig {
   /// reduction is read once for all of them. -1 / 1: no tile.
   int tile_axis = -1;
   int tile_points = 1;
+  /// Block reduction (compiler/block_reductions.h): with block_tokens T > 0 each block owns T
+  /// points of the token axes (every domain axis but `block_output_axis` and the kBlock axes)
+  /// and every point of `block_output_axis`; it walks the reduction in chunks of block_chunk
+  /// iterations staged in shared memory, and each thread accumulates block_token_points x
+  /// block_output_points points in registers. 0: not a block reduction.
+  int block_tokens = 0;
+  int block_output_axis = -1;
+  int block_token_points = 1;
+  int block_output_points = 1;
+  int block_chunk = 0;
 };
 
 struct Kernel {

@@ -149,6 +149,23 @@ class Verifier {
       if (g.reduction_lanes > 1)
         fail("grid: thread tile", "no cooperative reduction lanes", "reduction lanes");
     }
+    if (g.block_tokens < 0)
+      fail("grid: block reduction tokens", "0 (none) or a count", std::to_string(g.block_tokens));
+    if (g.block_tokens > 0) {
+      const bool axis_ok =
+          g.block_output_axis >= 0 && static_cast<size_t>(g.block_output_axis) < domain.size();
+      if (!axis_ok || g.bindings[g.block_output_axis] != AxisBinding::kThread)
+        fail("grid: block reduction output axis", "a domain axis bound to threads",
+             std::to_string(g.block_output_axis));
+      if (g.reduction_lanes > 1 || g.tile_points > 1 || g.vector_width > 1)
+        fail("grid: block reduction", "no reduction lanes, thread tile or vector width",
+             "lanes " + std::to_string(g.reduction_lanes) + ", tile " +
+                 std::to_string(g.tile_points) + ", width " + std::to_string(g.vector_width));
+      if (g.block_token_points < 1 || g.block_output_points < 1 || g.block_chunk < 1 ||
+          g.block_tokens % g.block_token_points != 0)
+        fail("grid: block reduction tile", "positive points per thread, a chunk, and tokens "
+             "divisible by the token points per thread", std::to_string(g.block_tokens));
+    }
   }
 
   void check_stage(const Stage& s, const std::vector<Axis>& kernel_domain) {

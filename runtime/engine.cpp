@@ -15,6 +15,7 @@
 
 #include "compiler/launch_geometry.h"
 #include "compiler/lower_generic.h"
+#include "compiler/block_reductions.h"
 #include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -86,6 +87,7 @@ struct TuningKnobs {
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
+  std::string block_reduction = "auto";
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
@@ -163,6 +165,10 @@ TuningKnobs read_tuning_knobs() {
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
+  }
+  if (const char* text = std::getenv("ADJOINT_TUNE_BLOCK_REDUCTION"); text && *text) {
+    compiler::parse_block_reduction_mode(text, "ADJOINT_TUNE_BLOCK_REDUCTION");  // throws
+    knobs.block_reduction = text;
   }
   return knobs;
 }
@@ -587,6 +593,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
+  options.block_reduction = tuning_knobs().block_reduction;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/block_reductions.h"
 #include "compiler/cuda_emitter.h"
 #include "compiler/derive_grid.h"
 #include "compiler/embedded_templates.h"
@@ -113,6 +114,24 @@ T __shfl_sync(unsigned, T value, int lane) {
   return adjoint_exchange(value, static_cast<unsigned>(lane));
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { adjoint_warp_barrier(); }
+// The block running now (block launches only: kernels that synchronize their threads), whose
+// threads are host threads meeting at __syncthreads; shared arrays are statics (one block at a
+// time).
+struct adjoint_block_state {
+  std::atomic<unsigned> arrived{0}, generation{0};
+  unsigned size = 0;
+};
+static adjoint_block_state* adjoint_block = nullptr;
+inline void __syncthreads() {
+  const unsigned generation = adjoint_block->generation.load();
+  if (adjoint_block->arrived.fetch_add(1) + 1 == adjoint_block->size) {
+    adjoint_block->arrived.store(0);
+    adjoint_block->generation.fetch_add(1);
+  } else {
+    while (adjoint_block->generation.load() == generation) std::this_thread::yield();
+  }
+}
+#define __shared__ static
 struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 using std::max;
@@ -164,6 +183,31 @@ void adjoint_launch(void (*kernel)(P...), void** args, const unsigned* grid, uns
         }
 }
 template <typename... P>
+void adjoint_launch_blocks(void (*kernel)(P...), void** args, const unsigned* grid,
+                           unsigned block) {
+  gridDim = {grid[0], grid[1], grid[2]};
+  blockDim = {block, 1, 1};
+  // One host thread per thread of the block, each running its thread of every block in the
+  // same order; they meet at every __syncthreads (the code reaches them uniformly).
+  adjoint_block_state state;
+  state.size = block;
+  adjoint_block = &state;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t) {
+    threads.emplace_back([&, t] {
+      for (unsigned z = 0; z < grid[2]; ++z)
+        for (unsigned y = 0; y < grid[1]; ++y)
+          for (unsigned x = 0; x < grid[0]; ++x) {
+            blockIdx = {x, y, z};
+            threadIdx = {t, 0, 0};
+            adjoint_call(kernel, args, std::index_sequence_for<P...>{});
+          }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  adjoint_block = nullptr;
+}
+template <typename... P>
 void adjoint_launch_warps(void (*kernel)(P...), void** args, const unsigned* grid,
                           unsigned block) {
   gridDim = {grid[0], grid[1], grid[2]};
@@ -204,6 +248,11 @@ std::string host_compiler() {
 /// True for a kernel whose warps must run in lock step (it shuffles).
 bool cooperative(const CompiledKernel& k) {
   return k.source.find("__shfl_xor_sync") != std::string::npos;
+}
+
+/// True for a kernel whose blocks must run their threads concurrently (it synchronizes them).
+bool synchronizes(const CompiledKernel& k) {
+  return k.source.find("__syncthreads") != std::string::npos;
 }
 
 /// One program to run: its kernels as compiled (entries made unique) and its tensors.
@@ -265,6 +314,15 @@ struct Variant {
   bool binned = false;
   /// The thread tile knob: -1 derive, 0 never, R >= 2 forced.
   int thread_tile = -1;
+  /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
+  std::string block_reduction = "off";
+  /// Block reductions chosen (auto) with the split knob.
+  static Variant block(int partials = -1) {
+    Variant v(0);
+    v.block_reduction = "auto";
+    v.reduction_split = partials;
+    return v;
+  }
   /// A bare width with the thread tile knob and the split knob.
   static Variant tile(int width, int points, int partials = -1) {
     Variant v(width);
@@ -280,7 +338,8 @@ struct Variant {
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
-           (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile));
+           (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
+           (block_reduction == "off" ? std::string() : "_block");
   }
 };
 
@@ -302,6 +361,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   }
   p = lower_scatter_to_atomics(p);
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
+  BlockReductionOptions block_options;
+  block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
+  p = choose_block_reductions(p, block_options);
   ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
@@ -456,7 +518,7 @@ class HostLibrary {
     for (const CompiledKernel* k : kernels) {
       source << "extern \"C\" void launch_" << k->entry
              << "(void** args, const unsigned* grid, unsigned block) { adjoint_launch"
-             << (cooperative(*k) ? "_warps(" : "(") << k->entry << ", args, grid, block); }\n";
+             << (synchronizes(*k) ? "_blocks(" : cooperative(*k) ? "_warps(" : "(") << k->entry << ", args, grid, block); }\n";
     }
     source.close();
     std::string command =
@@ -884,6 +946,54 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   Variant groups = Variant::schedule(0, "warp", 0);  // the chooser's widths: several points a warp
   groups.block_size = 64;
   expect_host_runs_match(programs, {groups}, 2e-2);
+}
+
+/// The block schedule (block_reductions.h) sums each point in the serial order, so mhc_pre's
+/// outputs are bitwise those of the serial schedule; its h_mix kernel must take it (tails of
+/// token tiles, one output group and several, Mt = 1 and 4).
+TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=2 seq=40 n=4 dim=64 dtype=f32",
+                           "mhc_pre batch=1 seq=3 n=2 dim=128 dtype=bf16",
+                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+    Variant block = Variant::block(0);
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), block, "probe");
+    bool found = false;
+    for (const CompiledKernel& k : kernels)
+      found = found || (k.source.find("Block reduction") != std::string::npos &&
+                        k.source.find("h_mix") != std::string::npos);
+    EXPECT_TRUE(found) << spec;
+  }
+  Variant serial = Variant::schedule(0, "serial", 0);
+  Variant block = Variant::block(0);
+  block.reduction = "serial";
+  expect_host_runs_match(programs, {serial, block}, 1e-5);
+}
+
+/// Split block reductions (contiguous partials, g a block axis of the partials kernel): exact
+/// f64 sums, so every split equals the serial schedule bit for bit; forced G and the derived G
+/// of one token.
+TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=1 seq=2 n=2 dim=256 dtype=f64",
+                           "mhc_pre batch=1 seq=1 n=2 dim=1024 dtype=f64"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  Variant serial = Variant::schedule(0, "serial", 0);
+  std::vector<Variant> variants{serial};
+  for (int partials : {2, 4, -1}) {
+    Variant block = Variant::block(partials);
+    block.reduction = "serial";
+    variants.push_back(block);
+  }
+  std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
+  bool partials_block = false;
+  for (const CompiledKernel& k : kernels)
+    partials_block = partials_block || (k.source.find("Block reduction") != std::string::npos &&
+                                        k.source.find("h_mix_partials") != std::string::npos);
+  EXPECT_TRUE(partials_block);
+  expect_host_runs_match(programs, variants, 1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
