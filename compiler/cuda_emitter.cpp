@@ -39,10 +39,15 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     }
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
-    GridMapping mapping = grid_mapping(kernel_);
-    result.launch = launch_dims(kernel_);
-    launch_ = result.launch;
-    if (!kernel_.stages.empty()) emit_body(mapping, extents);
+    if (options_.tiled_transpose) {
+      result.launch = emit_tiled_transpose(*options_.tiled_transpose);
+      launch_ = result.launch;
+    } else {
+      GridMapping mapping = grid_mapping(kernel_);
+      result.launch = launch_dims(kernel_);
+      launch_ = result.launch;
+      if (!kernel_.stages.empty()) emit_body(mapping, extents);
+    }
     for (size_t j = 0; j < extents.size(); ++j) {
       axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " +
                      std::to_string(extents[j]));
@@ -91,7 +96,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   if (uses_memory_helpers_) head.line("#include \"adjoint_memory.cuh\"");
   head.line("");
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(kernel_.grid.block_size) + ")");
+            std::to_string(generic ? kernel_.grid.block_size : d.block[0]) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body_.text() + "}\n";
   result.uses_atomics = uses_float_atomics_;

@@ -25,6 +25,7 @@
 
 #include "compiler/compiled_program.h"
 #include "compiler/index_width.h"
+#include "compiler/tiled_transpose.h"
 #include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
@@ -61,6 +62,9 @@ struct EmitOptions {
   int partial_unroll = 0;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
+  /// The kernel is this batched transposition (tiled_transpose.h): emitted as warps moving
+  /// 32 x 32 tiles through shared memory, with a launch of its own (emit_tiled_transpose.cpp).
+  std::optional<TiledTranspose> tiled_transpose;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

@@ -19,6 +19,7 @@
 #include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
+#include "compiler/tiled_transpose.h"
 #include "compiler/thread_tiles.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -107,6 +108,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "got " + std::to_string(options.binned_gather_chunk),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.tiled_transpose_min < 0) {
+    throw Error("LowerOptions.tiled_transpose_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.tiled_transpose_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
@@ -148,6 +154,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   p = passes.run("narrow_index_math", p,
                  [&](const ir::Program& x) { return narrow_index_math_recording(x, widths); });
 
+  const TiledTransposes transposes = choose_tiled_transposes(p, options.tiled_transpose_min);
+
   CompiledProgram out;
   out.name = input.name;
   std::set<std::string> entries, zeroed;
@@ -170,6 +178,8 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
       emit_options.claim_slot_tensor = claim->second;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;
+    if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())
+      emit_options.tiled_transpose = transpose->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers

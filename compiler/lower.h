@@ -5,7 +5,7 @@
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
-//          -> emit_cuda (one unit per kernel)
+//          -> choose_tiled_transposes -> emit_cuda (one unit per kernel)
 //
 // Generic programs (ir/dynamic_sizes.h: extents that are kernel parameters) take a pipeline of
 // their own, compiler/lower_generic.h.
@@ -76,6 +76,10 @@ struct LowerOptions {
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
+  /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
+  /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).
+  int64_t tiled_transpose_min = 16;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

@@ -89,6 +89,7 @@ struct TuningKnobs {
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
+  int tiled_transpose_min = 16;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -154,6 +155,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.tiled_transpose_min = integer_knob(
+      "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
+      "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
+      "tiles");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -571,6 +576,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
+  options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
