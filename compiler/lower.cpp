@@ -8,6 +8,7 @@
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_reduction_lanes.h"
 #include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_generic.h"
@@ -108,6 +109,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "got " + std::to_string(options.binned_gather_chunk),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.gathered_lanes_min < 0) {
+    throw Error("LowerOptions.gathered_lanes_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.gathered_lanes_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.tiled_transpose_min < 0) {
     throw Error("LowerOptions.tiled_transpose_min: expected 0 (never) or an extent, got " +
                     std::to_string(options.tiled_transpose_min),
@@ -134,11 +140,16 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  ScheduleNotes notes, cooperative_notes;
+  p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
+    return lay_out_gathered_reductions_for_lanes(x, options.gathered_lanes_min,
+                                                 &schedule_options.preferred_kernels,
+                                                 &cooperative_notes);
+  });
   p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
     return copy_gathered_rows_innermost(x, options.gathered_rows_min);
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
-  ScheduleNotes notes, cooperative_notes;
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
   });

@@ -3,7 +3,7 @@
 //
 //   verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
-//          -> copy_gathered_rows_innermost
+//          -> lay_out_gathered_reductions_for_lanes -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
 //          -> choose_tiled_transposes -> emit_cuda (one unit per kernel)
 //
@@ -76,6 +76,10 @@ struct LowerOptions {
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// lay_out_gathered_reductions_for_lanes' min_extent: the shortest reduced axis (grid_sampler's
+  /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
+  /// (ADJOINT_TUNE_GATHERED_LANES).
+  int64_t gathered_lanes_min = 32;
   /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).

@@ -90,6 +90,7 @@ struct TuningKnobs {
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
   int tiled_transpose_min = 16;
+  int gathered_lanes_min = 32;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -155,6 +156,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.gathered_lanes_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
   knobs.tiled_transpose_min = integer_knob(
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
@@ -577,6 +581,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
+  options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

@@ -40,6 +40,7 @@
 #include "compiler/lower.h"
 #include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/gathered_reduction_lanes.h"
 #include "compiler/gathered_rows_innermost.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
@@ -249,6 +250,15 @@ struct Variant {
     return v;
   }
   int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
+  /// lay_out_gathered_reductions_for_lanes' min_extent (0: not run).
+  int64_t gathered_lanes_min = 0;
+  /// A binned gather whose gathered reductions over `min` or more channels take warp lanes.
+  static Variant binned_lanes(int block_size, int64_t min, int64_t tiled_min = 0) {
+    Variant v = binned_gather(block_size);
+    v.gathered_lanes_min = min;
+    v.tiled_transpose_min = tiled_min;
+    return v;
+  }
   /// choose_tiled_transposes' min_extent (0: every copy stays a plain copy).
   int64_t tiled_transpose_min = 0;
   /// A binned gather whose transposing copies are tiled from `min` rows and columns up.
@@ -290,6 +300,7 @@ struct Variant {
                                     std::to_string(gather_chunk) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
+           (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
@@ -314,8 +325,10 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
-  p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   ReductionScheduleOptions schedule;
+  p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
+                                            &schedule.preferred_kernels);
+  p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
@@ -1070,6 +1083,46 @@ TEST(HostRun, TiledTranspositionsOfTheBinnedGatherCopyTheSameBits) {
                           Variant::binned_tiled(32, 16), Variant::binned_tiled(1024, 16),
                           Variant::binned_tiled(96, 1)},
                          1e-2, rounding_inputs);
+}
+
+/// grad_grid laid out for warp lanes (gathered_reduction_lanes.h): channels innermost, read
+/// through channels-last copies (the binned gather's grad_output copy reused), 32 lanes over the
+/// channels. Within rounding of the interpreter, and bitwise the same at every block size and
+/// with the copies tiled or not (its order does not depend on the launch), on exact inputs and
+/// on sums that round.
+TEST(HostRun, GatheredReductionsOnWarpLanesAreIndependentOfTheLaunch) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,40,5,7 output_size=9,8 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,33,6,6 output_size=10,9 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f64 input_size=2,36,4,5 output_size=3,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,32,2,3,4 output_size=4,4,3 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false "
+        "output_mask=0,1"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& program : programs) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(program, Variant::binned_lanes(256, 32), "probe");
+    bool lanes = false;
+    for (const CompiledKernel& k : kernels) {
+      lanes |= k.source.find("kernel 'grad_grid'") != std::string::npos &&
+               k.source.find("__shfl_xor_sync") != std::string::npos &&
+               k.source.find("_lanes[") != std::string::npos;
+    }
+    EXPECT_TRUE(lanes) << program.name;
+  }
+  expect_host_runs_match(programs,
+                         {Variant::binned_lanes(256, 32), Variant::binned_lanes(64, 16, 16),
+                          Variant::binned_lanes(1024, 32)},
+                         2e-2);
+  expect_host_runs_match(programs,
+                         {Variant::binned_lanes(256, 32), Variant::binned_lanes(32, 32),
+                          Variant::binned_lanes(1024, 32, 16), Variant::binned_lanes(96, 32, 1)},
+                         2e-2, rounding_inputs);
 }
 
 TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
