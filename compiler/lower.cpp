@@ -104,6 +104,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
                 "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_records_per_cell_min < 0) {
+    throw Error("LowerOptions.binned_records_per_cell_min: expected a count >= 0, got " +
+                    std::to_string(options.binned_records_per_cell_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_gather_chunk < 0) {
     throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
                 "got " + std::to_string(options.binned_gather_chunk),
@@ -133,6 +138,7 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
+  binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {

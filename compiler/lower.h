@@ -70,6 +70,10 @@ struct LowerOptions {
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;
+  /// BinnedGatherOptions::records_per_cell_min: the fewest records per cell (on average) for
+  /// the broadcast-innermost layout; 0 or 1 takes it whatever the records
+  /// (ADJOINT_TUNE_BINNED_RECORDS_PER_CELL).
+  int64_t binned_records_per_cell_min = 2;
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
   /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
   int64_t binned_gather_chunk = 64;

@@ -91,6 +91,7 @@ struct TuningKnobs {
   int gathered_rows_min = 2;
   int tiled_transpose_min = 16;
   int gathered_lanes_min = 32;
+  int binned_records_per_cell_min = 2;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -156,6 +157,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.binned_records_per_cell_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_RECORDS_PER_CELL", 2, [](int v) { return v >= 0; },
+      "the fewest records per cell for a broadcast-innermost binned gather (0 or 1: always)");
   knobs.gathered_lanes_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
@@ -582,6 +586,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
+  options.binned_records_per_cell_min = tuning_knobs().binned_records_per_cell_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;
