@@ -146,11 +146,11 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  ScheduleNotes notes, cooperative_notes;
+  ScheduleNotes notes, cooperative_notes, layout_notes;
   p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
     return lay_out_gathered_reductions_for_lanes(x, options.gathered_lanes_min,
                                                  &schedule_options.preferred_kernels,
-                                                 &cooperative_notes);
+                                                 &layout_notes);
   });
   p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
     return copy_gathered_rows_innermost(x, options.gathered_rows_min);
@@ -185,8 +185,12 @@ CompiledProgram lower(const ir::Program& input, const LowerOptions& options) {
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
-    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
+    if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())
       emit_options.schedule_note = note->second;
+    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end()) {
+      emit_options.schedule_note +=
+          (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
+    }
     if (auto note = notes.find(kernel.name); note != notes.end()) {
       emit_options.schedule_note +=
           (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
