@@ -20,6 +20,8 @@
 // The sum's order changes (taps outer, r split over the lanes and combined by the fixed shuffle
 // butterfly): deterministic and independent of the launch configuration, not the serial
 // order's bits. Only kernels of one compute stage without an explicit grid are considered.
+// Under ADJOINT_TUNE_REDUCTION=serial the layout stays and the reduction runs in one thread per
+// point (set ADJOINT_TUNE_GATHERED_LANES=0 too for the schedule before this pass).
 // Run by lower() after the scatter lowerings, before copy_gathered_rows_innermost.
 #pragma once
 
