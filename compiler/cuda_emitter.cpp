@@ -39,12 +39,21 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     }
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
-    result.launch = launch_dims(kernel_);
-    launch_ = result.launch;
-    std::optional<GridMapping> mapping;  // none for block reductions (their own mapping)
-    if (kernel_.grid.block_tokens > 0) {
+    std::optional<GridMapping> mapping;  // none for block reductions and tiled transposes
+    if (options_.tiled_transpose) {
+      if (options_.outer_size)  // lower() never asks for both: the launch would drop the size
+        throw Error("emit_cuda: kernel '" + kernel_.name +
+                        "': a tiled transposition cannot take an outer size",
+                    ErrorCode::kInternal);
+      result.launch = emit_tiled_transpose(*options_.tiled_transpose);
+      launch_ = result.launch;
+    } else if (kernel_.grid.block_tokens > 0) {
+      result.launch = launch_dims(kernel_);
+      launch_ = result.launch;
       emit_block_reduction_body();
     } else {
+      result.launch = launch_dims(kernel_);
+      launch_ = result.launch;
       mapping = grid_mapping(kernel_);
       if (options_.outer_size) bind_outer_size(*mapping, extents, result, signature);
       if (!kernel_.stages.empty()) emit_body(*mapping, extents);
@@ -107,7 +116,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   if (uses_memory_helpers_) head.line("#include \"adjoint_memory.cuh\"");
   head.line("");
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(kernel_.grid.block_size) + ")");
+            std::to_string(generic ? kernel_.grid.block_size : d.block[0]) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body_.text() + "}\n";
   result.uses_atomics = uses_float_atomics_;

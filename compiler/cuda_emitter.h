@@ -26,6 +26,7 @@
 
 #include "compiler/compiled_program.h"
 #include "compiler/index_width.h"
+#include "compiler/tiled_transpose.h"
 #include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
@@ -77,6 +78,9 @@ struct EmitOptions {
   /// adjoint::Error (kInvalidProgram) when the kernel's grid does not have that form (the
   /// outermost linear axis of that extent, no thread, block or cooperative axes).
   std::optional<OuterSizeParam> outer_size;
+  /// The kernel is this batched transposition (tiled_transpose.h): emitted as warps moving
+  /// 32 x 32 tiles through shared memory, with a launch of its own (emit_tiled_transpose.cpp).
+  std::optional<TiledTranspose> tiled_transpose;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

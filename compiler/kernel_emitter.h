@@ -166,6 +166,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string accumulate_body(const ir::ReduceNode& n, const std::string& acc);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
+  /// Writes the body of a tiled transposition (emit_tiled_transpose.cpp) and returns its launch.
+  LaunchDims emit_tiled_transpose(const TiledTranspose& t);
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);

@@ -9,6 +9,7 @@
 #include "compiler/cuda_emitter.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/derive_grid.h"
+#include "compiler/gathered_reduction_lanes.h"
 #include "compiler/gathered_rows_innermost.h"
 #include "compiler/index_width.h"
 #include "compiler/lower_generic.h"
@@ -20,6 +21,7 @@
 #include "compiler/reduction_schedule.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
+#include "compiler/tiled_transpose.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/unfuse_fma.h"
 #include "ir/printer.h"
@@ -105,9 +107,24 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "broadcast elements, got " + std::to_string(options.binned_channels_last_min),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_records_per_cell_min < 0) {
+    throw Error("LowerOptions.binned_records_per_cell_min: expected a count >= 0, got " +
+                    std::to_string(options.binned_records_per_cell_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_gather_chunk < 0) {
     throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
                 "got " + std::to_string(options.binned_gather_chunk),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.gathered_lanes_min < 0) {
+    throw Error("LowerOptions.gathered_lanes_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.gathered_lanes_min),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.tiled_transpose_min < 0) {
+    throw Error("LowerOptions.tiled_transpose_min: expected 0 (never) or an extent, got " +
+                    std::to_string(options.tiled_transpose_min),
                 ErrorCode::kInvalidArgument);
   }
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
@@ -128,6 +145,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
+  binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
@@ -135,11 +153,16 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
+  ScheduleNotes notes, cooperative_notes, layout_notes;
+  p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
+    return lay_out_gathered_reductions_for_lanes(x, options.gathered_lanes_min,
+                                                 &schedule_options.preferred_kernels,
+                                                 &layout_notes);
+  });
   p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
     return copy_gathered_rows_innermost(x, options.gathered_rows_min);
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
-  ScheduleNotes notes, cooperative_notes;
   p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
     return choose_block_reductions(x, block_options, &notes);
   });
@@ -158,6 +181,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("narrow_index_math", p,
                  [&](const ir::Program& x) { return narrow_index_math_recording(x, widths); });
 
+  // A batch-generic program (outer_size) keeps its copies plain: a tiled launch has no size.
+  const TiledTransposes transposes = options.outer_size
+                                         ? TiledTransposes{}
+                                         : choose_tiled_transposes(p, options.tiled_transpose_min);
+
   CompiledProgram out;
   out.name = input.name;
   std::set<std::string> entries, zeroed;
@@ -171,8 +199,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.outer_size = options.outer_size;
-    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end())
+    if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())
       emit_options.schedule_note = note->second;
+    if (auto note = cooperative_notes.find(kernel.name); note != cooperative_notes.end()) {
+      emit_options.schedule_note +=
+          (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
+    }
     if (auto note = notes.find(kernel.name); note != notes.end()) {
       emit_options.schedule_note +=
           (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
@@ -181,6 +213,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       emit_options.claim_slot_tensor = claim->second;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;
+    if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())
+      emit_options.tiled_transpose = transpose->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers

@@ -4,9 +4,9 @@
 //   [unfuse_fma_sums, only with LowerOptions::fused_multiply_add off]
 //          -> verify -> simplify -> lower_scatter_to_gather -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
-//          -> copy_gathered_rows_innermost
+//          -> lay_out_gathered_reductions_for_lanes -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
-//          -> emit_cuda (one unit per kernel)
+//          -> choose_tiled_transposes -> emit_cuda (one unit per kernel)
 //
 // Generic programs (ir/dynamic_sizes.h: extents that are kernel parameters) take a pipeline of
 // their own, compiler/lower_generic.h.
@@ -78,12 +78,24 @@ struct LowerOptions {
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;
+  /// BinnedGatherOptions::records_per_cell_min: the fewest records per cell (on average) for
+  /// the broadcast-innermost layout; 0 or 1 takes it whatever the records
+  /// (ADJOINT_TUNE_BINNED_RECORDS_PER_CELL).
+  int64_t binned_records_per_cell_min = 2;
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
   /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
   int64_t binned_gather_chunk = 64;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// lay_out_gathered_reductions_for_lanes' min_extent: the shortest reduced axis (grid_sampler's
+  /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
+  /// (ADJOINT_TUNE_GATHERED_LANES).
+  int64_t gathered_lanes_min = 32;
+  /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
+  /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
+  /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).
+  int64_t tiled_transpose_min = 16;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

@@ -133,7 +133,7 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
         why = "it accumulates in " + std::string(ir::dtype_name(r->dtype));
       } else if (options.mode == Mode::kSerial) {
         why = "ADJOINT_TUNE_REDUCTION=serial";
-      } else if (options.mode == Mode::kAuto) {
+      } else if (options.mode == Mode::kAuto && !options.preferred_kernels.count(kernel.name)) {
         if (trips < options.min_trips) {
           why = "fewer than " + std::to_string(options.min_trips) + " iterations";
         } else if (!lane_extent || *lane_extent < options.min_lane_extent) {
@@ -153,6 +153,9 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
                         lane_axis.var.name_hint() +
                         (options.mode == Mode::kWarp
                              ? " (forced by ADJOINT_TUNE_REDUCTION=warp)"
+                         : options.preferred_kernels.count(kernel.name)
+                             ? " (laid out for lanes: " + lane_axis.var.name_hint() +
+                                   " innermost, its rows contiguous)"
                              : " (long, and " + lane_axis.var.name_hint() +
                                    " indexes a stride-1 dimension: lanes read consecutive elements)") +
                         ", shuffle butterfly 16, 8, 4, 2, 1, lane 0 stores");

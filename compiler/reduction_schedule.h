@@ -37,6 +37,10 @@ struct ReductionScheduleOptions {
   /// Kernels that keep one thread per point whatever the mode: those whose loads claim slots
   /// with atomics (lower_scatter_to_binned_gather), which every lane would repeat.
   std::set<std::string> excluded_kernels;
+  /// Kernels laid out for lanes by an earlier pass (gathered_reduction_lanes.h: the lane axis
+  /// innermost, its rows contiguous): under kAuto they take the warp schedule whenever their
+  /// shape and accumulation type allow it, whatever their lengths.
+  std::set<std::string> preferred_kernels;
 };
 
 /// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error

@@ -92,6 +92,9 @@ struct TuningKnobs {
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
+  int tiled_transpose_min = 16;
+  int gathered_lanes_min = 32;
+  int binned_records_per_cell_min = 2;
 };
 
 /// The integer value of environment variable `name` (`fallback` when unset or empty), which
@@ -162,6 +165,16 @@ TuningKnobs read_tuning_knobs() {
           "ADJOINT_TUNE_FMA", 1, [](int v) { return v == 0 || v == 1; },
           "1 (fma_sum reduces accumulate with fused multiply-adds, as the IR says) or 0 (as "
           "plain sums, each product rounded: for measuring)") == 1;
+  knobs.binned_records_per_cell_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_RECORDS_PER_CELL", 2, [](int v) { return v >= 0; },
+      "the fewest records per cell for a broadcast-innermost binned gather (0 or 1: always)");
+  knobs.gathered_lanes_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
+  knobs.tiled_transpose_min = integer_knob(
+      "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
+      "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
+      "tiles");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -597,6 +610,9 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
+  options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
+  options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
+  options.binned_records_per_cell_min = tuning_knobs().binned_records_per_cell_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
   return options;

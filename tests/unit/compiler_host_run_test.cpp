@@ -41,6 +41,7 @@
 #include "compiler/lower.h"
 #include "compiler/lower_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
+#include "compiler/gathered_reduction_lanes.h"
 #include "compiler/gathered_rows_innermost.h"
 #include "compiler/lower_scatter_to_binned_gather.h"
 #include "compiler/lower_scatter_to_gather.h"
@@ -49,6 +50,7 @@
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/tiled_transpose.h"
 #include "compiler/unfuse_fma.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -77,6 +79,9 @@ constexpr const char* kPrelude = R"(// Host emulation of the CUDA built-ins gene
 #define ADJOINT_HOST_EMULATION 1
 #define __global__
 #define __launch_bounds__(threads)
+// Shared memory: one array for every host thread. Only warp-private tiles use it (tiled
+// transpositions), and a warp's 32 lanes run as 32 host threads that meet at __syncwarp.
+#define __shared__ static
 struct adjoint_dim3 { unsigned x = 0, y = 0, z = 0; };
 static thread_local adjoint_dim3 threadIdx, blockIdx;
 static adjoint_dim3 blockDim, gridDim;
@@ -245,9 +250,10 @@ std::string host_compiler() {
   return "";
 }
 
-/// True for a kernel whose warps must run in lock step (it shuffles).
+/// True for a kernel whose warps must run in lock step (it shuffles or shares a tile).
 bool cooperative(const CompiledKernel& k) {
-  return k.source.find("__shfl_xor_sync") != std::string::npos;
+  return k.source.find("__shfl_xor_sync") != std::string::npos ||
+         k.source.find("__syncwarp") != std::string::npos;
 }
 
 /// True for a kernel whose blocks must run their threads concurrently (it synchronizes them).
@@ -294,6 +300,23 @@ struct Variant {
     return v;
   }
   int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
+  /// lay_out_gathered_reductions_for_lanes' min_extent (0: not run).
+  int64_t gathered_lanes_min = 0;
+  /// A binned gather whose gathered reductions over `min` or more channels take warp lanes.
+  static Variant binned_lanes(int block_size, int64_t min, int64_t tiled_min = 0) {
+    Variant v = binned_gather(block_size);
+    v.gathered_lanes_min = min;
+    v.tiled_transpose_min = tiled_min;
+    return v;
+  }
+  /// choose_tiled_transposes' min_extent (0: every copy stays a plain copy).
+  int64_t tiled_transpose_min = 0;
+  /// A binned gather whose transposing copies are tiled from `min` rows and columns up.
+  static Variant binned_tiled(int block_size, int64_t min, int64_t channels_last_min = 8) {
+    Variant v = binned_gather(block_size, channels_last_min);
+    v.tiled_transpose_min = min;
+    return v;
+  }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
   int64_t channels_last_min = 8;
@@ -335,6 +358,8 @@ struct Variant {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
                                     std::to_string(gather_chunk) + "_"
                               : "") +
+           (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
+           (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
@@ -360,11 +385,13 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
+  ReductionScheduleOptions schedule;
+  p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
+                                            &schedule.preferred_kernels);
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
   p = choose_block_reductions(p, block_options);
-  ReductionScheduleOptions schedule;
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
@@ -393,10 +420,13 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     }
   }
   p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
+  const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     if (p.kernels[k].stages.empty()) continue;
     EmitOptions options{variant.streaming};
+    if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
+      options.tiled_transpose = t->second;
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
     if (auto store = stores.find(p.kernels[k].name); store != stores.end())
@@ -1199,9 +1229,82 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
       Variant::binned_gather(32),
       Variant::binned_gather(1024),
       Variant::binned_gather(256, 1),
-      Variant::binned_gather(32, 1)};
+      Variant::binned_gather(32, 1),
+      Variant::binned_tiled(64, 1, 1),
+      Variant::binned_tiled(1024, 2, 1)};
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
+}
+
+/// Channels wide enough for the default tiled transpositions (tiled_transpose.h): both copies
+/// of the broadcast-innermost gather (grad_output to N,H,W,C, the gathered values back to
+/// N,C,H,W) are tiled, with full and partial 32 x 32 tiles, and give the plain copies' bits at
+/// every block size (one warp per block up to the shared-memory cap of f64 tiles).
+TEST(HostRun, TiledTranspositionsOfTheBinnedGatherCopyTheSameBits) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,40,5,7 output_size=9,8 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,33,6,6 output_size=10,9 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=bf16 input_size=1,16,2,3,4 output_size=4,4,3 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& program : programs) {
+    const std::vector<CompiledKernel> kernels = compile_kernels(
+        program, Variant::binned_tiled(256, kDefaultTiledTransposeMin), "probe");
+    int tiled = 0;
+    for (const CompiledKernel& k : kernels) {
+      tiled += k.source.find("Tiled transposition") != std::string::npos;
+    }
+    EXPECT_GE(tiled, 2) << program.name;  // 3-d bf16: grad_grid's input rows (32 bytes) too
+  }
+  expect_host_runs_match(programs,
+                         {Variant::binned_gather(256), Variant::binned_tiled(256, 16),
+                          Variant::binned_tiled(32, 16), Variant::binned_tiled(1024, 16),
+                          Variant::binned_tiled(96, 1)},
+                         1e-2, rounding_inputs);
+}
+
+/// grad_grid laid out for warp lanes (gathered_reduction_lanes.h): channels innermost, read
+/// through channels-last copies (the binned gather's grad_output copy reused), 32 lanes over the
+/// channels. Within rounding of the interpreter, and bitwise the same at every block size and
+/// with the copies tiled or not (its order does not depend on the launch), on exact inputs and
+/// on sums that round.
+TEST(HostRun, GatheredReductionsOnWarpLanesAreIndependentOfTheLaunch) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,40,5,7 output_size=9,8 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,33,6,6 output_size=10,9 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f64 input_size=2,36,4,5 output_size=3,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,32,2,3,4 output_size=4,4,3 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false "
+        "output_mask=0,1"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& program : programs) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(program, Variant::binned_lanes(256, 32), "probe");
+    bool lanes = false;
+    for (const CompiledKernel& k : kernels) {
+      lanes |= k.source.find("kernel 'grad_grid'") != std::string::npos &&
+               k.source.find("__shfl_xor_sync") != std::string::npos &&
+               k.source.find("_lanes[") != std::string::npos;
+    }
+    EXPECT_TRUE(lanes) << program.name;
+  }
+  expect_host_runs_match(programs,
+                         {Variant::binned_lanes(256, 32), Variant::binned_lanes(64, 16, 16),
+                          Variant::binned_lanes(1024, 32)},
+                         2e-2);
+  expect_host_runs_match(programs,
+                         {Variant::binned_lanes(256, 32), Variant::binned_lanes(32, 32),
+                          Variant::binned_lanes(1024, 32, 16), Variant::binned_lanes(96, 32, 1)},
+                         2e-2, rounding_inputs);
 }
 
 TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
