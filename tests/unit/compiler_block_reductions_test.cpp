@@ -140,7 +140,8 @@ TEST(BlockReductions, LowerEmitsTheStagedLoop) {
     if (k.source.find("Block reduction") == std::string::npos) continue;
     found = true;
     EXPECT_NE(k.source.find("__syncthreads();"), std::string::npos);
-    EXPECT_NE(k.source.find("acc[3][7] += token_part_3 * weight_part_7;"), std::string::npos)
+    EXPECT_NE(k.source.find("acc[3][7] = fmaf(token_part_3, weight_part_7, acc[3][7]);"),
+              std::string::npos)
         << k.source;
     EXPECT_EQ(k.launch.block[0], 192u);
   }

@@ -1008,7 +1008,10 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=1 seq=2 n=2 dim=256 dtype=f64",
                            "mhc_pre batch=1 seq=1 n=2 dim=1024 dtype=f64"}) {
-    programs.push_back(ops::parse_specialization(spec).build_program());
+    // Unfused (ADJOINT_TUNE_FMA=0's pass): so these exact inputs sum to the same bits in any
+    // partial split. With the ops' fma_sums a split legitimately changes the last bits (seen
+    // here as one-ulp differences), which the bitwise rule of this test cannot allow.
+    programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
   }
   Variant serial = Variant::schedule(0, "serial", 0);
   std::vector<Variant> variants{serial};
