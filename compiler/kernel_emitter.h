@@ -5,6 +5,7 @@
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
+//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once
@@ -163,6 +164,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string accumulate(const ir::ReduceNode& n, const std::string& acc, const std::string& body);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
+  /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
+  /// __syncthreads() between stages.
+  void emit_row_group_body();
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);

@@ -79,13 +79,16 @@ struct LowerOptions {
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;
+  /// Row groups (row_groups.h): -1 derives them, 0 never fuses, R in [1, 1024] fuses with R
+  /// rows per block (ADJOINT_TUNE_ROW_GROUPS).
+  int row_groups = -1;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
 /// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
 /// `options.split_target_threads`, `options.partial_unroll`, `options.unroll_budget` or
-/// `options.runtime_unroll` is not one of the values
+/// `options.runtime_unroll` or `options.row_groups` is not one of the values
 /// documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 
