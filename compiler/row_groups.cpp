@@ -81,8 +81,9 @@ int64_t product(const std::vector<int64_t>& extents, size_t from, size_t to) {
 /// A run of kernels being grown: the row axes its reads allow so far and what it writes.
 class GroupBuilder {
  public:
-  GroupBuilder(const ir::Kernel& first, int64_t max_row_points)
-      : max_row_points_(max_row_points), extents_(domain_extents(first)) {
+  GroupBuilder(const ir::Kernel& first, int64_t max_row_points, int64_t max_params)
+      : max_row_points_(max_row_points), max_params_(max_params),
+        extents_(domain_extents(first)) {
     rows_ = extents_.size();
     std::string why;
     if (admit(first, why)) commit(first);
@@ -149,6 +150,16 @@ class GroupBuilder {
       upcoming_.clear();
       return false;
     }
+    std::set<const ir::TensorNode*> params = written_;
+    params.insert(read_.begin(), read_.end());
+    params.insert(upcoming_.begin(), upcoming_.end());
+    for (const ir::Tensor& t : tensors_written(kernel)) params.insert(t.get());
+    if (static_cast<int64_t>(params.size()) > max_params_) {
+      why = "the fused kernel would take " + std::to_string(params.size()) +
+            " tensors (at most " + std::to_string(max_params_) + ")";
+      upcoming_.clear();
+      return false;
+    }
     for (const ir::Tensor& t : tensors_written(kernel)) {
       if (read_.count(t.get())) {
         why = "it writes '" + t->name + "', which a kernel before it in the group reads";
@@ -180,7 +191,7 @@ class GroupBuilder {
     for (const ir::Tensor& t : tensors_written(kernel)) written_.insert(t.get());
   }
 
-  const int64_t max_row_points_;
+  const int64_t max_row_points_, max_params_;
   const std::vector<int64_t> extents_;  ///< the first kernel's
   size_t rows_ = 0;
   std::vector<const ir::Kernel*> kernels_;
@@ -220,7 +231,7 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
       out.kernels.push_back(kernels[i++]);
       continue;
     }
-    GroupBuilder group(kernels[i], options.max_row_points);
+    GroupBuilder group(kernels[i], options.max_row_points, options.max_params);
     std::string why;
     if (group.row_axes() > 0) {
       for (size_t j = i + 1; j < kernels.size(); ++j) {

@@ -35,6 +35,7 @@
 #include <set>
 #include <string>
 
+#include "compiler/compiled_program.h"
 #include "compiler/schedule_notes.h"
 #include "ir/program.h"
 
@@ -60,6 +61,9 @@ struct RowGroupOptions {
   /// The most reduction iterations a point of an eligible kernel may run in all (nested
   /// reductions multiply, sibling ones add).
   int64_t max_point_work = int64_t{1} << 16;
+  /// The most tensors a fused kernel may take as parameters (kMaxKernelParams): a group ends
+  /// before it would need more.
+  int64_t max_params = static_cast<int64_t>(kMaxKernelParams);
   /// Kernels that must keep their own launch (claim-slot and store-scatter kernels of binned
   /// gathers, whose emit options go by kernel name).
   std::set<std::string> excluded_kernels;

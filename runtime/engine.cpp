@@ -337,7 +337,7 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
     }
     const compiler::LaunchDims& l = k.launch;
     if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) continue;
-    constexpr size_t kMaxParams = 32;
+    constexpr size_t kMaxParams = compiler::kMaxKernelParams;
     void* args[kMaxParams];
     CUdeviceptr values[kMaxParams];
     int64_t wide_sizes[kMaxParams];

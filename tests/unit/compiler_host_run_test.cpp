@@ -45,6 +45,7 @@
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/reduction_schedule.h"
+#include "compiler/row_groups.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
@@ -112,6 +113,21 @@ T __shfl_sync(unsigned, T value, int lane) {
   return adjoint_exchange(value, static_cast<unsigned>(lane));
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { adjoint_warp_barrier(); }
+// The block running now (row-group launches only): its blockDim.x host threads meet at
+// __syncthreads(), a sense-reversing barrier like the warp's.
+struct adjoint_block_state {
+  std::atomic<unsigned> arrived{0}, generation{0};
+};
+static adjoint_block_state* adjoint_block = nullptr;
+inline void __syncthreads() {
+  const unsigned generation = adjoint_block->generation.load();
+  if (adjoint_block->arrived.fetch_add(1) + 1 == blockDim.x) {
+    adjoint_block->arrived.store(0);
+    adjoint_block->generation.fetch_add(1);
+  } else {
+    while (adjoint_block->generation.load() == generation) std::this_thread::yield();
+  }
+}
 struct alignas(8) uint2 { unsigned x, y; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 using std::max;
@@ -191,6 +207,35 @@ void adjoint_launch_warps(void (*kernel)(P...), void** args, const unsigned* gri
 }
 )";
 
+/// Runs the threads of a block as host threads, one per thread of the block, each running its
+/// thread of every block in the same order: __syncthreads() is a barrier of all of them (every
+/// thread of a row-group kernel meets every barrier, launch_geometry.h), so a stage sees what
+/// the block's earlier stages wrote, as on the GPU, and nothing else orders the threads.
+constexpr const char* kBlockLauncher = R"(
+template <typename... P>
+void adjoint_launch_blocks(void (*kernel)(P...), void** args, const unsigned* grid,
+                           unsigned block) {
+  gridDim = {grid[0], grid[1], grid[2]};
+  blockDim = {block, 1, 1};
+  adjoint_block_state state;
+  adjoint_block = &state;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t) {
+    threads.emplace_back([&, t] {
+      for (unsigned z = 0; z < grid[2]; ++z)
+        for (unsigned y = 0; y < grid[1]; ++y)
+          for (unsigned x = 0; x < grid[0]; ++x) {
+            blockIdx = {x, y, z};
+            threadIdx = {t, 0, 0};
+            adjoint_call(kernel, args, std::index_sequence_for<P...>{});
+          }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  adjoint_block = nullptr;
+}
+)";
+
 /// A host C++ compiler, or empty when there is none.
 std::string host_compiler() {
   for (const char* candidate : {"c++", "g++", "clang++"}) {
@@ -203,6 +248,11 @@ std::string host_compiler() {
 /// True for a kernel whose warps must run in lock step (it shuffles).
 bool cooperative(const CompiledKernel& k) {
   return k.source.find("__shfl_xor_sync") != std::string::npos;
+}
+
+/// True for a kernel whose block's threads meet at barriers (a row-group kernel).
+bool synchronizes_blocks(const CompiledKernel& k) {
+  return k.source.find("__syncthreads()") != std::string::npos;
 }
 
 /// One program to run: its kernels as compiled (entries made unique) and its tensors.
@@ -264,6 +314,14 @@ struct Variant {
   bool binned = false;
   /// The thread tile knob: -1 derive, 0 never, R >= 2 forced.
   int thread_tile = -1;
+  /// Row groups (row_groups.h): 0 never (every other variant), -1 derived, R rows per block.
+  int row_groups = 0;
+  /// Derived grids with the row-group knob.
+  static Variant rows(int rows_per_block) {
+    Variant v(0);
+    v.row_groups = rows_per_block;
+    return v;
+  }
   /// A bare width with the thread tile knob and the split knob.
   static Variant tile(int width, int points, int partials = -1) {
     Variant v(width);
@@ -279,7 +337,8 @@ struct Variant {
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
-           (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile));
+           (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
+           (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
 
@@ -309,6 +368,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.tiles.forced_points = variant.thread_tile;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
+  RowGroupOptions row_options;
+  row_options.forced_rows_per_block = variant.row_groups;
+  p = fuse_row_groups(p, row_options);
   if (added_temporaries) {
     for (const ir::Tensor& t : p.temporaries) {
       if (!input.find_tensor(t->name)) added_temporaries->push_back(t);
@@ -451,11 +513,12 @@ class HostLibrary {
     std::ofstream source(dir_ / "kernels.cpp");
     source << kPrelude;
     for (const CompiledKernel* k : kernels) source << k->source << "\n";
-    source << kLauncher;
+    source << kLauncher << kBlockLauncher;
     for (const CompiledKernel* k : kernels) {
       source << "extern \"C\" void launch_" << k->entry
              << "(void** args, const unsigned* grid, unsigned block) { adjoint_launch"
-             << (cooperative(*k) ? "_warps(" : "(") << k->entry << ", args, grid, block); }\n";
+             << (synchronizes_blocks(*k) ? "_blocks(" : cooperative(*k) ? "_warps(" : "(")
+             << k->entry << ", args, grid, block); }\n";
     }
     source.close();
     std::string command =
@@ -962,6 +1025,50 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},
                          2e-2);
+}
+
+/// t[i, j] = 2 x[i, j]; u[i, j] = t[i, (j + 1) % 5] + t[i, j]; v[i] = sum_j u[i, j]: each
+/// kernel reads the previous one's output at other points of its row i.
+ir::Program row_chain() {
+  ir::ProgramBuilder b("row_chain");
+  ir::Tensor x = b.input("x", DType::kF32, {7, 5});
+  ir::Tensor t = b.temporary("t", DType::kF32, {7, 5});
+  ir::Tensor u = b.temporary("u", DType::kF32, {7, 5});
+  ir::Tensor v = b.output("v", DType::kF32, {7});
+  Var i("i"), j("j"), i2("i"), j2("j"), i3("i"), k("k");
+  b.kernel("scale", {ir::compute(t, ir::over(t, {i, j}), ir::load(x, {i, j}) * 2.0)});
+  b.kernel("shift", {ir::compute(u, ir::over(u, {i2, j2}),
+                                 ir::load(t, {i2, (j2 + 1) % 5}) + ir::load(t, {i2, j2}))});
+  b.kernel("sum", {ir::compute(v, ir::over(v, {i3}),
+                               ir::sum({ir::range(k, Expr(5))}, ir::load(u, {i3, k}),
+                                       DType::kF32))});
+  return std::move(b).build();
+}
+
+/// Row groups (compiler/row_groups.h): each block's threads run as host threads that meet at
+/// __syncthreads(), so a stage that read its row before the block's earlier stages wrote it
+/// would see zeros (or another block's rows) and differ. The separate kernels first (within
+/// rounding of the interpreter: expf is the host's), then the fused kernel derived and at
+/// forced rows per block, bit for bit.
+TEST(HostRun, RowGroupsMatchTheSeparateKernelsBitForBit) {
+  std::vector<ir::Program> programs = {row_chain()};
+  for (const char* spec : {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn batch=1 seq=5 n=6 t_max=4 eps=0.01",
+                           "mhc_sinkhorn batch=1 seq=1 n=8 t_max=3",
+                           "mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
+                           "mhc_sinkhorn_backward batch=1 seq=2 n=8 t_max=2"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& p : programs) {
+    std::vector<CompiledKernel> fused = compile_kernels(p, Variant::rows(-1), "probe");
+    ASSERT_EQ(fused.size(), 1u) << p.name;
+    EXPECT_TRUE(synchronizes_blocks(fused.front())) << fused.front().source;
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::rows(-1), Variant::rows(1), Variant::rows(2),
+                          Variant::rows(3)},
+                         1e-3);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
