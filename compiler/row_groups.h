@@ -45,7 +45,7 @@ struct RowGroupOptions {
   /// -1: derive; 0: never fuse; R >= 1: fuse with R rows per block.
   int64_t forced_rows_per_block = -1;
   /// The most points a stage may have per row (a row's stage is run by one block).
-  int64_t max_row_points = 1024;
+  int64_t max_row_points = 256;
   /// The fewest kernels a derived group fuses: a group saves its size - 1 launches and costs
   /// the vector groups and the per-kernel grids derive_grid would give its kernels, which two
   /// kernels need not repay (a forced R fuses groups of 2 as well).

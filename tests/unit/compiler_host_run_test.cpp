@@ -1071,6 +1071,26 @@ TEST(HostRun, RowGroupsMatchTheSeparateKernelsBitForBit) {
                          1e-3);
 }
 
+/// The other mHC programs whose kernels form row groups at small shapes (their long reductions
+/// keep them apart at the shapes): the fused kernels give the separate kernels' bits.
+TEST(HostRun, RowGroupsOfTheMhcPreOps) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
+                           "mhc_pre batch=1 seq=1 n=8 dim=512 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=5 n=6 dim=7 dtype=f16 "
+                           "with_grad_x_post=true",
+                           "mhc_pre_backward batch=1 seq=1 n=8 dim=512 dtype=bf16"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), Variant::rows(-1), "probe");
+    bool fused = false;
+    for (const CompiledKernel& k : kernels) fused |= synchronizes_blocks(k);
+    EXPECT_TRUE(fused) << spec;
+  }
+  // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
+  // and bf16 outputs agree with the interpreter only approximately.
+  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
+}
+
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
 /// mantissas in (-1, 1), grids k/16 in [-1.5, 1.5] (in range, edges, pixel centres, outside).
 ir::HostBuffers rounding_inputs(const ir::Program& p, unsigned seed) {
