@@ -35,6 +35,10 @@ struct SizeProduct {
 };
 
 /// One `extern "C"` entry point in its own self-contained CUDA translation unit.
+/// The most parameters (tensor pointers and size arguments) a kernel may take: the runtime's
+/// launch keeps them in arrays of this size (1 KB of 8-byte values, within CUDA's 4 KB).
+inline constexpr size_t kMaxKernelParams = 128;
+
 struct CompiledKernel {
   std::string entry;                     ///< the __global__ function's name
   std::string source;                    ///< complete CUDA C++ source for NVRTC

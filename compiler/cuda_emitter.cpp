@@ -37,6 +37,24 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       axes.push_back(axis.var.name_hint() + " < " + ir::to_string(axis.extent));
       bindings.emplace_back(ir::axis_binding_name(kernel_.grid.bindings[j]));
     }
+  } else if (kernel_.row_axes > 0) {
+    if (options_.outer_size)  // lower() never asks for both: the rows would hardcode the batch
+      throw Error("emit_cuda: kernel '" + kernel_.name +
+                      "': a row-group kernel cannot take an outer size",
+                  ErrorCode::kInternal);
+    result.launch = launch_dims(kernel_);
+    launch_ = result.launch;
+    emit_row_group_body();
+    const RowGroupShape shape = row_group_shape(kernel_);
+    const ir::Stage& first = kernel_.stages.front();
+    for (size_t j = 0; j < static_cast<size_t>(kernel_.row_axes); ++j)
+      axes.push_back(first.domain[j].var.name_hint() + " < " + ir::to_string(first.domain[j].extent));
+    std::string stages;
+    for (size_t s = 0; s < kernel_.stages.size(); ++s)
+      stages += (s == 0 ? "" : ", ") + kernel_.stages[s].target->name + " " +
+                std::to_string(shape.stage_points[s]);
+    bindings.push_back(std::to_string(kernel_.grid.rows_per_block) +
+                       " rows per block; points per row: " + stages);
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
     std::optional<GridMapping> mapping;  // none for block reductions and tiled transposes
@@ -74,9 +92,16 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       generic || options_.outer_size ? std::string("derived at launch")
               : "(" + std::to_string(d.grid[0]) + ", " + std::to_string(d.grid[1]) + ", " +
                     std::to_string(d.grid[2]) + ")";
-  head.line("// Domain (" + join(axes, ", ") + "), axes bound (" + join(bindings, ", ") +
-            "); launch grid " + grid_text + " x " + std::to_string(d.block[0]) + " threads; " +
-            (index_type_ == "int" ? "32" : "64") + "-bit index math.");
+  if (kernel_.row_axes > 0) {
+    head.line("// Row group: rows (" + join(axes, ", ") + "), " + join(bindings, "") + "; " +
+              std::to_string(kernel_.stages.size()) + " stages, __syncthreads() between them; " +
+              "launch grid " + grid_text + " x " + std::to_string(d.block[0]) + " threads; " +
+              (index_type_ == "int" ? "32" : "64") + "-bit index math.");
+  } else {
+    head.line("// Domain (" + join(axes, ", ") + "), axes bound (" + join(bindings, ", ") +
+              "); launch grid " + grid_text + " x " + std::to_string(d.block[0]) + " threads; " +
+              (index_type_ == "int" ? "32" : "64") + "-bit index math.");
+  }
   if (vector_) {
     head.line("// Each thread computes " + std::to_string(vector_->width) +
               " consecutive points of " +

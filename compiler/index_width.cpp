@@ -151,14 +151,26 @@ IndexWidth kernel_index_width(const ir::Kernel& kernel) {
       if (t->storage_elements() - 1 > kInt32Max) return IndexWidth::k64;
     }
   }
-  std::vector<int64_t> extents = domain_extents(kernel);
-  for (int64_t e : extents) {
-    if (e > kInt32Max) return IndexWidth::k64;
+  if (kernel.row_axes > 0) {
+    // Row-group kernels: row indices up to rows + R, a stage's strided index up to R P + block.
+    RowGroupShape shape = row_group_shape(kernel);
+    const int64_t per_block = kernel.grid.rows_per_block;
+    if (shape.rows + per_block > kInt32Max) return IndexWidth::k64;
+    for (int64_t points : shape.stage_points) {
+      if (shape.rows * points > kInt32Max ||
+          per_block * points + kernel.grid.block_size > kInt32Max)
+        return IndexWidth::k64;
+    }
+  } else {
+    std::vector<int64_t> extents = domain_extents(kernel);
+    for (int64_t e : extents) {
+      if (e > kInt32Max) return IndexWidth::k64;
+    }
+    GridMapping m = grid_mapping(kernel);
+    LaunchDims dims = launch_dims(kernel);
+    if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max)
+      return IndexWidth::k64;
   }
-  GridMapping m = grid_mapping(kernel);
-  LaunchDims dims = launch_dims(kernel);
-  if (!m.linear_axes.empty() && m.linear_points + int64_t{dims.grid[0]} * m.lanes > kInt32Max)
-    return IndexWidth::k64;
   ir::Bounds bounds;
   for (const ir::Stage& stage : kernel.stages) {
     bounds.bind_domain(stage.domain);

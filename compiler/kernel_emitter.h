@@ -7,6 +7,7 @@
 //                         stores and group reductions);
 //   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
 //                         staging of chunks, register tiles, per-point stores;
+//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once
@@ -168,6 +169,9 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
   /// Writes the body of a tiled transposition (emit_tiled_transpose.cpp) and returns its launch.
   LaunchDims emit_tiled_transpose(const TiledTranspose& t);
+  /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
+  /// __syncthreads() between stages.
+  void emit_row_group_body();
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);

@@ -75,6 +75,16 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
                 ErrorCode::kInternal);
   }
   if (kernel.grid.block_tokens > 0) return block_reduction_launch(kernel);
+  if (kernel.row_axes > 0) {
+    RowGroupShape shape = row_group_shape(kernel);
+    LaunchDims dims;
+    dims.block[0] = static_cast<uint32_t>(kernel.grid.block_size);
+    const int64_t per_block = std::max<int64_t>(kernel.grid.rows_per_block, 1);
+    dims.grid[0] = static_cast<uint32_t>(
+        std::min<int64_t>((shape.rows + per_block - 1) / per_block, int64_t{1} << 32));
+    check_row_group_coverage(kernel.name, shape, kernel.grid, dims);
+    return dims;
+  }
   std::vector<int64_t> extents = domain_extents(kernel);
   GridMapping m = grid_mapping(kernel);
   LaunchDims dims;
@@ -93,6 +103,61 @@ LaunchDims launch_dims(const ir::Kernel& kernel) {
   }
   check_grid_coverage(kernel.name, extents, kernel.grid, dims, m.linear_axes);
   return dims;
+}
+
+RowGroupShape row_group_shape(const ir::Kernel& kernel) {
+  RowGroupShape shape;
+  const size_t rows = static_cast<size_t>(kernel.row_axes);
+  for (size_t s = 0; s < kernel.stages.size(); ++s) {
+    const std::vector<ir::Axis>& domain = kernel.stages[s].domain;
+    int64_t row_count = 1, points = 1;
+    for (size_t i = 0; i < domain.size(); ++i) {
+      auto* extent = domain[i].extent.as<ir::IntConstNode>();
+      if (!extent) {
+        throw Error("kernel '" + kernel.name + "': a row-group stage's extent is not a constant",
+                    ErrorCode::kInternal);
+      }
+      (i < rows ? row_count : points) *= extent->value;
+    }
+    if (domain.size() < rows || (s > 0 && row_count != shape.rows)) {
+      throw Error("kernel '" + kernel.name + "': stage " + std::to_string(s) +
+                      " does not share the kernel's " + std::to_string(rows) + " row axes",
+                  ErrorCode::kInvalidProgram);
+    }
+    shape.rows = row_count;
+    shape.stage_points.push_back(points);
+  }
+  return shape;
+}
+
+void check_row_group_coverage(const std::string& kernel_name, const RowGroupShape& shape,
+                              const ir::GridConfig& config, const LaunchDims& launch) {
+  auto fail = [&](const std::string& reason) {
+    throw Error("kernel '" + kernel_name +
+                    "': the launch does not cover its rows exactly once: " + reason,
+                ErrorCode::kInvalidProgram);
+  };
+  auto str = [](int64_t v) { return std::to_string(v); };
+  if (!config.is_set) fail("it has no grid configuration");
+  if (!config.bindings.empty()) fail("a row-group kernel has no axis bindings");
+  const int64_t block = config.block_size, per_block = config.rows_per_block;
+  if (block < 1 || block > 1024) fail("block size " + str(block) + " is outside [1, 1024]");
+  if (launch.block[0] != block || launch.block[1] != 1 || launch.block[2] != 1)
+    fail("blockDim is not (" + str(block) + ", 1, 1)");
+  if (per_block < 1) fail("rows per block " + str(per_block) + " is not positive");
+  if (config.vector_width != 1 || config.reduction_lanes != 1 || config.tile_points != 1)
+    fail("a row-group kernel has no vector width, reduction lanes or thread tile");
+  const int64_t blocks = (shape.rows + per_block - 1) / per_block;
+  if (blocks > 2147483647) fail(str(blocks) + " blocks exceed the grid's x dimension");
+  if (launch.grid[0] != blocks || launch.grid[1] != 1 || launch.grid[2] != 1)
+    fail("the grid is (" + str(launch.grid[0]) + ", " + str(launch.grid[1]) + ", " +
+         str(launch.grid[2]) + "), not ceil(" + str(shape.rows) + " / " + str(per_block) +
+         ") = " + str(blocks) + " blocks");
+  for (int64_t points : shape.stage_points) {
+    // The strided loop's index stays below R P + block; it must fit the index type used.
+    if (per_block * points + block > (int64_t{1} << 62))
+      fail("a stage's points per block overflow the index");
+  }
 }
 
 void check_grid_coverage(const std::string& kernel_name, const std::vector<int64_t>& extents,

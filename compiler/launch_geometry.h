@@ -23,6 +23,14 @@
 //     linear index covers the R points a_base + r, r < R, a_base = R * (its tile), each with
 //     its vector group: R * vector_width points per linear index, each once.
 // Without linear axes, threads with threadIdx.x >= T do nothing.
+//
+// Row-group kernels (ir::Kernel::row_axes = r > 0, compiler/row_groups.h) have no bindings:
+// the rows (the first r axes of every stage, flattened row-major, N of them) go R =
+// rows_per_block to a block, block b owning rows [b R, b R + R) (grid ceil(N / R) x 1 x 1); for
+// each stage of P points per row (its other axes, row-major) the block's threads take the
+// flattened indices p = threadIdx.x, + block_size, ... below R P, point p being row b R + p / P
+// (skipped from the first p past row N - 1 on) and point p % P of it; a __syncthreads() ends
+// every stage but the last, and no thread returns early, so every thread meets every barrier.
 #pragma once
 
 #include <cstdint>
@@ -58,8 +66,23 @@ struct GridMapping {
 /// last layouts included); otherwise in domain order.
 GridMapping grid_mapping(const ir::Kernel& kernel);
 
-/// The launch dimensions of `kernel` (whose grid configuration must be set); checks them with
+/// The rows of a row-group kernel (the product of its first row_axes extents) and each stage's
+/// points per row.
+struct RowGroupShape {
+  int64_t rows = 1;
+  std::vector<int64_t> stage_points;
+};
+RowGroupShape row_group_shape(const ir::Kernel& kernel);
+
+/// Proves that `launch` runs every point of every stage of a row-group kernel exactly once
+/// under the model above: blockDim is the configured block, R >= 1, and the grid has exactly
+/// ceil(N / R) blocks (each row owned by one block; no block without a row). Throws like
 /// check_grid_coverage.
+void check_row_group_coverage(const std::string& kernel_name, const RowGroupShape& shape,
+                              const ir::GridConfig& config, const LaunchDims& launch);
+
+/// The launch dimensions of `kernel` (whose grid configuration must be set); checks them with
+/// check_grid_coverage (check_row_group_coverage for a row-group kernel).
 LaunchDims launch_dims(const ir::Kernel& kernel);
 
 /// Proves that `launch` runs every point of a domain with these extents exactly once under

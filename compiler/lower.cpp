@@ -19,6 +19,7 @@
 #include "compiler/program_utils.h"
 #include "ir/error.h"
 #include "compiler/reduction_schedule.h"
+#include "compiler/row_groups.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/tiled_transpose.h"
@@ -82,6 +83,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.forced_points = options.thread_tile;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
+  RowGroupOptions row_options;
+  row_options.forced_rows_per_block = options.row_groups;
+  check_row_group_options(row_options);
   if (options.partial_unroll < 0 || options.partial_unroll > 64) {
     throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "
                 "[1, 64], got " + std::to_string(options.partial_unroll),
@@ -166,6 +170,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
     return choose_block_reductions(x, block_options, &notes);
   });
+  for (const auto& [kernel, tensor] : claims) row_options.excluded_kernels.insert(kernel);
+  for (const auto& [kernel, tensor] : stores) row_options.excluded_kernels.insert(kernel);
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
   });
@@ -175,6 +181,20 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("choose_thread_tiles", p, [&](const ir::Program& x) {
     return choose_thread_tiles(x, split_options.tiles, &notes);
   });
+  // The row groups take over the notes of the kernels they fuse: the reduction schedules'
+  // lines first, as the emitter writes them.
+  for (const auto& [kernel, text] : cooperative_notes) {
+    std::string& line = notes[kernel];
+    line = text + (line.empty() ? "" : "\n" + line);
+  }
+  cooperative_notes.clear();
+  // A batch-generic program (outer_size) keeps linear grids: only they take the batch as a
+  // kernel parameter.
+  if (!options.outer_size) {
+    p = passes.run("fuse_row_groups", p, [&](const ir::Program& x) {
+      return fuse_row_groups(x, row_options, &notes);
+    });
+  }
   p = passes.run("derive_grid", p,
                  [&](const ir::Program& x) { return derive_grid(x, grid_options); });
   std::vector<IndexWidth> widths;

@@ -111,13 +111,16 @@ struct LowerOptions {
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.
   bool fused_multiply_add = true;
+  /// Row groups (row_groups.h): -1 derives them, 0 never fuses, R in [1, 1024] fuses with R
+  /// rows per block (ADJOINT_TUNE_ROW_GROUPS).
+  int row_groups = -1;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an
 /// explicit grid configuration does not cover its kernel's domain, and (kInvalidArgument) when
 /// `options.block_size`, `options.vector_bytes`, `options.reduction_split` or
 /// `options.split_target_threads`, `options.partial_unroll`, `options.unroll_budget` or
-/// `options.runtime_unroll` is not one of the values
+/// `options.runtime_unroll` or `options.row_groups` is not one of the values
 /// documented above.
 CompiledProgram lower(const ir::Program& program, const LowerOptions& options);
 

@@ -192,6 +192,7 @@ bool same_grid(const GridConfig& a, const GridConfig& b) {
   if (a.is_set != b.is_set || a.reduction_lanes != b.reduction_lanes) return false;
   if (a.tile_points != b.tile_points || (a.tile_points > 1 && a.tile_axis != b.tile_axis))
     return false;
+  if (a.rows_per_block != b.rows_per_block) return false;
   return !a.is_set || (a.bindings == b.bindings && a.block_size == b.block_size &&
                        a.vector_width == b.vector_width);
 }
@@ -220,7 +221,8 @@ bool structurally_equal(const Stage& a, const Stage& b) {
 }
 
 bool structurally_equal(const Kernel& a, const Kernel& b) {
-  if (a.name != b.name || !same_grid(a.grid, b.grid) || a.stages.size() != b.stages.size()) {
+  if (a.name != b.name || !same_grid(a.grid, b.grid) || a.row_axes != b.row_axes ||
+      a.stages.size() != b.stages.size()) {
     return false;
   }
   for (size_t i = 0; i < a.stages.size(); ++i) {

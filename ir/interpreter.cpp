@@ -204,10 +204,9 @@ class Evaluator : public ExprFunctor<double> {
   std::unordered_map<const TensorNode*, std::vector<double>*> buffers_;
 };
 
-void run_kernel(const Kernel& k, Evaluator& ev,
+/// Runs `stages` point by point over `domain` (the domain every one of them has).
+void run_stages(const std::vector<Stage>& stages, const std::vector<Axis>& domain, Evaluator& ev,
                 std::unordered_map<const TensorNode*, std::vector<double>>& shadows) {
-  if (k.stages.empty()) return;
-  const std::vector<Axis>& domain = k.stages.front().domain;
   size_t rank = domain.size();
   std::vector<int64_t> extent(rank);
   for (size_t i = 0; i < rank; ++i) extent[i] = ev.as_int(domain[i].extent);
@@ -216,7 +215,7 @@ void run_kernel(const Kernel& k, Evaluator& ev,
   }
   std::vector<int64_t> idx(rank, 0);
   while (true) {
-    for (const Stage& s : k.stages) {
+    for (const Stage& s : stages) {
       for (size_t i = 0; i < rank; ++i) ev.bind(s.domain[i].var.get(), idx[i]);
       if (s.kind == StageKind::kCompute) {
         double v = ev.visit(s.value);
@@ -239,6 +238,18 @@ void run_kernel(const Kernel& k, Evaluator& ev,
     }
     if (done) break;
   }
+}
+
+/// A kernel: its stages point by point over their one domain, or (a row-group kernel,
+/// Kernel::row_axes > 0) each stage over its own whole domain before the next one.
+void run_kernel(const Kernel& k, Evaluator& ev,
+                std::unordered_map<const TensorNode*, std::vector<double>>& shadows) {
+  if (k.stages.empty()) return;
+  if (k.row_axes == 0) {
+    run_stages(k.stages, k.stages.front().domain, ev, shadows);
+    return;
+  }
+  for (const Stage& s : k.stages) run_stages({s}, s.domain, ev, shadows);
 }
 
 }  // namespace

@@ -167,6 +167,7 @@ std::string grid_string(const GridConfig& g) {
   }
   std::vector<std::string> b;
   for (AxisBinding x : g.bindings) b.emplace_back(axis_binding_name(x));
+  if (g.rows_per_block > 0) b.push_back(std::to_string(g.rows_per_block) + " rows per block");
   std::string s = "grid(" + join(b) + "; block " + std::to_string(g.block_size);
   if (g.vector_width != 1) s += ", vector " + std::to_string(g.vector_width);
   if (g.reduction_lanes != 1) s += ", reduction lanes " + std::to_string(g.reduction_lanes);
@@ -176,7 +177,9 @@ std::string grid_string(const GridConfig& g) {
 }
 
 std::string kernel_string(Printer& p, const Kernel& k) {
-  std::string out = "  kernel " + k.name + " " + grid_string(k.grid) + " {\n";
+  std::string out = "  kernel " + k.name + " " +
+                    (k.row_axes > 0 ? "rows(" + std::to_string(k.row_axes) + " axes) " : "") +
+                    grid_string(k.grid) + " {\n";
   for (const Stage& s : k.stages) out += "    " + p.stage(s) + "\n";
   return out + "  }\n";
 }

@@ -13,6 +13,11 @@
 //   may read what an earlier stage of the same kernel wrote only at the same point; anything
 //   else goes in a later kernel. Its GridConfig says how the domain maps to blocks and threads;
 //   when not set the compiler derives it.
+// - A row-group kernel (Kernel::row_axes = r > 0, made by compiler/row_groups.h) relaxes both
+//   rules: its stages' domains share their first r axes (the rows: same extents) and may
+//   differ after them; each stage runs over its whole domain before the next one starts, and a
+//   stage may read what an earlier stage wrote at any point of the same row (the load's first
+//   r indices are the stage's first r domain variables).
 // - A Program is a list of kernels run in order, with its input, output and temporary tensors.
 #pragma once
 
@@ -75,12 +80,19 @@ struct GridConfig {
   int block_token_points = 1;
   int block_output_points = 1;
   int block_chunk = 0;
+  /// Row-group kernels (Kernel::row_axes > 0, compiler/row_groups.h): each block owns this many
+  /// consecutive rows (row-major over the row axes) for every stage, its threads stride over
+  /// the stage's points of those rows, and a barrier separates the stages. `bindings` is empty.
+  int64_t rows_per_block = 0;
 };
 
 struct Kernel {
   std::string name;
   std::vector<Stage> stages;
   GridConfig grid;
+  /// 0: every stage shares one domain and runs point by point. r > 0: a row-group kernel (see
+  /// the top of this file); its grid is set, with GridConfig::rows_per_block.
+  int row_axes = 0;
 };
 
 struct Program {

@@ -11,6 +11,7 @@
 // never be in bounds is an error.
 #include "ir/verifier.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -94,9 +95,36 @@ class Verifier {
     written_before_kernel_.insert(kernel_targets_.begin(), kernel_targets_.end());
   }
 
+  /// A row-group kernel (Kernel::row_axes > 0): compute stages whose domains share the row
+  /// axes, and a set grid of whole rows per block with nothing else.
+  void check_row_group(const Kernel& k) {
+    const GridConfig& g = k.grid;
+    if (k.row_axes < 0) fail("rows: invalid row axes", "0 or more", std::to_string(k.row_axes));
+    if (k.row_axes == 0) {
+      if (g.rows_per_block != 0)
+        fail("grid: rows per block outside a row-group kernel", "0",
+             std::to_string(g.rows_per_block));
+      return;
+    }
+    for (const Stage& s : k.stages) {
+      if (s.kind != StageKind::kCompute)
+        fail("rows: a row-group kernel's stages", "compute stages", "a scatter_add stage");
+    }
+    if (!g.is_set || !g.bindings.empty() || g.rows_per_block < 1 || g.vector_width != 1 ||
+        g.reduction_lanes != 1 || g.tile_points != 1)
+      fail("grid: a row-group kernel's grid",
+           "set, no axis bindings, at least one row per block, no vector width, reduction "
+           "lanes or thread tile",
+           "rows per block " + std::to_string(g.rows_per_block) + ", " +
+               std::to_string(g.bindings.size()) + " bindings");
+    if (g.block_size < 1 || g.block_size > 1024)
+      fail("grid: invalid block size", "1 to 1024 threads", std::to_string(g.block_size));
+  }
+
   void check_grid(const Kernel& k) {
     const GridConfig& g = k.grid;
-    if (!g.is_set) return;
+    check_row_group(k);
+    if (!g.is_set || k.row_axes > 0) return;
     std::vector<Axis> domain = k.stages.empty() ? std::vector<Axis>{} : k.stages.front().domain;
     if (g.bindings.size() != domain.size())
       fail("grid: one binding per domain axis", std::to_string(domain.size()) + " bindings",
@@ -222,11 +250,19 @@ class Verifier {
         fail("domain: the extent of axis " + quoted(ax.var.name_hint()) + " must be a constant",
              "a constant >= 0", to_string(ax.extent));
     }
-    bool same = domain.size() == kernel_domain.size();
-    for (size_t i = 0; same && i < domain.size(); ++i) {
+    // A row-group kernel's stages share only the row axes (its first row_axes).
+    const size_t rows = static_cast<size_t>(std::max(kernel_->row_axes, 0));
+    bool same = rows > 0 ? domain.size() >= rows && kernel_domain.size() >= rows
+                         : domain.size() == kernel_domain.size();
+    for (size_t i = 0; same && i < (rows > 0 ? rows : domain.size()); ++i) {
       same = domain[i].extent.as<IntConstNode>()->value ==
              kernel_domain[i].extent.as<IntConstNode>()->value;
     }
+    if (!same && rows > 0)
+      fail("domain: the stages of a row-group kernel share the row axes",
+           "the first " + std::to_string(rows) + " axes of stage 0, " +
+               extents_string(kernel_domain),
+           extents_string(domain));
     if (!same)
       fail("domain: the stages of a kernel share one domain",
            "the domain of stage 0, " + extents_string(kernel_domain), extents_string(domain));
@@ -368,7 +404,18 @@ class Verifier {
   void check_dataflow(const Expr& e, const LoadNode& load) {
     const TensorNode* t = load.tensor.get();
     if (t->role == TensorRole::kInput) return;
-    if (computed_in_kernel_.count(t)) {
+    if (computed_in_kernel_.count(t) && kernel_->row_axes > 0) {
+      // A row-group kernel: anywhere in the same row (the block that owns it wrote it).
+      const size_t rows = static_cast<size_t>(kernel_->row_axes);
+      bool same_row = load.indices.size() >= rows;
+      for (size_t d = 0; same_row && d < rows; ++d)
+        same_row = load.indices[d].as<VarNode>() == stage_->domain[d].var.get();
+      if (!same_row)
+        fail("dataflow: " + quoted(t->name) +
+                 " is read in another row than an earlier stage of this row-group kernel wrote",
+             "the stage's own row variables as the first " + std::to_string(rows) + " indices",
+             to_string(e));
+    } else if (computed_in_kernel_.count(t)) {
       bool same_point = load.indices.size() == stage_->domain.size();
       for (size_t d = 0; same_point && d < load.indices.size(); ++d)
         same_point = load.indices[d].as<VarNode>() == stage_->domain[d].var.get();

@@ -38,8 +38,10 @@
 // grad_out: nothing is saved by the forward) and then runs the exact adjoint of each row and column normalization on the n x n matrix,
 //   Q = P / (row sums + eps):  dP[i, j] = (dQ[i, j] - sum_l dQ[i, l] Q[i, l]) / (row sum_i + eps)
 // (columns alike), one kernel per iteration over (b, s, i, j), newest first, and finishes with
-// the softmax adjoint dh = S (dK - sum_l S dK): 1 + ceil((t_max - 1) / k) + t_max launches. Every
-// value is written once; no atomics; deterministic.
+// the softmax adjoint dh = S (dK - sum_l S dK): 1 + ceil((t_max - 1) / k) + t_max kernels. Every
+// value is written once; no atomics; deterministic. Each kernel reads the earlier ones only at
+// points of its own token, so the compiler's row groups (compiler/row_groups.h) fuse either
+// direction into one launch, a block owning whole tokens.
 //
 // Dtypes: h_res, out, grad_out, grad_h_res and every temporary have the `dtype` attribute,
 // f32 (default) or f64. The row/column sums of products and the adjoint's dot products

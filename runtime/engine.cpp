@@ -82,6 +82,7 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int thread_tile = -1;
+  int row_groups = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
   int unroll_budget = 0;
@@ -135,6 +136,9 @@ TuningKnobs read_tuning_knobs() {
   knobs.thread_tile = integer_knob(
       "ADJOINT_TUNE_THREAD_TILE", -1, [](int v) { return v >= -1 && v != 1 && v <= 64; },
       "-1 (derive), 0 (never tile) or a thread tile of 2 to 64 points");
+  knobs.row_groups = integer_knob(
+      "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
+      "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
@@ -358,7 +362,7 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
     }
     const compiler::LaunchDims& l = k.launch;
     if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) continue;
-    constexpr size_t kMaxParams = 32;
+    constexpr size_t kMaxParams = compiler::kMaxKernelParams;
     void* args[kMaxParams];
     CUdeviceptr values[kMaxParams];
     int64_t wide_sizes[kMaxParams];
@@ -602,6 +606,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
+  options.row_groups = tuning_knobs().row_groups;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;

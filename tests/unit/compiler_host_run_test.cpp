@@ -47,6 +47,7 @@
 #include "compiler/lower_scatter_to_gather.h"
 #include "compiler/program_utils.h"
 #include "compiler/reduction_schedule.h"
+#include "compiler/row_groups.h"
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
@@ -256,7 +257,8 @@ bool cooperative(const CompiledKernel& k) {
          k.source.find("__syncwarp") != std::string::npos;
 }
 
-/// True for a kernel whose blocks must run their threads concurrently (it synchronizes them).
+/// True for a kernel whose blocks must run their threads concurrently (it synchronizes them:
+/// block reductions, row groups).
 bool synchronizes(const CompiledKernel& k) {
   return k.source.find("__syncthreads") != std::string::npos;
 }
@@ -346,6 +348,14 @@ struct Variant {
     v.reduction_split = partials;
     return v;
   }
+  /// Row groups (row_groups.h): 0 never (every other variant), -1 derived, R rows per block.
+  int row_groups = 0;
+  /// Derived grids with the row-group knob.
+  static Variant rows(int rows_per_block) {
+    Variant v(0);
+    v.row_groups = rows_per_block;
+    return v;
+  }
   /// A bare width with the thread tile knob and the split knob.
   static Variant tile(int width, int points, int partials = -1) {
     Variant v(width);
@@ -364,7 +374,8 @@ struct Variant {
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
-           (block_reduction == "off" ? std::string() : "_block");
+           (block_reduction == "off" ? std::string() : "_block") +
+           (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
 
@@ -399,6 +410,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.tiles.forced_points = variant.thread_tile;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
+  RowGroupOptions row_options;
+  row_options.forced_rows_per_block = variant.row_groups;
+  p = fuse_row_groups(p, row_options);
   if (added_temporaries) {
     for (const ir::Tensor& t : p.temporaries) {
       if (!input.find_tensor(t->name)) added_temporaries->push_back(t);
@@ -1177,6 +1191,70 @@ TEST(HostRun, FmaSumsRoundOncePerStepAndUnfusedTheyRoundEachProduct) {
   // bit for bit what the interpreter computes, fused and unfused.
   expect_host_runs_match({program, unfused}, {Variant(1), Variant(2), Variant(4), Variant(0)}, 0,
                          fma_inputs);
+}
+
+/// t[i, j] = 2 x[i, j]; u[i, j] = t[i, (j + 1) % 5] + t[i, j]; v[i] = sum_j u[i, j]: each
+/// kernel reads the previous one's output at other points of its row i.
+ir::Program row_chain() {
+  ir::ProgramBuilder b("row_chain");
+  ir::Tensor x = b.input("x", DType::kF32, {7, 5});
+  ir::Tensor t = b.temporary("t", DType::kF32, {7, 5});
+  ir::Tensor u = b.temporary("u", DType::kF32, {7, 5});
+  ir::Tensor v = b.output("v", DType::kF32, {7});
+  Var i("i"), j("j"), i2("i"), j2("j"), i3("i"), k("k");
+  b.kernel("scale", {ir::compute(t, ir::over(t, {i, j}), ir::load(x, {i, j}) * 2.0)});
+  b.kernel("shift", {ir::compute(u, ir::over(u, {i2, j2}),
+                                 ir::load(t, {i2, (j2 + 1) % 5}) + ir::load(t, {i2, j2}))});
+  b.kernel("sum", {ir::compute(v, ir::over(v, {i3}),
+                               ir::sum({ir::range(k, Expr(5))}, ir::load(u, {i3, k}),
+                                       DType::kF32))});
+  return std::move(b).build();
+}
+
+/// Row groups (compiler/row_groups.h): each block's threads run as host threads that meet at
+/// __syncthreads(), so a stage that read its row before the block's earlier stages wrote it
+/// would see zeros (or another block's rows) and differ. The separate kernels first (within
+/// rounding of the interpreter: expf is the host's), then the fused kernel derived and at
+/// forced rows per block, bit for bit.
+TEST(HostRun, RowGroupsMatchTheSeparateKernelsBitForBit) {
+  std::vector<ir::Program> programs = {row_chain()};
+  for (const char* spec : {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn batch=1 seq=5 n=6 t_max=4 eps=0.01",
+                           "mhc_sinkhorn batch=1 seq=1 n=8 t_max=3",
+                           "mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
+                           "mhc_sinkhorn_backward batch=1 seq=2 n=8 t_max=2"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& p : programs) {
+    std::vector<CompiledKernel> fused = compile_kernels(p, Variant::rows(-1), "probe");
+    ASSERT_EQ(fused.size(), 1u) << p.name;
+    EXPECT_TRUE(synchronizes(fused.front())) << fused.front().source;
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::rows(-1), Variant::rows(1), Variant::rows(2),
+                          Variant::rows(3)},
+                         1e-3);
+}
+
+/// The other mHC programs whose kernels form row groups at small shapes (their long reductions
+/// keep them apart at the shapes): the fused kernels give the separate kernels' bits.
+TEST(HostRun, RowGroupsOfTheMhcPreOps) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
+                           "mhc_pre batch=1 seq=1 n=8 dim=512 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=5 n=6 dim=7 dtype=f16 "
+                           "with_grad_x_post=true",
+                           "mhc_pre_backward batch=1 seq=1 n=8 dim=512 dtype=bf16"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), Variant::rows(-1), "probe");
+    bool fused = false;
+    for (const CompiledKernel& k : kernels) fused |= synchronizes(k);
+    EXPECT_TRUE(fused) << spec;
+  }
+  // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
+  // and bf16 outputs agree with the interpreter only approximately.
+  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full

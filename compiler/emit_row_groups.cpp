@@ -1,0 +1,67 @@
+// KernelEmitter, row-group kernels (ir::Kernel::row_axes > 0, compiler/row_groups.h): block b
+// owns rows [b R, b R + R); each stage is a loop of the block's threads over the R P points of
+// those rows (P: the stage's points per row), decoding the row axes from the row and the other
+// axes from the point within it, and the stages are separated by __syncthreads() so that a
+// stage reads what the earlier ones wrote of its rows. The stages themselves are emitted as in
+// any kernel (emit_stage), so each point computes what the separate kernel computed.
+#include "compiler/kernel_emitter.h"
+#include "compiler/program_utils.h"
+
+namespace adjoint::compiler {
+
+void KernelEmitter::emit_row_group_body() {
+  const RowGroupShape shape = row_group_shape(kernel_);
+  const std::string& type = index_type_;
+  const size_t rows = static_cast<size_t>(kernel_.row_axes);
+  const int64_t per_block = kernel_.grid.rows_per_block;
+  const std::string first_row = names_.fresh("first_row");
+  out_->line("const " + type + " " + first_row + " = (" + type + ")blockIdx.x * " +
+             std::to_string(per_block) + ";");
+  for (size_t s = 0; s < kernel_.stages.size(); ++s) {
+    const ir::Stage& stage = kernel_.stages[s];
+    const int64_t points = shape.stage_points[s];
+    std::vector<std::string> names;
+    for (const ir::Axis& axis : stage.domain) names.push_back(names_.fresh(axis.var.name_hint()));
+    const std::string p = names_.fresh("p"), row = names_.fresh("row");
+    out_->line("// stage " + std::to_string(s) + ": " + std::to_string(points) +
+               " points per row");
+    {
+      CodeWriter::Block loop = out_->block(
+          "for (" + type + " " + p + " = threadIdx.x; " + p + " < " +
+          std::to_string(per_block * points) + "; " + p + " += " +
+          std::to_string(kernel_.grid.block_size) + ") {");
+      out_->line("const " + type + " " + row + " = " + first_row +
+                 (points == 1 ? " + " + p : " + " + p + " / " + std::to_string(points)) + ";");
+      out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") break;");
+      // Row-major decodes of the row (its axes) and of the point within it (the others), each
+      // declared only when the stage's code names it.
+      std::vector<std::pair<std::string, std::string>> pending;
+      auto decode = [&](const std::string& flat, size_t from, size_t to) {
+        int64_t divisor = 1;
+        for (size_t i = to; i-- > from;) {
+          const int64_t extent = stage.domain[i].extent.as<ir::IntConstNode>()->value;
+          std::string v = divisor == 1 ? flat : flat + " / " + std::to_string(divisor);
+          if (i != from) v += " % " + std::to_string(extent);
+          if (extent == 1) v = "0";
+          pending.emplace_back(names[i], v);
+          divisor *= extent;
+        }
+      };
+      decode(row, 0, rows);
+      decode("(" + p + " % " + std::to_string(points) + ")", rows, stage.domain.size());
+      CodeWriter code(out_->indent());
+      CodeWriter* saved = out_;
+      out_ = &code;
+      referenced_.clear();
+      emit_stage(stage, names);
+      out_ = saved;
+      for (const auto& [name, value] : pending) {
+        if (referenced_.count(name)) out_->line("const " + type + " " + name + " = " + value + ";");
+      }
+      out_->append(code.text());
+    }
+    if (s + 1 < kernel_.stages.size()) out_->line("__syncthreads();");
+  }
+}
+
+}  // namespace adjoint::compiler

@@ -1,0 +1,219 @@
+// Row groups (compiler/row_groups.h): which runs of kernels fuse and with how many row axes, the
+// reasons in the notes, the knob, the verifier's same-row rule, the interpreter's stage order,
+// the launch and its coverage proof, and the emitted loops and barriers. The fused kernels'
+// results are checked on the host against the separate kernels in compiler_host_run_test.
+#include <gtest/gtest.h>
+
+#include "compiler/launch_geometry.h"
+#include "compiler/lower.h"
+#include "compiler/row_groups.h"
+#include "ir/builder.h"
+#include "ir/error.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "ops/registry.h"
+
+namespace adjoint::compiler {
+namespace {
+
+using ir::DType;
+using ir::Expr;
+using ir::Var;
+
+/// t[i, j] = 2 x[i, j]; u[i, j] = t[i, (j + 1) % 5] + t[i, j] (another point of row i);
+/// v[i] = sum_j u[i, j]; and, with `cross_row`, w[i] = v[(i + 1) % 3] (another row).
+ir::Program row_chain(bool cross_row) {
+  ir::ProgramBuilder b("row_chain");
+  ir::Tensor x = b.input("x", DType::kF32, {3, 5});
+  ir::Tensor t = b.temporary("t", DType::kF32, {3, 5});
+  ir::Tensor u = b.temporary("u", DType::kF32, {3, 5});
+  ir::Tensor v = b.output("v", DType::kF32, {3});
+  Var i("i"), j("j"), i2("i"), j2("j"), i3("i"), k("k");
+  b.kernel("scale", {ir::compute(t, ir::over(t, {i, j}), ir::load(x, {i, j}) * 2.0)});
+  b.kernel("shift", {ir::compute(u, ir::over(u, {i2, j2}),
+                                 ir::load(t, {i2, (j2 + 1) % 5}) + ir::load(t, {i2, j2}))});
+  b.kernel("sum", {ir::compute(v, ir::over(v, {i3}),
+                               ir::sum({ir::range(k, Expr(5))}, ir::load(u, {i3, k}),
+                                       DType::kF32))});
+  if (cross_row) {
+    ir::Tensor w = b.output("w", DType::kF32, {3});
+    Var i4("i");
+    b.kernel("next_row", {ir::compute(w, ir::over(w, {i4}), ir::load(v, {(i4 + 1) % 3}))});
+  }
+  return std::move(b).build();
+}
+
+TEST(RowGroups, ReadsWithinARowFuseOverTheRowAxes) {
+  ir::Program p = row_chain(true);
+  ScheduleNotes notes;
+  ir::Program fused = fuse_row_groups(p, RowGroupOptions{}, &notes);
+  ASSERT_EQ(fused.kernels.size(), 2u) << ir::to_string(fused);
+  const ir::Kernel& k = fused.kernels[0];
+  EXPECT_EQ(k.name, "scale_to_sum");
+  EXPECT_EQ(k.row_axes, 1);  // u reads t at another j of the same i
+  EXPECT_EQ(k.stages.size(), 3u);
+  EXPECT_TRUE(k.grid.is_set);
+  EXPECT_EQ(k.grid.rows_per_block, 1);  // 3 rows: one per block
+  EXPECT_EQ(k.grid.block_size, 32);
+  EXPECT_EQ(fused.kernels[1].name, "next_row");  // reads another row: a kernel of its own
+  EXPECT_EQ(fused.kernels[1].row_axes, 0);
+  ASSERT_TRUE(notes.count("scale_to_sum"));
+  EXPECT_NE(notes["scale_to_sum"].find("row group: 3 kernels (scale, shift, sum) fused over rows "
+                                       "(i): 3 rows, 1 per block"),
+            std::string::npos)
+      << notes["scale_to_sum"];
+  EXPECT_NE(notes["scale_to_sum"].find("ends because the next kernel 'next_row' cannot join: it "
+                                       "reads what a kernel before it wrote outside its own row"),
+            std::string::npos)
+      << notes["scale_to_sum"];
+  ir::verify(fused);
+  EXPECT_NE(ir::to_string(fused).find("kernel scale_to_sum rows(1 axes) grid(1 rows per block; "
+                                      "block 32)"),
+            std::string::npos);
+  // Stage by stage, the fused kernel computes what the separate kernels computed.
+  ir::HostBuffers in{{"x", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}};
+  EXPECT_EQ(ir::interpret(fused, in), ir::interpret(p, in));
+}
+
+TEST(RowGroups, TheKnobSwitchesThemOffOrForcesRowsPerBlock) {
+  ir::Program p = row_chain(false);
+  RowGroupOptions off;
+  off.forced_rows_per_block = 0;
+  ScheduleNotes notes;
+  ir::Program same = fuse_row_groups(p, off, &notes);
+  EXPECT_EQ(same.kernels.size(), 3u);
+  EXPECT_EQ(notes["scale"],
+            "no row group with the 2 kernels after it (row groups switched off by "
+            "ADJOINT_TUNE_ROW_GROUPS=0)");
+  RowGroupOptions forced;
+  forced.forced_rows_per_block = 2;
+  ir::Program fused = fuse_row_groups(p, forced, &notes);
+  ASSERT_EQ(fused.kernels.size(), 1u);
+  EXPECT_EQ(fused.kernels[0].grid.rows_per_block, 2);
+  EXPECT_EQ(fused.kernels[0].grid.block_size, 32);
+  EXPECT_EQ(launch_dims(fused.kernels[0]).grid[0], 2u);  // rows 0-1 and 2
+  RowGroupOptions bad;
+  bad.forced_rows_per_block = 1025;
+  EXPECT_THROW(fuse_row_groups(p, bad), Error);
+  LowerOptions options;
+  options.row_groups = -2;
+  EXPECT_THROW(lower(p, options), Error);
+}
+
+TEST(RowGroups, TwoKernelsStayApartUnlessForced) {
+  ir::Program p = row_chain(false);
+  p.kernels.pop_back();  // scale and shift
+  p.outputs.clear();
+  p.outputs.push_back(p.find_tensor("u"));
+  p.temporaries = {p.find_tensor("t")};
+  ir::Program derived = fuse_row_groups(p, RowGroupOptions{});
+  EXPECT_EQ(derived.kernels.size(), 2u);
+  RowGroupOptions forced;
+  forced.forced_rows_per_block = 1;
+  EXPECT_EQ(fuse_row_groups(p, forced).kernels.size(), 1u);
+}
+
+TEST(RowGroups, LongReductionsKeepTheirKernels) {
+  ir::ProgramBuilder b("long");
+  ir::Tensor x = b.input("x", DType::kF32, {4, 1000});
+  ir::Tensor t = b.temporary("t", DType::kF32, {4, 2});
+  ir::Tensor u = b.temporary("u", DType::kF32, {4, 2});
+  ir::Tensor v = b.output("v", DType::kF32, {4, 2});
+  Var i("i"), j("j"), d("d"), i2("i"), j2("j"), i3("i"), j3("j");
+  b.kernel("norms", {ir::compute(t, ir::over(t, {i, j}),
+                                 ir::sum({ir::range(d, Expr(1000))}, ir::load(x, {i, d}),
+                                         DType::kF32))});
+  b.kernel("swap", {ir::compute(u, ir::over(u, {i2, j2}), ir::load(t, {i2, 1 - j2}))});
+  b.kernel("again", {ir::compute(v, ir::over(v, {i3, j3}), ir::load(u, {i3, 1 - j3}))});
+  ir::Program p = std::move(b).build();
+  ir::Program fused = fuse_row_groups(p, RowGroupOptions{});
+  ASSERT_EQ(fused.kernels.size(), 3u);  // norms has 1000 iterations; swap and again are two
+  RowGroupOptions forced;
+  forced.forced_rows_per_block = 2;
+  ir::Program two = fuse_row_groups(p, forced);
+  ASSERT_EQ(two.kernels.size(), 2u);
+  EXPECT_EQ(two.kernels[0].name, "norms");
+  EXPECT_EQ(two.kernels[1].name, "swap_to_again");
+  EXPECT_EQ(two.kernels[1].row_axes, 1);
+}
+
+TEST(RowGroups, TheVerifierKeepsReadsInTheirRow) {
+  ir::Program fused = fuse_row_groups(row_chain(false), RowGroupOptions{});
+  ASSERT_EQ(fused.kernels.size(), 1u);
+  ir::Program broken = fused;
+  broken.kernels[0].row_axes = 2;  // u reads t at another point of a two-axis row
+  EXPECT_THROW(ir::verify(broken), Error);
+  try {
+    ir::verify(broken);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is read in another row than an earlier stage of this "
+                                         "row-group kernel wrote"),
+              std::string::npos)
+        << e.what();
+  }
+  ir::Program no_rows = fused;
+  no_rows.kernels[0].grid.rows_per_block = 0;
+  EXPECT_THROW(ir::verify(no_rows), Error);
+  ir::Program bindings = fused;
+  bindings.kernels[0].grid.bindings = {ir::AxisBinding::kLinear};
+  EXPECT_THROW(ir::verify(bindings), Error);
+  ir::Program unfused = fused;
+  unfused.kernels[0].row_axes = 0;  // the stages do not share one domain
+  EXPECT_THROW(ir::verify(unfused), Error);
+}
+
+TEST(RowGroups, TheLaunchCoversEveryRowOnce) {
+  ir::Program fused = fuse_row_groups(row_chain(false), RowGroupOptions{});
+  const ir::Kernel& k = fused.kernels[0];
+  RowGroupShape shape = row_group_shape(k);
+  EXPECT_EQ(shape.rows, 3);
+  EXPECT_EQ(shape.stage_points, (std::vector<int64_t>{5, 5, 1}));
+  LaunchDims dims = launch_dims(k);
+  EXPECT_EQ(dims.grid[0], 3u);
+  EXPECT_EQ(dims.block[0], 32u);
+  LaunchDims short_grid = dims;
+  short_grid.grid[0] = 2;
+  EXPECT_THROW(check_row_group_coverage(k.name, shape, k.grid, short_grid), Error);
+  LaunchDims wrong_block = dims;
+  wrong_block.block[0] = 64;
+  EXPECT_THROW(check_row_group_coverage(k.name, shape, k.grid, wrong_block), Error);
+}
+
+TEST(RowGroups, TheKernelStridesOverEachStageWithBarriersBetween) {
+  CompiledProgram c = lower(row_chain(false), LowerOptions{});
+  ASSERT_EQ(c.kernels.size(), 1u);
+  const std::string& s = c.kernels[0].source;
+  EXPECT_NE(s.find("// Row group: rows (i < 3), 1 rows per block; points per row: t 5, u 5, v 1; "
+                   "3 stages, __syncthreads() between them; launch grid (3, 1, 1) x 32 threads"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("const int first_row = (int)blockIdx.x * 1;"), std::string::npos) << s;
+  EXPECT_NE(s.find("for (int p = threadIdx.x; p < 5; p += 32) {"), std::string::npos) << s;
+  size_t barriers = 0;
+  for (size_t at = s.find("__syncthreads();"); at != std::string::npos;
+       at = s.find("__syncthreads();", at + 1))
+    ++barriers;
+  EXPECT_EQ(barriers, 2u) << s;
+  EXPECT_EQ(s.find("return;"), std::string::npos) << s;  // every thread meets every barrier
+}
+
+TEST(RowGroups, SinkhornIsOneKernelAtEveryShape) {
+  for (const char* spec : {"mhc_sinkhorn batch=1 seq=4096 n=4", "mhc_sinkhorn batch=1 seq=1 n=8",
+                           "mhc_sinkhorn_backward batch=1 seq=4096 n=4",
+                           "mhc_sinkhorn_backward batch=2 seq=2048 n=6",
+                           "mhc_sinkhorn_backward batch=1 seq=1 n=8"}) {
+    ir::Program p = ops::parse_specialization(spec).build_program();
+    CompiledProgram c = lower(p, LowerOptions{});
+    ASSERT_EQ(c.kernels.size(), 1u) << spec;
+    EXPECT_LE(c.kernels[0].params.size(), kMaxKernelParams) << spec;
+    EXPECT_TRUE(c.deterministic) << spec;
+  }
+  LowerOptions off;
+  off.row_groups = 0;
+  ir::Program p = ops::parse_specialization("mhc_sinkhorn batch=1 seq=4096 n=4").build_program();
+  EXPECT_EQ(lower(p, off).kernels.size(), 12u);
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
