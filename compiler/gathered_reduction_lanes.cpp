@@ -24,12 +24,6 @@ int64_t constant_of(const Expr& e) {
   return c ? c->value : -1;
 }
 
-bool reads_memory(const Expr& e) {
-  bool reads = false;
-  for_each_node(e, [&](const Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });
-  return reads;
-}
-
 /// The component of `load` that is `r` itself when r indexes exactly that one component, -1
 /// when r indexes none, -2 when r appears otherwise (inside another index expression).
 int plain_component(const ir::LoadNode& load, const ir::VarNode* r) {
@@ -53,17 +47,6 @@ std::vector<int> row_last(int rank, int row) {
   }
   order.push_back(row);
   return order;
-}
-
-/// True when `t`'s strides already make `order` its row-major layout (extent-1 components aside).
-bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
-  std::vector<int64_t> permuted;
-  for (int k : order) permuted.push_back(t.shape[k]);
-  const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
-  for (size_t k = 0; k < order.size(); ++k) {
-    if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
-  }
-  return true;
 }
 
 /// Whether `r` qualifies in `reduce` (the header's rule), given the tensors the kernel writes.

@@ -27,23 +27,6 @@ int64_t constant_of(const Expr& e) {
   return c ? c->value : -1;
 }
 
-bool reads_memory(const Expr& e) {
-  bool reads = false;
-  for_each_node(e, [&](const Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });
-  return reads;
-}
-
-/// True when `t`'s strides already make `order` its row-major layout (extent-1 components aside).
-bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
-  std::vector<int64_t> permuted;
-  for (int k : order) permuted.push_back(t.shape[k]);
-  const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
-  for (size_t k = 0; k < order.size(); ++k) {
-    if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
-  }
-  return true;
-}
-
 /// Rewrites the qualifying loads of one kernel; `copy(tensor, order)` makes (or reuses) the
 /// copy whose component k is the tensor's component order[k].
 class RowsInnermost : public ir::ExprMutator {

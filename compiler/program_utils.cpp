@@ -180,4 +180,20 @@ std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value) {
   return found;
 }
 
+bool reads_memory(const ir::Expr& e) {
+  bool reads = false;
+  for_each_node(e, [&](const ir::Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });
+  return reads;
+}
+
+bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
+  std::vector<int64_t> permuted;
+  for (int k : order) permuted.push_back(t.shape[k]);
+  const std::vector<int64_t> wanted = ir::contiguous_strides(permuted);
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
+  }
+  return true;
+}
+
 }  // namespace adjoint::compiler

@@ -30,6 +30,13 @@ ir::Expr substitute(const ir::Expr& e, const ir::VarNode* var, const ir::Expr& v
 /// True when `var` occurs anywhere in `e` (reduce bodies and axis bounds included).
 bool depends_on(const ir::Expr& e, const ir::VarNode* var);
 
+/// True when `e` loads from memory anywhere.
+bool reads_memory(const ir::Expr& e);
+
+/// True when `t`'s strides already make `order` its row-major layout (component k of that
+/// layout is t's component order[k]; extent-1 components aside).
+bool laid_out(const ir::TensorNode& t, const std::vector<int>& order);
+
 /// Every expression of a stage, in the order map_stage visits them.
 std::vector<ir::Expr> stage_expressions(const ir::Stage& stage);
 
