@@ -195,7 +195,7 @@ int integer_from_environment(const char* variable, int low, int high, int fallba
 int compile_units_from_environment(int threads) {
   const char* text = std::getenv("ADJOINT_COMPILE_UNITS");
   const std::string word = text ? text : "";
-  if (word.empty() || word == "auto") return std::max(1, threads / 4);
+  if (word.empty() || word == "auto") return threads >= 8 ? 0 : 1;  // docs/runtime.md
   if (word == "kernel") return 0;
   return integer_from_environment("ADJOINT_COMPILE_UNITS", 1, 256, 1,
                                   "'auto', 'kernel' or a unit count in [1, 256]");

@@ -13,11 +13,11 @@
 //
 // With more than one compile thread (BinaryRequest::compile_threads, ADJOINT_COMPILE_THREADS),
 // a program's kernels are instead split into several translation units (compile_units,
-// ADJOINT_COMPILE_UNITS: by default a quarter of the threads; at most one per kernel), balanced
-// by source size, compiled concurrently. NVRTC programs are independent, but on the H100 host
-// one NVRTC program per kernel on 16 threads made each compile 2-4x slower than alone (NVRTC's
-// own contention: the same compiles in separate processes slowed far less), so fewer, larger
-// units finish first (docs/runtime.md). Each unit may also let NVRTC optimize its kernels on
+// ADJOINT_COMPILE_UNITS: by default one per kernel on 8 threads or more, one combined unit
+// below; a count groups them), balanced by source size, compiled concurrently. NVRTC programs
+// are independent, but on the H100 host one NVRTC program per kernel on 16 threads made each
+// compile 2-4x slower than alone (NVRTC's own contention), so fewer, larger units can finish
+// first; on the final kernels one unit per kernel measured faster (docs/runtime.md). Each unit may also let NVRTC optimize its kernels on
 // several threads (split_compile, ADJOINT_TUNE_SPLIT_COMPILE: -split-compile=N). Each unit is
 // its own disk-cache entry, published atomically as before; a failed unit's error (NVRTC log,
 // written source) is rethrown after every thread has finished, the first failing kernel in

@@ -438,12 +438,13 @@ TEST(KernelGroups, SplitCompileOnlyForUnitsOfSeveralKernels) {
   EXPECT_TRUE(unit_compile_request(request, {0, 1}).extra_options.empty());
 }
 
-TEST(CompileUnits, EnvironmentIsCheckedAndDefaultsToAQuarterOfTheThreads) {
+TEST(CompileUnits, EnvironmentIsCheckedAndDefaultsToOnePerKernelOnEightThreadsOrMore) {
   unsetenv("ADJOINT_COMPILE_UNITS");
-  EXPECT_EQ(compile_units_from_environment(16), 4);
-  EXPECT_EQ(compile_units_from_environment(2), 1);
+  EXPECT_EQ(compile_units_from_environment(16), 0);  // one unit per kernel
+  EXPECT_EQ(compile_units_from_environment(2), 1);   // one combined unit
   ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "auto", 1), 0);
-  EXPECT_EQ(compile_units_from_environment(8), 2);
+  EXPECT_EQ(compile_units_from_environment(8), 0);
+  EXPECT_EQ(compile_units_from_environment(7), 1);
   ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "kernel", 1), 0);
   EXPECT_EQ(compile_units_from_environment(16), 0);
   ASSERT_EQ(setenv("ADJOINT_COMPILE_UNITS", "3", 1), 0);
