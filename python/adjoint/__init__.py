@@ -44,7 +44,7 @@ def __getattr__(name):
     imported on first use: they need PyTorch."""
     if name in ("torch", "mhc"):
         import importlib
-        return importlib.import_module(".torch", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError("module 'adjoint' has no attribute %r" % name)
 
 

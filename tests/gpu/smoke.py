@@ -47,6 +47,40 @@ def grid_sampler_3d(device):
     return ok
 
 
+def new_schedules(device):
+    """Shapes that reach the schedules with shared memory or barriers, so that the sanitizers
+    see them: grid_sampler's tiled transpositions and grad_grid on warp lanes (40 channels),
+    mhc_pre's block reduction (300 tokens), and Sinkhorn's row groups (64 tokens, t_max 20)."""
+    ok = True
+    grad_output = torch.randn(2, 40, 17, 18, device=device)
+    input = torch.randn(2, 40, 20, 21, device=device)
+    grid = torch.rand(2, 17, 18, 2, device=device) * 2.2 - 1.1
+    ours = adjoint.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False, [True, True])
+    theirs = torch.ops.aten.grid_sampler_2d_backward(grad_output, input, grid, 0, 0, False,
+                                                     [True, True])
+    ok &= close("grid_sampler 40 channels (tiles, lanes) grad_input", ours[0], theirs[0], 1e-4)
+    ok &= close("grid_sampler 40 channels (tiles, lanes) grad_grid", ours[1], theirs[1], 1e-4)
+    b, s, n, d = 1, 300, 4, 64
+    f32 = dict(device=device, dtype=torch.float32)
+    x = torch.randn(b, s, n, d, device=device, dtype=torch.bfloat16)
+    phi = torch.randn(n * n + 2 * n, n * d, **f32) * 0.1
+    outputs = adjoint.mhc.pre(x, phi, torch.rand(3, **f32) + 0.5,
+                              torch.randn(n * n + 2 * n, **f32), torch.rand(n, d, **f32) + 0.5)
+    finite = all(bool(torch.isfinite(t.float()).all()) for t in outputs)
+    print("%-60s %s" % ("mhc_pre 300 tokens (block reduction), outputs finite",
+                        "ok" if finite else "NOT FINITE"))
+    ok &= finite
+    logits = torch.randn(1, 64, 4, 4, **f32)
+    p = adjoint.mhc_sinkhorn(logits, t_max=20)
+    ok &= close("mhc_sinkhorn t_max=20 (row groups) column sums", p.sum(-2),
+                torch.ones(1, 64, 4, **f32), 1e-4)
+    grad = adjoint.mhc_sinkhorn_backward(torch.randn_like(logits), logits, t_max=20)
+    finite = bool(torch.isfinite(grad).all())
+    print("%-60s %s" % ("mhc_sinkhorn_backward t_max=20 (row groups), outputs finite",
+                        "ok" if finite else "NOT FINITE"))
+    return ok and finite
+
+
 def main():
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -85,6 +119,7 @@ def main():
                         theirs[1], 1e-4)
 
     ok &= grid_sampler_3d(device)
+    ok &= new_schedules(device)
 
     b, s, n, d = 2, 3, 4, 16
     k = n * n + 2 * n
