@@ -186,19 +186,8 @@ ir::Program lay_out_gathered_reductions_for_lanes(const ir::Program& program, in
               }
             }
           }
-          std::vector<int64_t> shape;
-          for (int k : order) shape.push_back(x->shape[k]);
-          Tensor copy = ir::make_tensor(unique_tensor_name(out, x->name + "_lanes"), x->dtype,
-                                        shape, ir::TensorRole::kTemporary);
-          out.temporaries.push_back(copy);
-          std::vector<Var> vars;
-          for (size_t k = 0; k < order.size(); ++k) vars.emplace_back("l" + std::to_string(k));
-          std::vector<Expr> source(order.size());
-          for (size_t k = 0; k < order.size(); ++k) source[order[k]] = vars[k];
-          copies.push_back(ir::Kernel{
-              copy->name,
-              {ir::compute(copy, ir::over(copy, vars), ir::load(x, std::move(source)))},
-              {}});
+          auto [copy, fill] = permuted_copy(out, x, order, "_lanes", "l");
+          copies.push_back(std::move(fill));
           return copy;
         });
     ir::Kernel rewritten = kernel;

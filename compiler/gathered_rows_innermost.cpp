@@ -101,19 +101,9 @@ ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min
                           [&](const Tensor& x, const std::vector<int>& order) {
       Tensor& copy = made[{x->name, order}];
       if (copy) return copy;
-      std::vector<int64_t> shape;
-      for (int k : order) shape.push_back(x->shape[k]);
-      copy = ir::make_tensor(unique_tensor_name(out, x->name + "_rows"), x->dtype, shape,
-                             ir::TensorRole::kTemporary);
-      out.temporaries.push_back(copy);
-      std::vector<Var> vars;
-      for (size_t k = 0; k < order.size(); ++k) vars.emplace_back("r" + std::to_string(k));
-      std::vector<Expr> source(order.size());
-      for (size_t k = 0; k < order.size(); ++k) source[order[k]] = vars[k];
-      copies.push_back(ir::Kernel{
-          copy->name,
-          {ir::compute(copy, ir::over(copy, vars), ir::load(x, std::move(source)))},
-          {}});
+      auto [made_copy, fill] = permuted_copy(out, x, order, "_rows", "r");
+      copies.push_back(std::move(fill));
+      copy = made_copy;
       return copy;
     });
     ir::Kernel rewritten = kernel;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/visitor.h"
 
@@ -194,6 +195,25 @@ bool laid_out(const ir::TensorNode& t, const std::vector<int>& order) {
     if (permuted[k] != 1 && t.strides[order[k]] != wanted[k]) return false;
   }
   return true;
+}
+
+std::pair<ir::Tensor, ir::Kernel> permuted_copy(ir::Program& program, const ir::Tensor& x,
+                                                const std::vector<int>& order,
+                                                const std::string& suffix,
+                                                const std::string& var_prefix) {
+  std::vector<int64_t> shape;
+  for (int k : order) shape.push_back(x->shape[k]);
+  ir::Tensor copy = ir::make_tensor(unique_tensor_name(program, x->name + suffix), x->dtype,
+                                    shape, ir::TensorRole::kTemporary);
+  program.temporaries.push_back(copy);
+  std::vector<ir::Var> vars;
+  for (size_t k = 0; k < order.size(); ++k) vars.emplace_back(var_prefix + std::to_string(k));
+  std::vector<ir::Expr> source(order.size());
+  for (size_t k = 0; k < order.size(); ++k) source[order[k]] = vars[k];
+  ir::Kernel kernel{copy->name,
+                    {ir::compute(copy, ir::over(copy, vars), ir::load(x, std::move(source)))},
+                    {}};
+  return {copy, std::move(kernel)};
 }
 
 }  // namespace adjoint::compiler

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/program.h"
@@ -54,6 +55,15 @@ std::vector<int64_t> domain_extents(const ir::Kernel& kernel);
 
 /// A tensor name not yet used in `program`: `base`, else base_1, base_2, ...
 std::string unique_tensor_name(const ir::Program& program, const std::string& base);
+
+/// A new temporary of `program` (named `x`'s name + `suffix`, made unique) holding `x` with its
+/// components permuted, component k being x's component order[k], and returns it with the
+/// kernel that fills it (named after it; its domain variables are `var_prefix`0, 1, ...). The
+/// caller places the kernel.
+std::pair<ir::Tensor, ir::Kernel> permuted_copy(ir::Program& program, const ir::Tensor& x,
+                                                const std::vector<int>& order,
+                                                const std::string& suffix,
+                                                const std::string& var_prefix);
 
 /// Reductions of `value` not nested in another reduction, each once, in the order first met
 /// (a warp kernel makes exactly these cooperative; thread tiles share their loops).
