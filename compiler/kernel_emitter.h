@@ -7,7 +7,8 @@
 //                         stores and group reductions);
 //   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
 //                         staging of chunks, register tiles, per-point stores;
-//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between;
+//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between,
+//                         or a row per thread without barriers;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once
@@ -172,6 +173,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.
   void emit_row_group_body();
+  /// GridConfig::row_per_thread: each thread runs its row's points of every stage in order.
+  void emit_row_per_thread_body();
+  /// The most points per row a row-per-thread stage's loop is unrolled for.
+  static constexpr int64_t kRowPerThreadUnrollPoints = 64;
+  /// The most elements per row of a row-local temporary (row_local_).
+  static constexpr int64_t kRowLocalMaxElements = 256;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);
@@ -261,6 +268,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<const ir::VarNode*, size_t> var_levels_;  ///< scope level declaring each var
   std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, bool>> speculatable_;
   std::unordered_map<const ir::TensorNode*, std::string> params_;
+  /// Row-per-thread kernels (emit_row_groups.cpp): temporaries that only this kernel touches,
+  /// held per thread as an array of one row's elements (the name), indexed by the non-row
+  /// indices row-major, instead of in global memory.
+  std::unordered_map<const ir::TensorNode*, std::string> row_local_;
   StructuralIds ids_;
   std::unordered_map<int, int> uses_;
   ir::Bounds bounds_;

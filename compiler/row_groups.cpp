@@ -200,6 +200,52 @@ class GroupBuilder {
   std::set<const ir::TensorNode*> written_, read_, upcoming_;
 };
 
+/// The most bytes per row that a row per thread would hold at once in row-local temporaries
+/// (the emitter's: written by the group, touched by no kernel outside it): each from the stage
+/// that writes it to the last stage that reads it.
+int64_t live_row_bytes(const std::vector<const ir::Kernel*>& members, const ir::Program& program,
+                       size_t row_axes) {
+  std::set<const ir::TensorNode*> inside, outside;
+  for (const ir::Kernel* k : members) {
+    for (const ir::Tensor& t : tensors_written(*k)) inside.insert(t.get());
+  }
+  for (const ir::Kernel& k : program.kernels) {
+    if (std::find(members.begin(), members.end(), &k) != members.end()) continue;
+    for (const auto& tensors : {tensors_read(k), tensors_written(k)}) {
+      for (const ir::Tensor& t : tensors) outside.insert(t.get());
+    }
+  }
+  std::vector<const ir::Stage*> stages;
+  for (const ir::Kernel* k : members) {
+    for (const ir::Stage& s : k->stages) stages.push_back(&s);
+  }
+  std::unordered_map<const ir::TensorNode*, std::pair<size_t, size_t>> live;  // first, last
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const ir::Tensor& t = stages[s]->target;
+    if (t->role == ir::TensorRole::kTemporary && !outside.count(t.get()) && !live.count(t.get()))
+      live[t.get()] = {s, s};
+    for (const ir::Expr& root : stage_expressions(*stages[s])) {
+      for_each_node(root, [&](const ir::Expr& node) {
+        auto* load = node.as<ir::LoadNode>();
+        if (!load) return;
+        if (auto it = live.find(load->tensor.get()); it != live.end()) it->second.second = s;
+      });
+    }
+  }
+  int64_t most = 0;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    int64_t bytes = 0;
+    for (const auto& [t, range] : live) {
+      if (range.first > s || range.second < s) continue;
+      int64_t elements = 1;
+      for (size_t d = row_axes; d < t->shape.size(); ++d) elements *= t->shape[d];
+      bytes += elements * ir::dtype_bytes(t->dtype);
+    }
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
 std::string axis_names(const ir::Kernel& kernel, size_t rows) {
   std::string s;
   for (size_t i = 0; i < rows; ++i)
@@ -208,6 +254,14 @@ std::string axis_names(const ir::Kernel& kernel, size_t rows) {
 }
 
 }  // namespace
+
+RowSchedule parse_row_schedule(const std::string& text, const std::string& what) {
+  if (text == "auto") return RowSchedule::kAuto;
+  if (text == "block") return RowSchedule::kBlock;
+  if (text == "thread") return RowSchedule::kThread;
+  throw Error(what + ": expected auto, block or thread, got '" + text + "'",
+              ErrorCode::kInvalidArgument);
+}
 
 void check_row_group_options(const RowGroupOptions& options) {
   const int64_t r = options.forced_rows_per_block;
@@ -269,9 +323,22 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     const size_t row_axes = group.row_axes();
     const int64_t rows = group.rows();
     const int64_t points = group.max_points();
+    const int64_t live_bytes = live_row_bytes(members, program, row_axes);
+    const bool per_thread =
+        options.schedule == RowSchedule::kThread ||
+        (options.schedule == RowSchedule::kAuto && points <= options.thread_max_points &&
+         live_bytes <= options.thread_max_live_bytes);
     int64_t per_block;
     std::string reason;
-    if (options.forced_rows_per_block > 0) {
+    if (per_thread && options.forced_rows_per_block <= 0) {
+      const int64_t spread = (rows + options.target_blocks - 1) / options.target_blocks;
+      per_block = std::clamp<int64_t>((spread + 31) / 32 * 32, 32,
+                                      std::max<int64_t>(32, options.thread_block_max));
+      reason = "a row per thread (" + std::to_string(live_bytes) +
+               " bytes of row-local temporaries live at most), " +
+               std::to_string(options.target_blocks) + " blocks or more of whole warps up to " +
+               std::to_string(options.thread_block_max) + " threads";
+    } else if (options.forced_rows_per_block > 0) {
       per_block = options.forced_rows_per_block;
       reason = "forced by ADJOINT_TUNE_ROW_GROUPS";
     } else {
@@ -283,16 +350,24 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
                                       " threads"
                                 : "leaving " + std::to_string(options.target_blocks) +
                                       " blocks or more";
+      if (options.schedule == RowSchedule::kAuto)
+        reason += points > options.thread_max_points
+                      ? "; not a row per thread: more than " +
+                            std::to_string(options.thread_max_points) + " points per row"
+                      : "; not a row per thread: " + std::to_string(live_bytes) +
+                            " bytes of row-local temporaries live at once (at most " +
+                            std::to_string(options.thread_max_live_bytes) + ")";
     }
     per_block = std::min(per_block, rows);
     const int64_t threads =
-        std::min<int64_t>(1024, (per_block * points + 31) / 32 * 32);
+        per_thread ? per_block : std::min<int64_t>(1024, (per_block * points + 31) / 32 * 32);
     ir::Kernel fused;
     fused.name = members.front()->name + "_to_" + members.back()->name;
     fused.row_axes = static_cast<int>(row_axes);
     fused.grid.is_set = true;
     fused.grid.block_size = static_cast<int>(threads);
     fused.grid.rows_per_block = per_block;
+    fused.grid.row_per_thread = per_thread;
     std::string names;
     for (const ir::Kernel* k : members) {
       names += (names.empty() ? "" : ", ") + k->name;
@@ -313,8 +388,9 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
               std::to_string(rows) + " rows, " + std::to_string(per_block) +
               " per block (" + reason + "), at most " + std::to_string(points) +
               " points per row and stage, " + std::to_string(threads) +
-              " threads; every read of an earlier stage stays in its row, __syncthreads() "
-              "between stages" +
+              " threads; every read of an earlier stage stays in its row, " +
+              (per_thread ? std::string("each thread runs its row's stages in order, no barrier")
+                          : std::string("__syncthreads() between stages")) +
               (why.empty() ? "" : "; ends because " + why));
       for (const ir::Kernel* k : members) {
         auto note = kept.find(k->name);

@@ -26,6 +26,16 @@
 // Rows per block R: the most rows whose points fit block_size threads (at least 1), but no more
 // than leave target_blocks blocks when there are enough rows; the block has R x (the largest
 // stage's points per row) threads rounded up to whole warps (at most 1024).
+// A row per thread (RowSchedule::kThread, chosen by kAuto when every stage has at most
+// thread_max_points points per row and the row-local temporaries fit registers): each thread owns one row and runs its stages one after
+// the other, each stage's points in order, with no barrier (nothing it reads of its row was
+// written by another thread); R = the block size = rows / target_blocks rounded up to whole
+// warps, within [32, thread_block_max] (all the rows when fewer). Small rows then cost no
+// block-wide barrier per stage and no idle threads in the stages of fewer points, and the
+// points of a stage, which often compute the same subexpressions of their row (mhc_sinkhorn's
+// scales each recompute the step's sums), are one unrolled loop in which the compiler shares
+// them. Results are the same bits: each point computes the same expression.
+// ADJOINT_TUNE_ROW_SCHEDULE (runtime::lower_options): auto, block or thread.
 // ADJOINT_TUNE_ROW_GROUPS (runtime::lower_options): -1 derives, 0 never fuses, R >= 1 forces R
 // rows per block. Runs after choose_thread_tiles and before derive_grid (which leaves set grids
 // alone); launch_geometry.h proves the launch covers every row and point once.
@@ -40,6 +50,17 @@
 #include "ir/program.h"
 
 namespace adjoint::compiler {
+
+/// How a row-group kernel's threads share its rows (ADJOINT_TUNE_ROW_SCHEDULE): kBlock, the
+/// block's threads stride over each stage's points of the block's rows with __syncthreads()
+/// between the stages; kThread, each thread runs its own row's points of every stage in order
+/// (GridConfig::row_per_thread: no barrier); kAuto, kThread when every stage has at most
+/// RowGroupOptions::thread_max_points points per row, else kBlock.
+enum class RowSchedule { kAuto, kBlock, kThread };
+
+/// "auto", "block" or "thread"; anything else throws adjoint::Error (kInvalidArgument) naming
+/// `what`.
+RowSchedule parse_row_schedule(const std::string& text, const std::string& what);
 
 struct RowGroupOptions {
   /// -1: derive; 0: never fuse; R >= 1: fuse with R rows per block.
@@ -61,6 +82,18 @@ struct RowGroupOptions {
   /// The most reduction iterations a point of an eligible kernel may run in all (nested
   /// reductions multiply, sibling ones add).
   int64_t max_point_work = int64_t{1} << 16;
+  /// How the rows are run (see RowSchedule).
+  RowSchedule schedule = RowSchedule::kAuto;
+  /// kAuto runs a row per thread when no stage has more points per row than this and the
+  /// row-local temporaries (written by the group, touched by no other kernel: the emitter keeps
+  /// a row of each in the thread) live at once hold at most thread_max_live_bytes per row, so
+  /// that they fit registers (mhc_sinkhorn's forward holds 2 states and K, 128 bytes at n = 4;
+  /// its backward keeps every state for the reverse sweep, over 600).
+  int64_t thread_max_points = 64;
+  int64_t thread_max_live_bytes = 512;
+  /// A derived row-per-thread block: rows / target_blocks rounded up to whole warps, within
+  /// [32, thread_block_max] threads (fewer when there are fewer rows).
+  int64_t thread_block_max = 128;
   /// The most tensors a fused kernel may take as parameters (kMaxKernelParams): a group ends
   /// before it would need more.
   int64_t max_params = static_cast<int64_t>(kMaxKernelParams);
