@@ -7,12 +7,14 @@
 // With GridConfig::row_per_thread, thread t of block b owns the row b R + t alone and runs each
 // stage's points of it in order (a loop of constant trip count, unrolled when short so that the
 // compiler can share what the points of a stage compute alike), with no barrier: a stage reads
-// only what this thread wrote of its row before. A temporary written here that no other kernel
-// of the program touches is held by the thread, one row of it in an array (registers once the
-// loops are unrolled), and never reaches global memory.
+// only what this thread wrote of its row before. The temporaries written here that no other
+// kernel of the program touches are held by the thread, one row of each in an array (registers
+// once the loops are unrolled), as many as fit (row_groups.h choose_row_locals); they never
+// reach global memory.
 #include "compiler/kernel_emitter.h"
 #include "compiler/program_utils.h"
 #include "compiler/cuda_syntax.h"
+#include "compiler/row_groups.h"
 
 namespace adjoint::compiler {
 
@@ -83,26 +85,14 @@ void KernelEmitter::emit_row_per_thread_body() {
   out_->line("const " + type + " " + row + " = (" + type + ")blockIdx.x * " +
              std::to_string(kernel_.grid.rows_per_block) + " + (" + type + ")threadIdx.x;");
   out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") return;");
-  // Temporaries that no other kernel reads or writes live in the thread: one row of each.
+  // Temporaries that no other kernel touches live in the thread, one row of each, as many as
+  // fit registers (row_groups.h choose_row_locals).
+  const RowLocals locals = choose_row_locals(kernel_, program_);
   for (const ir::Stage& stage : kernel_.stages) {
     const ir::Tensor& t = stage.target;
-    if (t->role != ir::TensorRole::kTemporary || t->is_dynamic() || row_local_.count(t.get()))
-      continue;
+    if (!locals.tensors.count(t.get()) || row_local_.count(t.get())) continue;
     int64_t elements = 1;
-    bool broadcast = false;
-    for (size_t d = rows; d < t->shape.size(); ++d) {
-      elements *= t->shape[d];
-      broadcast |= t->strides[d] == 0;
-    }
-    if (broadcast || elements > kRowLocalMaxElements) continue;
-    bool elsewhere = false;
-    for (const ir::Kernel& other : program_.kernels) {
-      if (other.name == kernel_.name) continue;
-      for (const auto& tensors : {tensors_read(other), tensors_written(other)}) {
-        for (const ir::Tensor& u : tensors) elsewhere |= u.get() == t.get();
-      }
-    }
-    if (elsewhere) continue;
+    for (size_t d = rows; d < t->shape.size(); ++d) elements *= t->shape[d];
     const std::string name = names_.fresh(t->name + "_row");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(elements) + "];  // " + t->name + ", this row's elements");

@@ -177,8 +177,6 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_row_per_thread_body();
   /// The most points per row a row-per-thread stage's loop is unrolled for.
   static constexpr int64_t kRowPerThreadUnrollPoints = 64;
-  /// The most elements per row of a row-local temporary (row_local_).
-  static constexpr int64_t kRowLocalMaxElements = 256;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);

@@ -200,50 +200,17 @@ class GroupBuilder {
   std::set<const ir::TensorNode*> written_, read_, upcoming_;
 };
 
-/// The most bytes per row that a row per thread would hold at once in row-local temporaries
-/// (the emitter's: written by the group, touched by no kernel outside it): each from the stage
-/// that writes it to the last stage that reads it.
-int64_t live_row_bytes(const std::vector<const ir::Kernel*>& members, const ir::Program& program,
-                       size_t row_axes) {
-  std::set<const ir::TensorNode*> inside, outside;
-  for (const ir::Kernel* k : members) {
-    for (const ir::Tensor& t : tensors_written(*k)) inside.insert(t.get());
-  }
+/// The tensors that kernels other than `members` read or write.
+std::set<const ir::TensorNode*> touched_outside(const std::vector<const ir::Kernel*>& members,
+                                                const ir::Program& program) {
+  std::set<const ir::TensorNode*> outside;
   for (const ir::Kernel& k : program.kernels) {
     if (std::find(members.begin(), members.end(), &k) != members.end()) continue;
     for (const auto& tensors : {tensors_read(k), tensors_written(k)}) {
       for (const ir::Tensor& t : tensors) outside.insert(t.get());
     }
   }
-  std::vector<const ir::Stage*> stages;
-  for (const ir::Kernel* k : members) {
-    for (const ir::Stage& s : k->stages) stages.push_back(&s);
-  }
-  std::unordered_map<const ir::TensorNode*, std::pair<size_t, size_t>> live;  // first, last
-  for (size_t s = 0; s < stages.size(); ++s) {
-    const ir::Tensor& t = stages[s]->target;
-    if (t->role == ir::TensorRole::kTemporary && !outside.count(t.get()) && !live.count(t.get()))
-      live[t.get()] = {s, s};
-    for (const ir::Expr& root : stage_expressions(*stages[s])) {
-      for_each_node(root, [&](const ir::Expr& node) {
-        auto* load = node.as<ir::LoadNode>();
-        if (!load) return;
-        if (auto it = live.find(load->tensor.get()); it != live.end()) it->second.second = s;
-      });
-    }
-  }
-  int64_t most = 0;
-  for (size_t s = 0; s < stages.size(); ++s) {
-    int64_t bytes = 0;
-    for (const auto& [t, range] : live) {
-      if (range.first > s || range.second < s) continue;
-      int64_t elements = 1;
-      for (size_t d = row_axes; d < t->shape.size(); ++d) elements *= t->shape[d];
-      bytes += elements * ir::dtype_bytes(t->dtype);
-    }
-    most = std::max(most, bytes);
-  }
-  return most;
+  return outside;
 }
 
 std::string axis_names(const ir::Kernel& kernel, size_t rows) {
@@ -254,6 +221,76 @@ std::string axis_names(const ir::Kernel& kernel, size_t rows) {
 }
 
 }  // namespace
+
+RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
+                            const std::set<const ir::TensorNode*>& outside, size_t row_axes,
+                            int64_t max_live_bytes) {
+  struct Candidate {
+    const ir::TensorNode* tensor;
+    size_t first, last;
+    int64_t bytes;
+  };
+  std::vector<Candidate> candidates;
+  std::unordered_map<const ir::TensorNode*, size_t> index;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const ir::Tensor& t = stages[s]->target;
+    if (t->role == ir::TensorRole::kTemporary && !t->is_dynamic() && !outside.count(t.get()) &&
+        !index.count(t.get())) {
+      int64_t elements = 1;
+      bool broadcast = false;
+      for (size_t d = row_axes; d < t->shape.size(); ++d) {
+        elements *= t->shape[d];
+        broadcast |= t->strides[d] == 0;
+      }
+      if (!broadcast && elements <= kRowLocalMaxElements) {
+        index[t.get()] = candidates.size();
+        candidates.push_back({t.get(), s, s, elements * ir::dtype_bytes(t->dtype)});
+      }
+    }
+    for (const ir::Expr& root : stage_expressions(*stages[s])) {
+      for_each_node(root, [&](const ir::Expr& node) {
+        auto* load = node.as<ir::LoadNode>();
+        if (!load) return;
+        if (auto it = index.find(load->tensor.get()); it != index.end())
+          candidates[it->second].last = s;
+      });
+    }
+  }
+  RowLocals result;
+  std::vector<int64_t> all(stages.size(), 0), chosen(stages.size(), 0);
+  for (const Candidate& c : candidates) {
+    for (size_t s = c.first; s <= c.last; ++s) all[s] += c.bytes;
+  }
+  for (int64_t bytes : all) result.all_bytes = std::max(result.all_bytes, bytes);
+  // The shortest-lived first (the stable order keeps ties in stage order), each while the
+  // bytes live at once stay within the budget.
+  std::vector<Candidate> order = candidates;
+  std::stable_sort(order.begin(), order.end(), [](const Candidate& a, const Candidate& b) {
+    return a.last - a.first < b.last - b.first;
+  });
+  for (const Candidate& c : order) {
+    bool fits = true;
+    for (size_t s = c.first; s <= c.last && fits; ++s) fits = chosen[s] + c.bytes <= max_live_bytes;
+    if (!fits) continue;
+    for (size_t s = c.first; s <= c.last; ++s) chosen[s] += c.bytes;
+    result.tensors.insert(c.tensor);
+  }
+  for (int64_t bytes : chosen) result.live_bytes = std::max(result.live_bytes, bytes);
+  return result;
+}
+
+RowLocals choose_row_locals(const ir::Kernel& kernel, const ir::Program& program) {
+  std::vector<const ir::Stage*> stages;
+  for (const ir::Stage& s : kernel.stages) stages.push_back(&s);
+  std::set<const ir::TensorNode*> outside;
+  for (const ir::Kernel& k : program.kernels) {
+    if (k.name == kernel.name) continue;
+    for (const auto& tensors : {tensors_read(k), tensors_written(k)}) {
+      for (const ir::Tensor& t : tensors) outside.insert(t.get());
+    }
+  }
+  return choose_row_locals(stages, outside, static_cast<size_t>(kernel.row_axes));
+}
 
 RowSchedule parse_row_schedule(const std::string& text, const std::string& what) {
   if (text == "auto") return RowSchedule::kAuto;
@@ -323,11 +360,16 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     const size_t row_axes = group.row_axes();
     const int64_t rows = group.rows();
     const int64_t points = group.max_points();
-    const int64_t live_bytes = live_row_bytes(members, program, row_axes);
+    std::vector<const ir::Stage*> all_stages;
+    for (const ir::Kernel* k : members) {
+      for (const ir::Stage& st : k->stages) all_stages.push_back(&st);
+    }
+    const int64_t live_bytes =
+        choose_row_locals(all_stages, touched_outside(members, program), row_axes).all_bytes;
     const bool per_thread =
         options.schedule == RowSchedule::kThread ||
         (options.schedule == RowSchedule::kAuto && points <= options.thread_max_points &&
-         live_bytes <= options.thread_max_live_bytes);
+         live_bytes <= kRowLocalMaxLiveBytes);
     int64_t per_block;
     std::string reason;
     if (per_thread && options.forced_rows_per_block <= 0) {
@@ -356,7 +398,7 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
                             std::to_string(options.thread_max_points) + " points per row"
                       : "; not a row per thread: " + std::to_string(live_bytes) +
                             " bytes of row-local temporaries live at once (at most " +
-                            std::to_string(options.thread_max_live_bytes) + ")";
+                            std::to_string(kRowLocalMaxLiveBytes) + ")";
     }
     per_block = std::min(per_block, rows);
     const int64_t threads =

@@ -84,13 +84,11 @@ struct RowGroupOptions {
   int64_t max_point_work = int64_t{1} << 16;
   /// How the rows are run (see RowSchedule).
   RowSchedule schedule = RowSchedule::kAuto;
-  /// kAuto runs a row per thread when no stage has more points per row than this and the
-  /// row-local temporaries (written by the group, touched by no other kernel: the emitter keeps
-  /// a row of each in the thread) live at once hold at most thread_max_live_bytes per row, so
-  /// that they fit registers (mhc_sinkhorn's forward holds 2 states and K, 128 bytes at n = 4;
-  /// its backward keeps every state for the reverse sweep, over 600).
+  /// kAuto runs a row per thread when no stage has more points per row than this and every
+  /// row-local candidate (RowLocals) fits kRowLocalMaxLiveBytes (mhc_sinkhorn's forward holds
+  /// K and two states, 128 bytes at n = 4; its backward keeps every state for the reverse
+  /// sweep, 768).
   int64_t thread_max_points = 64;
-  int64_t thread_max_live_bytes = 512;
   /// A derived row-per-thread block: rows / target_blocks rounded up to whole warps, within
   /// [32, thread_block_max] threads (fewer when there are fewer rows).
   int64_t thread_block_max = 128;
@@ -101,6 +99,28 @@ struct RowGroupOptions {
   /// gathers, whose emit options go by kernel name).
   std::set<std::string> excluded_kernels;
 };
+
+/// Row-local temporaries of a row-per-thread kernel: the emitter (emit_row_groups.cpp) holds one
+/// row of each in the thread (an array, registers once unrolled) instead of global memory.
+/// Candidates: temporaries written by a stage of the kernel that no other kernel reads or
+/// writes, of at most kRowLocalMaxElements elements per row and no broadcast dimension. Each
+/// lives from the stage that first writes it to the last stage that reads it; the shortest
+/// lived are taken first while the bytes live at once stay within kRowLocalMaxLiveBytes per
+/// row (the others stay in global memory, read back by the thread that wrote them).
+struct RowLocals {
+  std::set<const ir::TensorNode*> tensors;
+  int64_t live_bytes = 0;  ///< the most bytes per row of `tensors` live at once
+  int64_t all_bytes = 0;   ///< the same if every candidate were row-local
+};
+constexpr int64_t kRowLocalMaxElements = 256;
+constexpr int64_t kRowLocalMaxLiveBytes = 512;
+
+/// `stages` in order, `outside` the tensors other kernels read or write.
+RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
+                            const std::set<const ir::TensorNode*>& outside, size_t row_axes,
+                            int64_t max_live_bytes = kRowLocalMaxLiveBytes);
+/// Of a row-group kernel of `program`.
+RowLocals choose_row_locals(const ir::Kernel& kernel, const ir::Program& program);
 
 /// Throws adjoint::Error (kInvalidArgument) for forced_rows_per_block outside {-1, 0} and
 /// [1, 1024].
