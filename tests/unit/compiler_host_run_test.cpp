@@ -1285,7 +1285,10 @@ TEST(HostRun, RowGroupsOfTheMhcPreOps) {
   }
   // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
   // and bf16 outputs agree with the interpreter only approximately.
-  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
+  expect_host_runs_match(programs,
+                         {Variant(0), Variant::rows(-1), Variant::rows(2),
+                          Variant::rows(-1, "auto"), Variant::rows(2, "thread")},
+                         2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
