@@ -148,7 +148,8 @@ bool KernelEmitter::speculatable(const Expr& e) {
 }
 
 std::string KernelEmitter::element_index(const ir::Tensor& t, size_t d, const Expr& index) {
-  const bool dropped = t->shape[d] == 1 || t->strides[d] == 0;
+  const bool dropped = t->shape[d] == 1 || t->strides[d] == 0 ||
+                       (d < static_cast<size_t>(kernel_.row_axes) && row_local_.count(t.get()));
   if (!dropped || index.kind() != ir::ExprKind::kVar) return as_index(index);
   std::unordered_set<std::string> before = referenced_;
   std::string text = as_index(index);

@@ -103,6 +103,11 @@ void KernelEmitter::emit_row_per_thread_body() {
     const int64_t points = shape.stage_points[s];
     std::vector<std::string> names;
     for (const ir::Axis& axis : stage.domain) names.push_back(names_.fresh(axis.var.name_hint()));
+    if (locals.unread.count(stage.target.get())) {
+      out_->line("// stage " + std::to_string(s) + ": " + stage.target->name +
+                 " is read by no stage and no other kernel: not computed");
+      continue;
+    }
     const std::string p = names_.fresh("p");
     out_->line("// stage " + std::to_string(s) + ": " + std::to_string(points) +
                " points of the thread's row");

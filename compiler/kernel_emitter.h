@@ -140,7 +140,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string as_index(const ir::Expr& e) { return converted(e, index_type_); }
   std::string element(const ir::Tensor& t, const std::vector<std::string>& indices);
   /// The indices of an element of `t` as text. A variable indexing a dimension that element()
-  /// drops (size 1 or stride 0) does not count as used.
+  /// drops (size 1 or stride 0, or a row dimension of a row-local temporary) does not count as
+  /// used.
   std::vector<std::string> element_indices(const ir::Tensor& t,
                                            const std::vector<ir::Expr>& indices);
   std::string element_index(const ir::Tensor& t, size_t d, const ir::Expr& index);

@@ -229,6 +229,7 @@ RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
     const ir::TensorNode* tensor;
     size_t first, last;
     int64_t bytes;
+    bool read;
   };
   std::vector<Candidate> candidates;
   std::unordered_map<const ir::TensorNode*, size_t> index;
@@ -244,22 +245,25 @@ RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
       }
       if (!broadcast && elements <= kRowLocalMaxElements) {
         index[t.get()] = candidates.size();
-        candidates.push_back({t.get(), s, s, elements * ir::dtype_bytes(t->dtype)});
+        candidates.push_back({t.get(), s, s, elements * ir::dtype_bytes(t->dtype), false});
       }
     }
     for (const ir::Expr& root : stage_expressions(*stages[s])) {
       for_each_node(root, [&](const ir::Expr& node) {
         auto* load = node.as<ir::LoadNode>();
         if (!load) return;
-        if (auto it = index.find(load->tensor.get()); it != index.end())
+        if (auto it = index.find(load->tensor.get()); it != index.end()) {
           candidates[it->second].last = s;
+          candidates[it->second].read = true;
+        }
       });
     }
   }
   RowLocals result;
   std::vector<int64_t> all(stages.size(), 0), chosen(stages.size(), 0);
   for (const Candidate& c : candidates) {
-    for (size_t s = c.first; s <= c.last; ++s) all[s] += c.bytes;
+    if (!c.read) result.unread.insert(c.tensor);
+    for (size_t s = c.first; s <= c.last && c.read; ++s) all[s] += c.bytes;
   }
   for (int64_t bytes : all) result.all_bytes = std::max(result.all_bytes, bytes);
   // The shortest-lived first (the stable order keeps ties in stage order), each while the
@@ -269,6 +273,7 @@ RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
     return a.last - a.first < b.last - b.first;
   });
   for (const Candidate& c : order) {
+    if (!c.read) continue;
     bool fits = true;
     for (size_t s = c.first; s <= c.last && fits; ++s) fits = chosen[s] + c.bytes <= max_live_bytes;
     if (!fits) continue;

@@ -109,6 +109,10 @@ struct RowGroupOptions {
 /// row (the others stay in global memory, read back by the thread that wrote them).
 struct RowLocals {
   std::set<const ir::TensorNode*> tensors;
+  /// Candidates that no stage reads (mhc_sinkhorn's forward writes every scales_t, but the
+  /// second iteration of a launch recomputes the first inline): their values are dead, the
+  /// emitter leaves their stages out.
+  std::set<const ir::TensorNode*> unread;
   int64_t live_bytes = 0;  ///< the most bytes per row of `tensors` live at once
   int64_t all_bytes = 0;   ///< the same if every candidate were row-local
 };
