@@ -10,7 +10,7 @@
 // only what this thread wrote of its row before. The temporaries written here that no other
 // kernel of the program touches are held by the thread, one row of each in an array (registers
 // once the loops are unrolled), as many as fit (row_groups.h choose_row_locals); they never
-// reach global memory.
+// reach global memory, and the stages of those that nothing reads are left out.
 #include "compiler/kernel_emitter.h"
 #include "compiler/program_utils.h"
 #include "compiler/cuda_syntax.h"
