@@ -5,12 +5,15 @@ Knobs are read once per process, so every configuration runs in a child process 
 (`--child`). Phase 1 prepares every configuration's programs concurrently (filling the disk
 cache, ADJOINT_CACHE_DIR); phase 2 times them one configuration at a time: the program's launch
 with CUDA events (median of --runs after warm-ups) and each kernel's mean under torch.profiler.
-Prints one block per configuration and shape. Not collected by pytest.
+Prints one block per configuration and shape, with a digest of the outputs (the inputs are
+seeded, so equal digests across configurations mean bitwise equal results, and the digest after
+the first launches must equal the one after the last: determinism). Not collected by pytest.
 
     python3 tests/gpu/mhc_backward_sweep.py base: tile8:ADJOINT_TUNE_THREAD_TILE=8 ...
 """
 
 import argparse
+import hashlib
 import os
 import statistics
 import subprocess
@@ -29,6 +32,19 @@ def parse_config(text):
         key, _, value = item.partition("=")
         env[key] = value
     return name, env
+
+
+def outputs_digest(program, bound):
+    """sha1 of every output's bytes, in program order: equal digests are bitwise equal outputs
+    (across launches: determinism; across configurations: the same results)."""
+    import torch
+
+    torch.cuda.synchronize()
+    digest = hashlib.sha1()
+    for info in program.tensors:
+        if info.role == "output":
+            digest.update(bound[info.name].contiguous().view(torch.uint8).cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def child(shapes, runs, prepare_only):
@@ -51,6 +67,7 @@ def child(shapes, runs, prepare_only):
         for _ in range(3):
             program.launch(bound)
         torch.cuda.synchronize()
+        first = outputs_digest(program, bound)
         times = []
         for _ in range(runs):
             start = torch.cuda.Event(enable_timing=True)
@@ -69,8 +86,10 @@ def child(shapes, runs, prepare_only):
             total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
             if total > 0:
                 kernels.append((total / max(event.count, 1), event.key))
-        print("B%d S%d n%d D%d: %.4f ms (median of %d), kernels sum %.1f us" %
-              (shape + (statistics.median(times), runs, sum(k[0] for k in kernels))))
+        last = outputs_digest(program, bound)
+        print("B%d S%d n%d D%d: %.4f ms (median of %d), kernels sum %.1f us, outputs %s%s" %
+              (shape + (statistics.median(times), runs, sum(k[0] for k in kernels), last,
+                        "" if last == first else " NOT DETERMINISTIC (first %s)" % first)))
         for us, key in kernels:
             print("  %8.1f us  %s" % (us, key.replace("mhc_pre_backward_", "")[:70]))
         sys.stdout.flush()
