@@ -19,7 +19,7 @@
 // dx's 16 of 4096 tokens), R is halved further while R x V exceeds max_accumulators, V being
 // the vector width derive_grid would give the kernel: the wide loads and stores of the streamed
 // tensors are worth more than the shared element's reuse, which the tile's other parts repeat
-// anyway (on the H100 dx went from R = 16, V = 4 to R = 8, V = 8: 260 -> 213 us at B1 S4096 n4
+// anyway (on the H100 dx went from R = 16, V = 4 to R = 8, V = 8: 261 -> 212 us at B1 S4096 n4
 // D4096). A tile that takes its whole axis (x_mix's 24 k: x read once) keeps R and derive_grid
 // halves V instead. ADJOINT_TUNE_THREAD_TILE (runtime::lower_options) switches tiles off
 // (0) or forces R. Runs after split_reductions (which asks choose_thread_tile first, so that a
