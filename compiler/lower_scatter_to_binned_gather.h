@@ -66,6 +66,7 @@
 #include <map>
 #include <string>
 
+#include "compiler/schedule_notes.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -85,6 +86,9 @@ struct BinnedGatherOptions {
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
   /// (one sequential walk per bucket, serial in the bucket's size).
   int64_t gather_chunk = 64;
+  /// Taps in the gather (binned_taps.h): the most broadcast elements for which a tap axis
+  /// leaves the records; 0 never. LowerOptions::binned_taps_channels_max carries it.
+  int64_t taps_channels_max = 16;
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
@@ -93,6 +97,7 @@ struct BinnedGatherOptions {
 /// slots, which gives the same result.
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options = {},
-                                           StoreScatterTargets* stores = nullptr);
+                                           StoreScatterTargets* stores = nullptr,
+                                           ScheduleNotes* notes = nullptr);
 
 }  // namespace adjoint::compiler
