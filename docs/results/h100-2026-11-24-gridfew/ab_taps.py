@@ -82,14 +82,18 @@ def case3d(mode, dtype_name):
 SHAPES = [((32, 3, 224, 224), (224, 224)), ((8, 64, 128, 128), (128, 128)),
           ((4, 32, 256, 256), (256, 256))]
 jobs = []
-for size, out in SHAPES:
+for size, out in SHAPES[:1]:
     for mode in ("bilinear", "bicubic"):
         for dt in ("f32", "bf16"):
             jobs.append(lambda size=size, out=out, mode=mode, dt=dt: case2d(size, out, mode, dt))
 jobs.append(lambda: case3d("bilinear", "f32"))
 jobs.append(lambda: case3d("bilinear", "bf16"))
-jobs.append(lambda: case2d((8, 64, 128, 128), (128, 128), "bilinear", "f32", one_cell=True))
 jobs.append(lambda: case2d((32, 3, 224, 224), (224, 224), "bilinear", "f32", one_cell=True))
+jobs.append(lambda: case2d((8, 64, 128, 128), (128, 128), "bilinear", "f32", one_cell=True))
+for size, out in SHAPES[1:]:
+    for mode in ("bilinear", "bicubic"):
+        for dt in ("f32", "bf16"):
+            jobs.append(lambda size=size, out=out, mode=mode, dt=dt: case2d(size, out, mode, dt))
 for job in jobs:
     try:
         print(json.dumps(job()), flush=True)
