@@ -116,9 +116,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                     std::to_string(options.binned_records_per_cell_min),
                 ErrorCode::kInvalidArgument);
   }
-  if (options.binned_taps_channels_max < 0) {
-    throw Error("LowerOptions.binned_taps_channels_max: expected 0 (never) or a number of "
-                "broadcast elements, got " + std::to_string(options.binned_taps_channels_max),
+  if (options.binned_taps_walks_max < 0) {
+    throw Error("LowerOptions.binned_taps_walks_max: expected 0 (never) or a number of "
+                "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
                 ErrorCode::kInvalidArgument);
   }
   if (options.binned_gather_chunk < 0) {
@@ -156,7 +156,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.channels_last_min = options.binned_channels_last_min;
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
-  binned_options.taps_channels_max = options.binned_taps_channels_max;
+  binned_options.taps_walks_max = options.binned_taps_walks_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {

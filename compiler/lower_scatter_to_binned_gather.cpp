@@ -85,13 +85,16 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
   }
   std::optional<BinnedTaps> taps = find_binned_taps(stage, b.record_axes, kMaxTaps);
   if (!taps) return b;
+  // The gather would walk taps x broadcast elements buckets per cell, where the records
+  // layout walks broadcast elements buckets of taps records each: worth it only for few.
+  const int64_t walks = taps->taps * b.broadcast_elements;
   const std::string what = std::to_string(taps->taps) + " taps of " +
-                           stage.domain[taps->axis].var.name_hint() + ", " +
-                           std::to_string(b.broadcast_elements) + " broadcast elements ";
-  if (b.broadcast_elements > options.taps_channels_max) {
-    b.note = "binned taps: records (" + what + "> " +
-             std::to_string(options.taps_channels_max) +
-             ", ADJOINT_TUNE_BINNED_TAPS: the gather walks one bucket per cell)";
+                           stage.domain[taps->axis].var.name_hint() + " x " +
+                           std::to_string(b.broadcast_elements) + " broadcast elements = " +
+                           std::to_string(walks) + " bucket walks per cell ";
+  if (walks > options.taps_walks_max) {
+    b.note = "binned taps: records (" + what + "> " + std::to_string(options.taps_walks_max) +
+             ", ADJOINT_TUNE_BINNED_TAPS)";
     return b;
   }
   // Taps in the gather: one record per point, binned by its base cell.
@@ -113,9 +116,8 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
     if (s.cells >= std::numeric_limits<int32_t>::max()) return b;
   }
   s.note = "binned taps: in the gather (" + what + "<= " +
-           std::to_string(options.taps_channels_max) + ", ADJOINT_TUNE_BINNED_TAPS): " +
-           std::to_string(s.records) + " records instead of " + std::to_string(b.records) +
-           ", one bucket walk per tap";
+           std::to_string(options.taps_walks_max) + ", ADJOINT_TUNE_BINNED_TAPS): " +
+           std::to_string(s.records) + " records instead of " + std::to_string(b.records);
   return s;
 }
 
@@ -312,6 +314,30 @@ class BroadcastInnermost : public ir::ExprMutator {
  private:
   std::vector<const ir::VarNode*> broadcast_;
   MakeCopy transposed_;
+};
+
+/// `e` with every reduce binding fresh variables (same hints): a copy that can sit next to
+/// the original in one stage, which binds each variable once.
+class FreshReduceVars : public ir::ExprMutator {
+ protected:
+  Expr visit_Reduce(const ir::ReduceNode& n, const Expr& self) override {
+    std::vector<ir::Axis> axes = n.axes;
+    Expr body = n.body;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      Var fresh(axes[i].var.name_hint());
+      for (size_t k = i + 1; k < axes.size(); ++k) {
+        axes[k].start = substitute(axes[k].start, axes[i].var.get(), fresh);
+        axes[k].extent = substitute(axes[k].extent, axes[i].var.get(), fresh);
+      }
+      body = substitute(body, axes[i].var.get(), fresh);
+      axes[i].var = fresh;
+    }
+    for (ir::Axis& axis : axes) {
+      axis.start = mutate(axis.start);
+      axis.extent = mutate(axis.extent);
+    }
+    return ir::ReduceNode::make(n.op, std::move(axes), mutate(body), n.dtype);
+  }
 };
 
 /// Builds the kernels and temporaries of one program rewrite, with names unique in it.
@@ -601,9 +627,19 @@ class Rewriter {
       total = chunked_walk(stage, b, key, offset, sorted, filled, body, q, begin, end, vars,
                            chunk, prefix, kernels);
     }
-    // Taps in the gather: the taps in order, each its bucket's sum (every sum from +0).
-    if (b.taps) total = ir::sum({ir::range(*tap, Expr(int64_t{0}), Expr(b.taps->taps))}, total,
-                                stage.accumulation);
+    // Taps in the gather: the taps in order, each its bucket's sum, written out as adds
+    // ((w(0) + w(1)) + w(2)) ...: the bits of a sum from +0 (no bucket sum is -0, as each
+    // starts from +0), but no constant-trip reduction for the schedule passes to tile (a
+    // thread tile over the batch made the bicubic gather serial in 32 batch points).
+    if (b.taps) {
+      Expr walk = total;
+      total = Expr();
+      for (int64_t k = 0; k < b.taps->taps; ++k) {
+        Expr w = simplify(substitute(walk, tap->get(), Expr(k)));
+        if (k > 0) w = FreshReduceVars().mutate(w);
+        total = total.defined() ? total + w : w;
+      }
+    }
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
     if (!innermost) {
       kernels.push_back(

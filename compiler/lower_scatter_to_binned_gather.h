@@ -86,9 +86,10 @@ struct BinnedGatherOptions {
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
   /// (one sequential walk per bucket, serial in the bucket's size).
   int64_t gather_chunk = 64;
-  /// Taps in the gather (binned_taps.h): the most broadcast elements for which a tap axis
-  /// leaves the records; 0 never. LowerOptions::binned_taps_channels_max carries it.
-  int64_t taps_channels_max = 16;
+  /// Taps in the gather (binned_taps.h, "Taps in the gather" above): a tap axis leaves the
+  /// records where taps x broadcast elements (the bucket walks per cell) are at most this; 0
+  /// never. LowerOptions::binned_taps_walks_max carries it.
+  int64_t taps_walks_max = 16;
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;

@@ -302,15 +302,15 @@ struct Variant {
     return v;
   }
   int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
-  /// BinnedGatherOptions::taps_channels_max (0: every tap a record, the order the atomics
+  /// BinnedGatherOptions::taps_walks_max (0: every tap a record, the order the atomics
   /// lowering adds in, which the other binned tests compare against bit for bit).
-  int64_t taps_channels_max = 0;
-  /// Binned gathers with taps in the gather (binned_taps.h) up to `channels` broadcast
+  int64_t taps_walks_max = 0;
+  /// Binned gathers with taps in the gather (binned_taps.h) up to `channels` taps x broadcast
   /// elements, chunked by `chunk` slots.
   static Variant binned_taps(int block_size, int64_t chunk = 64, int64_t channels_last_min = 8,
                              int64_t channels = 1 << 20) {
     Variant v = binned_chunked(block_size, chunk, channels_last_min);
-    v.taps_channels_max = channels;
+    v.taps_walks_max = channels;
     return v;
   }
   /// lay_out_gathered_reductions_for_lanes' min_extent (0: not run).
@@ -378,7 +378,7 @@ struct Variant {
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
                                     std::to_string(gather_chunk) + "_tp" +
-                                    std::to_string(taps_channels_max) + "_"
+                                    std::to_string(taps_walks_max) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
            (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
@@ -405,7 +405,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
     binned.gather_chunk = variant.gather_chunk;
-    binned.taps_channels_max = variant.taps_channels_max;
+    binned.taps_walks_max = variant.taps_walks_max;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
@@ -1504,7 +1504,7 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
       continue;
     ClaimSlotTensors claims;
     BinnedGatherOptions options;
-    options.taps_channels_max = 1 << 20;
+    options.taps_walks_max = 1 << 20;
     ir::Program lowered = lower_scatter_to_binned_gather(simplify(program), &claims, options);
     bool taps = false;
     for (const ir::Tensor& t : lowered.temporaries) {
@@ -1532,10 +1532,10 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
                                         Variant::binned_taps(64, 64, 1)};
   expect_host_runs_match(huge, chunked, 1e-2, one_cell_inputs<true>);
   expect_host_runs_match(huge, chunked, 2e-2, one_cell_inputs<false>);
-  // Below the channel bound only: 9 channels keep their taps as records at a bound of 8.
+  // Within the bound only: 4 taps x 9 channels keep their taps as records at a bound of 35.
   ClaimSlotTensors claims;
   BinnedGatherOptions options;
-  options.taps_channels_max = 8;
+  options.taps_walks_max = 35;
   ir::Program lowered =
       lower_scatter_to_binned_gather(simplify(programs.back()), &claims, options);
   for (const ir::Tensor& t : lowered.temporaries) {

@@ -473,7 +473,7 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   ClaimSlotTensors claims;
   BinnedGatherOptions planar;  // the gather in grad_input's own layout
   planar.channels_last_min = 0;
-  planar.taps_channels_max = 0;  // every tap a record (taps in the gather: below)
+  planar.taps_walks_max = 0;  // every tap a record (taps in the gather: below)
   ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
   // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
@@ -515,10 +515,11 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   ir::Program unchunked = lower_scatter_to_binned_gather(p, nullptr, planar);
   EXPECT_FALSE(unchunked.find_tensor("grad_input_bin_chunk_sums"));
   EXPECT_EQ(unchunked.kernels.size(), out.kernels.size() - 1);
-  // Taps in the gather (3 channels <= 16): one record per point (2 x 5 x 4), binned by its
+  // Taps in the gather (16 taps x 3 channels = 48 walks per cell, within a bound of 48; the
+  // default 16 keeps bicubic's taps records): one record per point (2 x 5 x 4), binned by its
   // base cell, whose components range over [-shift_max, extent - 1 - shift_min]: bicubic's
   // taps shift by -1..2, so 2 x 43 x 33 cells; factors and the tap's condition per slot and tap.
-  planar.taps_channels_max = 16;
+  planar.taps_walks_max = 48;
   ir::Program taps = lower_scatter_to_binned_gather(p, nullptr, planar);
   ir::verify(taps);
   EXPECT_EQ(taps.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{2 * 43 * 33}));
@@ -528,16 +529,18 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   // Chunk sums per chunk and tap (40 slots: no chunk of 64, so none).
   EXPECT_FALSE(taps.find_tensor("grad_input_bin_chunk_sums"));
   const std::string walk = ir::to_string(taps.kernels[taps.kernels.size() - 2].stages[0].value);
-  EXPECT_EQ(walk.rfind("f16(sum<f32>(tap < 16 : sum<f32>(q in [", 0), 0u) << walk;
+  // The taps in order, written out as adds (no constant-trip reduction for thread tiles).
+  EXPECT_EQ(walk.rfind("f16(((((((((((((((sum<f32>(q in [", 0), 0u) << walk;
+  EXPECT_EQ(walk.find("tap"), std::string::npos) << walk;
   EXPECT_NE(walk.find("grad_input_bin_factor[q"), std::string::npos) << walk;
-  // 4 channels above the bound: the taps stay records.
-  planar.taps_channels_max = 2;
+  // Above the bound (by default): the taps stay records.
+  planar.taps_walks_max = 47;
   EXPECT_EQ(lower_scatter_to_binned_gather(p, nullptr, planar)
                 .find_tensor("grad_input_bin_sorted")
                 ->shape,
             (std::vector<int64_t>{2 * 5 * 4 * 16}));
   LowerOptions negative;
-  negative.binned_taps_channels_max = -1;
+  negative.binned_taps_walks_max = -1;
   EXPECT_THROW(lower(p, negative), Error);
 }
 
@@ -549,7 +552,7 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   // 16 channels >= 2, and 2 x 8 x 6 x 4 = 384 records >= 2 per cell (2 x 6 x 5 = 60 cells);
   // every tap a record (the interpreter runs the claim as a plain load).
   BinnedGatherOptions records;
-  records.taps_channels_max = 0;
+  records.taps_walks_max = 0;
   ir::Program out = lower_scatter_to_binned_gather(p, nullptr, records);
   ir::verify(out);
   std::vector<std::string> names = kernel_names(out);
