@@ -52,6 +52,19 @@
 // sequential walk, bitwise as without chunking. The order depends on the buckets' positions
 // (data) only, never on the launch configuration; a bucket of any size costs each element at
 // most 2C - 2 records and |bucket| / C chunk sums, instead of |bucket| records.
+// Taps in the gather (BinnedGatherOptions::taps_walks_max, binned_taps.h): where a record axis
+// only shifts T's index by constants (grid_sampler's tap: T[.., floor(y) + tap / 2, ..]) and
+// taps x broadcast elements (the bucket walks per cell) are at most taps_walks_max, the tap
+// axis leaves the records: one record per point, binned by its base index shifted into
+// [0, extent + max shift - min shift) per component (all its taps' cells at once), counted
+// where that key is in range. The factors (and the condition, now per tap: bin_valid, i32)
+// are per slot and tap, [records, taps]; chunk sums per chunk, tap and broadcast index; and
+// the gather adds, for taps 0, 1, ... in order, the sum of the bucket of the base that the tap
+// shifts onto the element (each walk as above, chunked or not, terms where the condition
+// fails add +0):
+//   T[t] = (walk(tap 0) + walk(tap 1)) + ...   (written out: no constant-trip reduction)
+// Deterministic and launch-independent like the rest, but not the records layout's order
+// (there a bucket holds a point's taps in record order), so not its bits.
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
 // bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
 // sort scatters write every slot at most once, so they are plain stores into unzeroed
