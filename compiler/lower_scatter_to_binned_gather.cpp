@@ -15,6 +15,7 @@
 #include "compiler/program_utils.h"
 #include "compiler/simplify.h"
 #include "ir/builder.h"
+#include "ir/equality.h"
 #include "ir/visitor.h"
 
 namespace adjoint::compiler {
@@ -119,6 +120,31 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
            std::to_string(options.taps_walks_max) + ", ADJOINT_TUNE_BINNED_TAPS): " +
            std::to_string(s.records) + " records instead of " + std::to_string(b.records);
   return s;
+}
+
+/// Whether `condition` only says that the target index is in bounds: a conjunction of
+/// `index_j >= 0` and `index_j < extent_j` (grid_sampler's zeros padding). With taps in the
+/// gather it then holds for every term: a tap's term in an element's walk has that element's
+/// index, which is in bounds (exactly: binned_taps.h).
+bool only_index_bounds(const ir::Stage& stage, const Expr& condition) {
+  if (auto* both = condition.as<ir::BinaryNode>(); both && both->op == ir::BinaryOp::kAnd)
+    return only_index_bounds(stage, both->a) && only_index_bounds(stage, both->b);
+  auto* compare = condition.as<ir::CompareNode>();
+  if (!compare) return false;
+  auto* bound = compare->b.as<ir::IntConstNode>();
+  if (!bound) return false;
+  for (int j = 0; j < stage.target->rank(); ++j) {
+    if (!ir::structurally_equal(compare->a, stage.indices[j])) continue;
+    const int64_t extent = stage.target->shape[j];
+    switch (compare->op) {
+      case ir::CompareOp::kGe: if (bound->value == 0) return true; break;
+      case ir::CompareOp::kGt: if (bound->value == -1) return true; break;
+      case ir::CompareOp::kLt: if (bound->value == extent) return true; break;
+      case ir::CompareOp::kLe: if (bound->value == extent - 1) return true; break;
+      default: break;
+    }
+  }
+  return false;
 }
 
 /// The key component j of a target index component `index` reached by a tap of shift `shift`.
@@ -555,7 +581,8 @@ class Rewriter {
       return factor;
     });
     Expr body = hoister.mutate(stage.value);
-    if (b.taps && stage.condition.defined() && depends_on(stage.condition, tap->get())) {
+    if (b.taps && stage.condition.defined() && depends_on(stage.condition, tap->get()) &&
+        !only_index_bounds(stage, stage.condition)) {
       // Each tap adds only where the scatter's condition holds (+0 otherwise: a sum that
       // starts from +0 is unchanged by it, so the same bits as skipping the term).
       Tensor valid = temporary(prefix + "_valid", factor_shape, DType::kI32);

@@ -57,8 +57,9 @@
 // taps x broadcast elements (the bucket walks per cell) are at most taps_walks_max, the tap
 // axis leaves the records: one record per point, binned by its base index shifted into
 // [0, extent + max shift - min shift) per component (all its taps' cells at once), counted
-// where that key is in range. The factors (and the condition, now per tap: bin_valid, i32)
-// are per slot and tap, [records, taps]; chunk sums per chunk, tap and broadcast index; and
+// where that key is in range. The factors are per slot and tap, [records, taps], and so is
+// the condition (bin_valid, i32) unless it only bounds the index, which every term of a walk
+// satisfies; chunk sums per chunk, tap and broadcast index; and
 // the gather adds, for taps 0, 1, ... in order, the sum of the bucket of the base that the tap
 // shifts onto the element (each walk as above, chunked or not, terms where the condition
 // fails add +0):

@@ -1495,11 +1495,40 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
         "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
+  // A condition that is more than the index's bounds (tap 1 is skipped): kept per slot and
+  // tap (<T>_bin_valid). out[c, n, floor(4 x[n, i]) + tap - 1] += v[c, n, i] * (x[n, i] - tap).
+  {
+    ir::ProgramBuilder b("taps_condition");
+    ir::Tensor x = b.input("x", DType::kF32, {3, 10});
+    ir::Tensor v = b.input("v", DType::kF32, {2, 3, 10});
+    ir::Tensor out = b.output("out", DType::kF32, {2, 3, 8});
+    Var c("c"), n("n"), i("i"), tap("tap");
+    Expr base = ir::cast(DType::kI64,
+                         ir::floor(ir::load(x, {n, i}) * ir::constant(DType::kF32, 4.0)));
+    Expr index = base + (Expr(tap) - Expr(int64_t{1}));
+    Expr condition = index >= Expr(int64_t{0}) && index < Expr(int64_t{8}) &&
+                     Expr(tap) != Expr(int64_t{1});
+    Expr value = ir::load(v, {c, n, i}) *
+                 (ir::load(x, {n, i}) - ir::cast(DType::kF32, Expr(tap)));
+    b.kernel("scatter", {ir::scatter_add(out, {Expr(c), Expr(n), index}, value,
+                                         ir::over({c, n, i, tap}, {2, 3, 10, 3}), DType::kF32,
+                                         condition)});
+    programs.push_back(std::move(b).build());
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.taps_walks_max = 6;
+    ir::Program lowered =
+        lower_scatter_to_binned_gather(simplify(programs.back()), &claims, options);
+    ir::Tensor valid = lowered.find_tensor("out_bin_valid");
+    ASSERT_TRUE(valid) << ir::to_string(lowered);
+    EXPECT_EQ(valid->shape, (std::vector<int64_t>{30, 3}));
+  }
   // Every program's scatter but bicubic reflection's takes the taps (the gather walks a bucket
   // per tap); reflection and border padding fold each bicubic tap's index on its own, which
   // is no shift of a base.
   for (const ir::Program& program : programs) {
-    if (program.attributes.at("interpolation_mode") == "bicubic" &&
+    if (program.attributes.count("interpolation_mode") &&
+        program.attributes.at("interpolation_mode") == "bicubic" &&
         program.attributes.at("padding_mode") != "zeros")
       continue;
     ClaimSlotTensors claims;
@@ -1536,8 +1565,7 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
   ClaimSlotTensors claims;
   BinnedGatherOptions options;
   options.taps_walks_max = 35;
-  ir::Program lowered =
-      lower_scatter_to_binned_gather(simplify(programs.back()), &claims, options);
+  ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[5]), &claims, options);
   for (const ir::Tensor& t : lowered.temporaries) {
     if (t->name.find("_bin_factor") != std::string::npos) EXPECT_EQ(t->rank(), 1) << t->name;
   }
