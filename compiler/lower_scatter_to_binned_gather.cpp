@@ -125,7 +125,9 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
 /// Whether `condition` only says that the target index is in bounds: a conjunction of
 /// `index_j >= 0` and `index_j < extent_j` (grid_sampler's zeros padding). With taps in the
 /// gather it then holds for every term: a tap's term in an element's walk has that element's
-/// index, which is in bounds (exactly: binned_taps.h).
+/// index, which is in bounds (exactly: binned_taps.h). (The chunk sums also sum taps whose
+/// index is out of bounds, which no element reads: the caller makes sure that the value reads
+/// nothing at a place that depends on the tap.)
 bool only_index_bounds(const ir::Stage& stage, const Expr& condition) {
   if (auto* both = condition.as<ir::BinaryNode>(); both && both->op == ir::BinaryOp::kAnd)
     return only_index_bounds(stage, both->a) && only_index_bounds(stage, both->b);
@@ -147,24 +149,29 @@ bool only_index_bounds(const ir::Stage& stage, const Expr& condition) {
   return false;
 }
 
+/// Whether no load of `value` indexes by an expression of `tap` (so that every tap of a
+/// binned point reads what its in-bounds taps read).
+bool reads_independent_of(const Expr& value, const ir::VarNode* tap) {
+  bool independent = true;
+  for_each_node(value, [&](const Expr& node) {
+    if (auto* load = node.as<ir::LoadNode>()) {
+      for (const Expr& index : load->indices) independent &= !depends_on(index, tap);
+    }
+  });
+  return independent;
+}
+
 /// The key component j of a target index component `index` reached by a tap of shift `shift`.
 Expr key_component(const Binning& b, int j, const Expr& index, const Expr& shift) {
   return index - shift + Expr(b.taps->max_shift[j]);
 }
 
+Expr cell_of(const Binning& b, const Tensor& target, const std::vector<Expr>& indices);
+
 /// The cell (bucket) of a record: cell_of its target index, or with taps in the gather its
 /// base index shifted into [0, key_extent) per component.
 Expr record_key(const Binning& b, const ir::Stage& stage) {
-  if (!b.taps) {
-    Expr key = Expr(int64_t{0});
-    bool first = true;
-    for (int j = 0; j < stage.target->rank(); ++j) {
-      if (b.component_axis[j]) continue;
-      key = first ? stage.indices[j] : key * Expr(stage.target->shape[j]) + stage.indices[j];
-      first = false;
-    }
-    return key;
-  }
+  if (!b.taps) return cell_of(b, stage.target, stage.indices);
   Expr key = Expr(int64_t{0});
   bool first = true;
   for (int j = 0; j < stage.target->rank(); ++j) {
@@ -582,7 +589,8 @@ class Rewriter {
     });
     Expr body = hoister.mutate(stage.value);
     if (b.taps && stage.condition.defined() && depends_on(stage.condition, tap->get()) &&
-        !only_index_bounds(stage, stage.condition)) {
+        !(only_index_bounds(stage, stage.condition) &&
+          reads_independent_of(stage.value, tap->get()))) {
       // Each tap adds only where the scatter's condition holds (+0 otherwise: a sum that
       // starts from +0 is unchanged by it, so the same bits as skipping the term).
       Tensor valid = temporary(prefix + "_valid", factor_shape, DType::kI32);
