@@ -123,6 +123,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                     std::to_string(options.binned_records_per_cell_min),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_taps_walks_max < 0) {
+    throw Error("LowerOptions.binned_taps_walks_max: expected 0 (never) or a number of "
+                "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_gather_chunk < 0) {
     throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
                 "got " + std::to_string(options.binned_gather_chunk),
@@ -158,13 +163,14 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.channels_last_min = options.binned_channels_last_min;
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
+  binned_options.taps_walks_max = options.binned_taps_walks_max;
+  ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  ScheduleNotes notes, cooperative_notes, layout_notes;
   p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
     return lay_out_gathered_reductions_for_lanes(x, options.gathered_lanes_min,
                                                  &schedule_options.preferred_kernels,

@@ -88,6 +88,10 @@ struct LowerOptions {
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
   /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
   int64_t binned_gather_chunk = 64;
+  /// BinnedGatherOptions::taps_walks_max: the most taps x broadcast elements (grid_sampler's
+  /// taps x channels) for which a binned gather bins one record per point and walks a bucket
+  /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).
+  int64_t binned_taps_walks_max = 16;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;

@@ -93,6 +93,7 @@ struct TuningKnobs {
   std::string block_reduction = "auto";
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
+  int binned_taps_walks_max = 16;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
@@ -171,6 +172,10 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BINNED_GATHER_CHUNK", 64, [](int v) { return v >= 0 && v <= (1 << 20); },
       "0 (one sequential walk per bucket) or the slots per chunk of a binned gather's walk, "
       "at most 1048576");
+  knobs.binned_taps_walks_max = integer_knob(
+      "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
+      "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
+      "bins one record per point and walks a bucket per tap");
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -626,6 +631,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.block_reduction = tuning_knobs().block_reduction;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
+  options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
