@@ -94,6 +94,7 @@ int disk_hit_breakdown_child() {
   out["build_ir_ms"] = profile.build_ir_ms;
   out["lower_ms"] = profile.lower_ms;
   out["binaries_ms"] = profile.binaries_ms;
+  out["heap_release_ms"] = profile.heap_release_ms;
   out["load_modules_ms"] = profile.load_modules_ms;
   out["prepare_other_ms"] = prepare_ms - profile.total_ms;
   step = Clock::now();
