@@ -15,8 +15,12 @@
 namespace adjoint::runtime {
 namespace {
 
-// glibc's documented defaults (mallopt(3)): what the scope restores.
+// glibc's documented defaults (mallopt(3)): what the scope restores. Any mallopt of these
+// parameters also turns off glibc's adaptive mmap threshold for good (mallopt(3)), so after
+// level 2 the scope leaves the values that adaptation reaches at its maximum: blocks up to
+// 32 MiB from the heaps and a trim threshold of twice that.
 constexpr int kDefaultTrimThreshold = 128 * 1024;
+constexpr int kAdaptedTrimThreshold = 64 * 1024 * 1024;
 constexpr int kDefaultTopPad = 128 * 1024;
 // While compiling: never trim, grow a heap 64 MiB at a time, and (level 2) serve blocks up to
 // 32 MiB, glibc's largest mmap threshold, from the heaps.
@@ -64,7 +68,7 @@ double CompileHeapScope::finish() {
   if (level_ == 0) return 0;
   const auto start = std::chrono::steady_clock::now();
 #if defined(__GLIBC__)
-  mallopt(M_TRIM_THRESHOLD, kDefaultTrimThreshold);
+  mallopt(M_TRIM_THRESHOLD, level_ >= 2 ? kAdaptedTrimThreshold : kDefaultTrimThreshold);
   mallopt(M_TOP_PAD, kDefaultTopPad);
   malloc_trim(0);
 #endif

@@ -28,9 +28,10 @@ class CompileHeapScope {
   CompileHeapScope(const CompileHeapScope&) = delete;
   CompileHeapScope& operator=(const CompileHeapScope&) = delete;
 
-  /// Restores glibc's default trim threshold and top pad (the mmap threshold stays where level
-  /// 2 put it: glibc cannot be told to adapt it again) and returns the heaps' free memory to
-  /// the kernel; the milliseconds that took. Only the first call does anything.
+  /// Restores glibc's default top pad and trim threshold (after level 2: the mmap threshold
+  /// stays at 32 MiB and the trim threshold becomes 64 MiB, the values glibc's own adaptation
+  /// reaches, since no mallopt can turn that adaptation back on) and returns the heaps' free
+  /// memory to the kernel; the milliseconds that took. Only the first call does anything.
   double finish();
 
   /// The level in effect for this scope (0 when nothing was changed).
