@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <sstream>
 #include <string>
@@ -129,12 +130,25 @@ const std::vector<std::pair<const char*, const char*>> kColdPrepareSpecs = {
 int cold_prepare_child(const std::string& spec_text) {
   runtime::current_context();
   ops::Specialization spec = ops::parse_specialization(spec_text);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
   const auto start = Clock::now();
   auto program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
   const double prepare_ms = ms_since(start);
+  getrusage(RUSAGE_SELF, &after);
   const runtime::PrepareProfile& profile = runtime::last_prepare_profile();
   nlohmann::json out;
   out["prepare_ms"] = prepare_ms;
+  // what the process cost the machine meanwhile: CPU time in user and kernel mode, page faults
+  // and context switches (waits on locks are voluntary switches)
+  auto cpu_ms = [](const timeval& a, const timeval& b) {
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_usec - a.tv_usec) / 1e3;
+  };
+  out["user_cpu_ms"] = cpu_ms(before.ru_utime, after.ru_utime);
+  out["system_cpu_ms"] = cpu_ms(before.ru_stime, after.ru_stime);
+  out["minor_faults"] = after.ru_minflt - before.ru_minflt;
+  out["voluntary_switches"] = after.ru_nvcsw - before.ru_nvcsw;
+  out["involuntary_switches"] = after.ru_nivcsw - before.ru_nivcsw;
   out["build_ir_ms"] = profile.build_ir_ms;
   out["emission_ms"] = profile.lower_ms;
   out["nvrtc_load_ms"] = profile.nvrtc_load_ms;
