@@ -9,7 +9,7 @@
 //  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
 //    unit, one unit per kernel and the default grouping (or ADJOINT_BENCH_COLD_SETTINGS),
 //    split into phases (IR, emission, NVRTC load, NVRTC compile wall and summed, module
-//    load), then that
+//    load) with the process's CPU time (user, system), page faults and context switches, then that
 //    program's disk hit (`--cold-prepare-only [WORDS]` measures only that, for the ops whose
 //    label contains one of the comma-separated WORDS; the ADJOINT_TUNE_* knobs of the parent
 //    reach every child);
@@ -95,7 +95,6 @@ int disk_hit_breakdown_child() {
   out["build_ir_ms"] = profile.build_ir_ms;
   out["lower_ms"] = profile.lower_ms;
   out["binaries_ms"] = profile.binaries_ms;
-  out["heap_release_ms"] = profile.heap_release_ms;
   out["load_modules_ms"] = profile.load_modules_ms;
   out["prepare_other_ms"] = prepare_ms - profile.total_ms;
   step = Clock::now();

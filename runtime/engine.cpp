@@ -678,7 +678,6 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   profile.compile_wall_ms = acquired.compile_wall_ms;
   profile.units_compiled = acquired.units_compiled;
   profile.compile_threads = acquired.threads;
-  profile.heap_release_ms = acquired.heap_release_ms;
 
   step = Clock::now();
   program->kernels.resize(compiled.kernels.size());

@@ -20,7 +20,6 @@
 #include <fmt/format.h>
 
 #include "ir/error.h"
-#include "runtime/compile_heap.h"
 #include "runtime/dump.h"
 #include "runtime/package.h"
 
@@ -138,7 +137,6 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
   Nvrtc::instance();  // load once, before the threads (its errors are not compile errors)
   if (!was_loaded) profile.nvrtc_load_ms = milliseconds_between(load_start, Clock::now());
 
-  CompileHeapScope heap;  // freed compile memory stays in the heaps until finish()
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < missing.size(); i = next++) {
@@ -164,7 +162,6 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
   profile.threads = static_cast<int>(pool.size()) + 1;
   work();
   for (std::thread& thread : pool) thread.join();
-  profile.heap_release_ms = heap.finish();
   Clock::time_point first = missing.front()->started, last = missing.front()->finished;
   for (const Unit* unit : missing) {
     first = std::min(first, unit->started);

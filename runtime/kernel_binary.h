@@ -104,7 +104,6 @@ struct AcquireProfile {
   double compile_sum_ms = 0;   ///< the NVRTC compile times added up over units
   size_t units_compiled = 0;   ///< translation units NVRTC compiled
   int threads = 1;             ///< threads that compiled them
-  double heap_release_ms = 0;  ///< returning the compiles' free memory (CompileHeapScope)
 };
 
 /// A loadable image, a cubin or NUL-terminated PTX, holding some of a program's kernels.

@@ -21,7 +21,6 @@ struct PrepareProfile {
   double compile_wall_ms = 0;  ///< wall time of the (concurrent) NVRTC compiles
   size_t units_compiled = 0;   ///< translation units NVRTC compiled
   int compile_threads = 1;     ///< threads that compiled them
-  double heap_release_ms = 0;  ///< returning their free memory (runtime/compile_heap.h)
   double load_modules_ms = 0;  ///< cuModuleLoadData and cuModuleGetFunction
   double total_ms = 0;         ///< the whole build, including the above
   BinarySource source = BinarySource::kCompiled;

@@ -6,7 +6,6 @@
 // Everything that loads NVRTC runs in a forked child, so the parent stays NVRTC-free and every
 // child starts like a fresh process that has not loaded it.
 #include "runtime/kernel_binary.h"
-#include "runtime/compile_heap.h"
 
 #include <elf.h>
 #include <sys/wait.h>
@@ -494,37 +493,6 @@ TEST(CompileThreads, EnvironmentIsCheckedAndDefaultsToTheHardware) {
   }
   unsetenv("ADJOINT_COMPILE_THREADS");
   EXPECT_EQ(compile_threads_from_environment(), hardware);
-}
-
-TEST(CompileHeap, EnvironmentIsCheckedAndTheScopeRestoresOnce) {
-  unsetenv("ADJOINT_TUNE_COMPILE_HEAP");
-  EXPECT_EQ(compile_heap_level_from_environment(), 0);  // the default, docs/runtime.md
-  for (const char* bad : {"3", "-1", "on", "2x"}) {
-    ASSERT_EQ(setenv("ADJOINT_TUNE_COMPILE_HEAP", bad, 1), 0);
-    try {
-      compile_heap_level_from_environment();
-      ADD_FAILURE() << bad << ": expected an error";
-    } catch (const Error& error) {
-      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(error.what()).find("ADJOINT_TUNE_COMPILE_HEAP"), std::string::npos);
-    }
-  }
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  for (const char* level : {"0", "1", "2"}) {
-    ASSERT_EQ(setenv("ADJOINT_TUNE_COMPILE_HEAP", level, 1), 0);
-    CompileHeapScope scope;
-#if defined(__GLIBC__)
-    // glibc tunables set by the user win: then the scope changes nothing
-    EXPECT_EQ(scope.level(), tunables != nullptr && *tunables != '\0' ? 0 : level[0] - '0');
-#endif
-    std::vector<std::vector<char>> blocks;  // memory freed inside the scope stays usable
-    for (int i = 0; i < 64; ++i) blocks.emplace_back(size_t{1} << 20, static_cast<char>(i));
-    blocks.clear();
-    EXPECT_GE(scope.finish(), 0.0);
-    EXPECT_EQ(scope.level(), 0);
-    EXPECT_EQ(scope.finish(), 0.0);  // once only
-  }
-  unsetenv("ADJOINT_TUNE_COMPILE_HEAP");
 }
 
 TEST(NvrtcOptions, EnvironmentIsSplitCheckedAndKeyed) {
