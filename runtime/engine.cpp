@@ -19,6 +19,7 @@
 #include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "runtime/compile_huge_pages.h"
 #include "runtime/disk_cache.h"
 #include "runtime/driver.h"
 #include "runtime/dump.h"
@@ -685,6 +686,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.compile_units = compile_units_from_environment(request.compile_threads);
   request.split_compile = split_compile_from_environment();
   request.nvrtc_options = nvrtc_options_from_environment();
+  request.compile_huge_pages = compile_huge_pages_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});
@@ -696,6 +698,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   profile.compile_wall_ms = acquired.compile_wall_ms;
   profile.units_compiled = acquired.units_compiled;
   profile.compile_threads = acquired.threads;
+  profile.memory_release_ms = acquired.memory_release_ms;
 
   step = Clock::now();
   program->kernels.resize(compiled.kernels.size());
