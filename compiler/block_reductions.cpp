@@ -225,7 +225,7 @@ int64_t block_reduction_shared_bytes(const ir::Kernel& kernel, const BlockReduct
 }
 
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
-                              std::string& reason) {
+                              std::string& reason, int max_stage_width) {
   const int64_t K = shape.outputs;
   int64_t mk = 1;
   for (int64_t candidate : {8, 6, 4, 3, 2}) {
@@ -255,11 +255,23 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
     return "no chunk of 32, 16 or 8 divides " + std::to_string(shape.trips) +
            " iterations within " + std::to_string(kMaxSharedBytes) + " bytes of shared memory";
   }
+  // Staging width: W consecutive iterations of the innermost reduced axis per staging thread,
+  // so that its loads of a contiguous dimension become one vector access (W | C and W | that
+  // axis' extent keep the W iterations on one row of the other reduced axes).
+  const int64_t innermost = shape.reduce->axes.back().extent.as<ir::IntConstNode>()->value;
+  g.block_stage_width = 1;
+  for (int w = 8; w > 1; w /= 2) {
+    if (w <= max_stage_width && g.block_chunk % w == 0 && innermost % w == 0) {
+      g.block_stage_width = w;
+      break;
+    }
+  }
   reason = "tiles of " + std::to_string(g.block_tokens) + " tokens x " + std::to_string(K) +
            " outputs, " + std::to_string(lanes * groups) + " threads of " + std::to_string(mt) +
            " x " + std::to_string(mk) + " accumulators, chunks of " + std::to_string(g.block_chunk) +
            " iterations staged in " + std::to_string(block_reduction_shared_bytes(kernel, shape)) +
-           " bytes of shared memory";
+           " bytes of shared memory, " + std::to_string(g.block_stage_width) +
+           " iteration(s) per staging thread";
   return "";
 }
 
@@ -282,7 +294,7 @@ ir::Program choose_block_reductions(const ir::Program& program,
       continue;
     }
     std::string reason;
-    const std::string why = choose_block_tile(kernel, shape, reason);
+    const std::string why = choose_block_tile(kernel, shape, reason, options.max_stage_width);
     if (!why.empty()) {
       if (notes) add_schedule_note(*notes, kernel.name, target + ": no block reduction (" + why + ")");
       continue;
@@ -370,6 +382,10 @@ void check_block_reduction_coverage(const ir::Kernel& kernel, const LaunchDims& 
   if (g.block_chunk < 1 || shape.trips % g.block_chunk != 0)
     fail("a chunk of " + std::to_string(g.block_chunk) + " does not divide " + std::to_string(shape.trips) + " iterations");
   if (block_reduction_shared_bytes(kernel, shape) > kMaxSharedBytes) fail("more than 48 KB of shared memory");
+  if (g.block_stage_width < 1 || g.block_chunk % g.block_stage_width != 0 ||
+      shape.reduce->axes.back().extent.as<ir::IntConstNode>()->value % g.block_stage_width != 0)
+    fail("a staging width of " + std::to_string(g.block_stage_width) +
+         " does not divide the chunk and the innermost reduced axis");
   if (launch.grid[0] < 1) fail("no blocks over the token tiles");
   for (size_t i = 0; i < 2; ++i) {
     const uint32_t expected = i < shape.block_axes.size() ? static_cast<uint32_t>(extents[shape.block_axes[i]]) : 1;

@@ -2,7 +2,11 @@
 // block_tokens > 0. Shared arrays for the staged token and weight parts, a grid-stride loop over
 // token tiles, chunks staged cooperatively between two __syncthreads, each thread's Mt x Mk
 // accumulators summed in iteration order, and the stores of the stage's value per point.
+// With a staging width W > 1 each staging thread loads W consecutive iterations of a row at
+// once (vector accesses), in a loop unrolled over its rows (emit_wide_staging).
 #include <functional>
+#include <optional>
+#include <unordered_map>
 
 #include "compiler/block_reductions.h"
 #include "compiler/kernel_emitter.h"
@@ -26,7 +30,8 @@ void KernelEmitter::emit_block_reduction_body() {
   const std::vector<int64_t> extents = domain_extents(kernel_);
   const int64_t T = g.block_tokens, mt = g.block_token_points, mk = g.block_output_points,
                 C = g.block_chunk, K = shape.outputs, lanes = T / mt, stride = C + 1,
-                R = shape.trips, N = shape.tokens, tiles = (N + T - 1) / T;
+                R = shape.trips, N = shape.tokens, tiles = (N + T - 1) / T,
+                W = g.block_stage_width;
   const std::string& it = index_type_;
   const std::string acc_type(cuda_value_type(r.dtype));
   const std::string threads = std::to_string(g.block_size);
@@ -108,6 +113,7 @@ void KernelEmitter::emit_block_reduction_body() {
                                                std::to_string(C) + ") {");
     out_->line("__syncthreads();  // every thread is done with the previous chunk");
     const std::string e = names_.fresh("e"), t = names_.fresh("t"), c = names_.fresh("c");
+    auto scalar_staging = [&]() {
     {
       CodeWriter::Block stage_loop = out_->block(
           "for (int " + e + " = threadIdx.x; " + e + " < " + std::to_string(T * C) + "; " + e +
@@ -139,6 +145,36 @@ void KernelEmitter::emit_block_reduction_body() {
         out_->line(weight_arrays[p] + "[" + k + " * " + std::to_string(stride) + " + " + c + "] = " +
                    strip_parens(emit_expr(shape.weight_parts[p])) + ";");
       pop_scope();
+    }
+    };
+    if (W > 1) {
+      // Wide staging takes vector loads without a check per load: it runs when every base
+      // pointer it spans is aligned (the same for every thread and chunk); else the scalar one.
+      std::vector<std::pair<std::string, int>> claims;
+      CodeWriter wide(out_->indent() + 1);
+      CodeWriter* saved = out_;
+      out_ = &wide;
+      span_alignment_claims_ = &claims;
+      emit_wide_staging(shape, names, tile, chunk, token_arrays, weight_arrays);
+      span_alignment_claims_ = nullptr;
+      out_ = saved;
+      std::string aligned;
+      for (const auto& [param, bytes] : claims) {
+        const std::string check = "adjoint::is_aligned<" + std::to_string(bytes) + ">(" + param + ")";
+        if (aligned.find(check) == std::string::npos)
+          aligned += (aligned.empty() ? "" : " && ") + check;
+      }
+      if (aligned.empty()) {
+        CodeWriter::Block all = out_->block("{");
+        out_->append(wide.text());
+      } else {
+        CodeWriter::Block branch = out_->block("if (" + aligned + ") {");
+        out_->append(wide.text());
+        branch.split("} else {  // a misaligned base: one element per thread");
+        scalar_staging();
+      }
+    } else {
+      scalar_staging();
     }
     out_->line("__syncthreads();  // the chunk is staged");
     out_->line("#pragma unroll 4");
@@ -208,6 +244,102 @@ void KernelEmitter::emit_block_reduction_body() {
   }
   block_accumulators_.clear();
   scopes_.clear();
+}
+
+void KernelEmitter::emit_wide_staging(const BlockReductionShape& shape,
+                                      const std::vector<std::string>& names,
+                                      const std::string& tile, const std::string& chunk,
+                                      const std::vector<std::string>& token_arrays,
+                                      const std::vector<std::string>& weight_arrays) {
+  const ir::Stage& stage = kernel_.stages.front();
+  const ir::GridConfig& g = kernel_.grid;
+  const ir::ReduceNode& r = *shape.reduce;
+  const std::vector<int64_t> extents = domain_extents(kernel_);
+  const int64_t T = g.block_tokens, C = g.block_chunk, K = shape.outputs, W = g.block_stage_width,
+                stride = C + 1, N = shape.tokens, per_row = C / W, threads = g.block_size;
+  const std::string& it = index_type_;
+  const ir::VarNode* inner = r.axes.back().var.get();
+  const int64_t inner_extent = r.axes.back().extent.as<ir::IntConstNode>()->value;
+  auto at_current_level = [&](const ir::VarNode* v) { var_levels_[v] = scopes_.size() - 1; };
+  // Stages `rows` rows (the tile's tokens, or the K outputs) of the chunk's C iterations.
+  auto stage_rows = [&](int64_t rows, bool tokens) {
+    const int64_t groups = rows * per_row, trips = (groups + threads - 1) / threads;
+    const std::string q = names_.fresh("q"), e = names_.fresh("e"),
+                      row = names_.fresh(tokens ? "t" : "o"), c = names_.fresh("c"),
+                      v = names_.fresh("v");
+    out_->line("#pragma unroll");
+    CodeWriter::Block loop = out_->block("for (int " + q + " = 0; " + q + " < " +
+                                         std::to_string(trips) + "; ++" + q + ") {");
+    out_->line("const int " + e + " = threadIdx.x + " + q + " * " + std::to_string(threads) + ";");
+    // Only the last trip can run past the rows (the test folds away once unrolled).
+    std::optional<CodeWriter::Block> in_range;
+    if (groups % threads != 0)
+      in_range.emplace(out_->block("if (" + q + " < " + std::to_string(groups / threads) +
+                                   " || " + e + " < " + std::to_string(groups) + ") {"));
+    out_->line("const int " + row + " = " + e + " / " + std::to_string(per_row) + ";");
+    out_->line("const int " + c + " = " + e + " % " + std::to_string(per_row) + " * " +
+               std::to_string(W) + ";");
+    std::optional<CodeWriter::Block> token_guard;
+    scopes_.push_back(Scope{{}, out_, false});
+    if (tokens) {
+      const std::string token = names_.fresh("token");
+      out_->line("const " + it + " " + token + " = " + tile + " * " + std::to_string(T) + " + " +
+                 row + ";");
+      if (N % T != 0)  // only a last, partial tile has tokens past N
+        token_guard.emplace(out_->block("if (" + token + " < " + std::to_string(N) + ") {"));
+      int64_t divisor = 1;
+      for (size_t i = shape.token_axes.size(); i-- > 0;) {
+        const int axis = shape.token_axes[i];
+        std::string value = divisor == 1 ? token : "(" + token + ") / " + std::to_string(divisor);
+        if (i > 0) value = "(" + value + ") % " + std::to_string(extents[axis]);
+        out_->line("const " + it + " " + names[axis] + " = " + value + ";");
+        at_current_level(stage.domain[axis].var.get());
+        divisor *= extents[axis];
+      }
+    } else {
+      out_->line("const " + it + " " + names[shape.output_axis] + " = " + row + ";");
+      at_current_level(stage.domain[shape.output_axis].var.get());
+    }
+    // The W iterations chunk + c + v (v < W) share every reduced axis but the innermost, which
+    // runs from `base` (W divides C and the innermost extent).
+    const std::string flat = chunk + " + " + c;
+    int64_t divisor = 1;
+    std::string base;
+    for (size_t a = r.axes.size(); a-- > 0;) {
+      const int64_t extent = r.axes[a].extent.as<ir::IntConstNode>()->value;
+      std::string value = divisor == 1 ? flat : "(" + flat + ") / " + std::to_string(divisor);
+      if (a > 0) value = "(" + value + ") % " + std::to_string(extent);
+      const std::string name = var_names_.at(r.axes[a].var.get());
+      if (a + 1 == r.axes.size()) {
+        base = names_.fresh(name + "_base");
+        out_->line("const " + it + " " + base + " = " + value + ";");
+      } else {
+        out_->line("const " + it + " " + name + " = " + value + ";");
+        at_current_level(r.axes[a].var.get());
+      }
+      divisor *= extent;
+    }
+    const std::vector<Expr>& parts = tokens ? shape.token_parts : shape.weight_parts;
+    const std::vector<std::string>& arrays = tokens ? token_arrays : weight_arrays;
+    const std::string inner_name = var_names_.at(inner);
+    var_names_.erase(inner);  // only as base + v, inside the element loop
+    std::unordered_map<const ir::VarNode*, Lane> lanes;
+    lanes[inner] = Lane{base, v, W, W, 0, inner_extent - 1};
+    for (const Expr& part : parts) emit_spans(part, lanes);
+    referenced_.insert(base);
+    emit_scoped_loop("for (int " + v + " = 0; " + v + " < " + std::to_string(W) + "; ++" + v + ") {",
+                     inner, inner_name, base, v, [&]() {
+                       for (size_t p = 0; p < parts.size(); ++p)
+                         out_->line(arrays[p] + "[" + row + " * " + std::to_string(stride) +
+                                    " + " + c + " + " + v + "] = " +
+                                    strip_parens(emit_expr(parts[p])) + ";");
+                     });
+    var_names_[inner] = inner_name;
+    spans_.clear();
+    scopes_.pop_back();
+  };
+  stage_rows(T, true);
+  stage_rows(K, false);
 }
 
 }  // namespace adjoint::compiler

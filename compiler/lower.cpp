@@ -101,6 +101,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.block_stage_width != 1 && options.block_stage_width != 2 &&
+      options.block_stage_width != 4 && options.block_stage_width != 8) {
+    throw Error("LowerOptions.block_stage_width: expected 1, 2, 4 or 8, got " +
+                    std::to_string(options.block_stage_width),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.gathered_rows_min < 0) {
     throw Error("LowerOptions.gathered_rows_min: expected 0 (never) or an extent, got " +
                     std::to_string(options.gathered_rows_min),
@@ -136,6 +142,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
+  block_options.max_stage_width = options.block_stage_width;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);

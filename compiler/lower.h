@@ -75,6 +75,10 @@ struct LowerOptions {
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";
+  /// BlockReductionOptions::max_stage_width: the most consecutive iterations a block
+  /// reduction's staging thread loads, 1, 2, 4 or 8 (vector loads; default).
+  /// ADJOINT_TUNE_BLOCK_STAGING.
+  int block_stage_width = 8;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

@@ -200,7 +200,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   std::string tile_reason;
   const BlockReductionShape partial_shape = analyze_block_reduction(partials_kernel, any);
   std::string tile_why = partial_shape.why_not.empty()
-                             ? choose_block_tile(partials_kernel, partial_shape, tile_reason)
+                             ? choose_block_tile(partials_kernel, partial_shape, tile_reason,
+                                                 kernel.grid.block_stage_width)
                              : partial_shape.why_not;
   ir::Var combine("g");
   std::vector<Expr> indices{combine};

@@ -80,6 +80,10 @@ struct GridConfig {
   int block_token_points = 1;
   int block_output_points = 1;
   int block_chunk = 0;
+  /// Block reduction staging width W: each staging thread loads W consecutive iterations of
+  /// the reduction's innermost axis for one token (or output) with vector accesses where the
+  /// layout allows (W divides the chunk and that axis' extent); 1: one iteration per thread.
+  int block_stage_width = 1;
   /// Row-group kernels (Kernel::row_axes > 0, compiler/row_groups.h): each block owns this many
   /// consecutive rows (row-major over the row axes) for every stage, its threads stride over
   /// the stage's points of those rows, and a barrier separates the stages. `bindings` is empty.
