@@ -341,6 +341,8 @@ struct Variant {
   int thread_tile = -1;
   /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
   std::string block_reduction = "off";
+  /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
+  int stage_width = 8;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -375,6 +377,7 @@ struct Variant {
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (block_reduction == "off" ? std::string() : "_block") +
+           (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
@@ -402,6 +405,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
+  block_options.max_stage_width = variant.stage_width;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
@@ -999,7 +1003,8 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=2 seq=40 n=4 dim=64 dtype=f32",
                            "mhc_pre batch=1 seq=3 n=2 dim=128 dtype=bf16",
-                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32"}) {
+                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32",
+                           "mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
     Variant block = Variant::block(0);
     std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), block, "probe");
@@ -1010,9 +1015,15 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
     EXPECT_TRUE(found) << spec;
   }
   Variant serial = Variant::schedule(0, "serial", 0);
-  Variant block = Variant::block(0);
-  block.reduction = "serial";
-  expect_host_runs_match(programs, {serial, block}, 1e-5);
+  std::vector<Variant> variants{serial};
+  // Wide staging (8, or 4 where rows of 132 allow no more), 2, and one element per thread.
+  for (int width : {8, 2, 1}) {
+    Variant block = Variant::block(0);
+    block.reduction = "serial";
+    block.stage_width = width;
+    variants.push_back(block);
+  }
+  expect_host_runs_match(programs, variants, 1e-5);
 }
 
 /// Split block reductions (contiguous partials, g a block axis of the partials kernel): exact
@@ -1034,6 +1045,10 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
     block.reduction = "serial";
     variants.push_back(block);
   }
+  Variant scalar_staging = Variant::block(4);
+  scalar_staging.reduction = "serial";
+  scalar_staging.stage_width = 1;
+  variants.push_back(scalar_staging);
   std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
   bool partials_block = false;
   for (const CompiledKernel& k : kernels)
