@@ -81,6 +81,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   split_options.tiles.forced_points = options.thread_tile;
+  if (options.split_warp_combine_points < 0) {
+    throw Error("LowerOptions.split_warp_combine_points: expected 0 (never) or a number of "
+                "points, got " + std::to_string(options.split_warp_combine_points),
+                ErrorCode::kInvalidArgument);
+  }
+  split_options.warp_combine_points = options.split_warp_combine_points;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;

@@ -53,6 +53,9 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
+  /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
+  int64_t split_warp_combine_points = 1024;
   /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels

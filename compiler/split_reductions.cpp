@@ -406,6 +406,26 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         changed = true;
       }
     }
+    // Few points cannot hide G serial loads per thread: a warp per point then (the combine's
+    // order is the fixed lane stride and butterfly, deterministic like the thread's).
+    bool split_here = false;
+    for (const std::string& l : lines) split_here = split_here || l.find(": split into G=") != std::string::npos;
+    if (split_here && points < options.warp_combine_points && rewritten.stages.size() == 1 &&
+        rewritten.stages.front().kind == ir::StageKind::kCompute &&
+        !rewritten.stages.front().domain.empty()) {
+      bool shuffles = true;
+      for (const ir::ReduceNode* r : outermost_reductions(rewritten.stages.front().value)) {
+        const ir::DType t = r->dtype;
+        shuffles = shuffles && (t == ir::DType::kF32 || t == ir::DType::kF64 ||
+                                t == ir::DType::kI32 || t == ir::DType::kI64);
+      }
+      if (shuffles) {
+        rewritten.grid.reduction_lanes = 32;
+        lines.push_back(rewritten.stages.front().target->name + ": the combine runs a warp per point (" +
+                        std::to_string(points) + " points: lane l sums g = l, l + 32, ..., then "
+                        "the shuffle butterfly)");
+      }
+    }
     if (notes && !lines.empty()) {
       std::string text;
       for (const std::string& l : lines) text += (text.empty() ? "" : "\n") + l;

@@ -90,6 +90,7 @@ struct TuningKnobs {
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
   int block_stage_width = 8;
+  int split_warp_combine_points = 1024;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int gathered_rows_min = 2;
@@ -180,6 +181,10 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
+  knobs.split_warp_combine_points = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
+      "0 (a split's combine is a thread per point) or the points below which it is a warp per "
+      "point");
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
@@ -618,6 +623,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.block_reduction = tuning_knobs().block_reduction;
   options.block_stage_width = tuning_knobs().block_stage_width;
+  options.split_warp_combine_points = tuning_knobs().split_warp_combine_points;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;

@@ -343,6 +343,8 @@ struct Variant {
   std::string block_reduction = "off";
   /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
   int stage_width = 8;
+  /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
+  int64_t split_warp_combine = 1024;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -378,6 +380,7 @@ struct Variant {
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
+           (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
@@ -412,6 +415,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
+  split.warp_combine_points = variant.split_warp_combine;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1262,14 +1266,22 @@ TEST(HostRun, RowGroupsOfTheMhcPreOps) {
                            "with_grad_x_post=true",
                            "mhc_pre_backward batch=1 seq=1 n=8 dim=512 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
-    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), Variant::rows(-1), "probe");
+    // Split combines of one thread per point (a warp combine is not a row-group stage), so
+    // that B*S = 1 has its inv_rms combine fused with the kernels after it.
+    Variant rows = Variant::rows(-1);
+    rows.split_warp_combine = 0;
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), rows, "probe");
     bool fused = false;
     for (const CompiledKernel& k : kernels) fused |= synchronizes(k);
     EXPECT_TRUE(fused) << spec;
   }
   // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
   // and bf16 outputs agree with the interpreter only approximately.
-  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
+  // A warp combine sums the partials in another order than a thread: compared apart.
+  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1)}, 2e-2);
+  Variant plain(0), derived_rows = Variant::rows(-1), two_rows = Variant::rows(2);
+  plain.split_warp_combine = derived_rows.split_warp_combine = two_rows.split_warp_combine = 0;
+  expect_host_runs_match(programs, {plain, derived_rows, two_rows}, 2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
