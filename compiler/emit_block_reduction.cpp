@@ -29,9 +29,18 @@ void KernelEmitter::emit_block_reduction_body() {
   const ir::ReduceNode& r = *shape.reduce;
   const std::vector<int64_t> extents = domain_extents(kernel_);
   const int64_t T = g.block_tokens, mt = g.block_token_points, mk = g.block_output_points,
-                C = g.block_chunk, K = shape.outputs, lanes = T / mt, stride = C + 1,
+                C = g.block_chunk, K = shape.outputs, lanes = T / mt,
                 R = shape.trips, N = shape.tokens, tiles = (N + T - 1) / T,
                 W = g.block_stage_width;
+  const bool v4 = g.block_shared_vectors == 4;
+  const BlockSharedLayout layout = block_shared_layout(g, K);
+  const int64_t stride = layout.token_stride;
+  // A weight part's element (output k, iteration c) in its shared array.
+  auto weight_at = [&](const std::string& k, const std::string& c) {
+    return v4 ? "(" + c + ") * " + std::to_string(K) + " + " + k
+              : k + " * " + std::to_string(layout.weight_row) + " + " + c;
+  };
+  const std::string aligned_shared = v4 ? "alignas(16) __shared__ " : "__shared__ ";
   const std::string& it = index_type_;
   const std::string acc_type(cuda_value_type(r.dtype));
   const std::string threads = std::to_string(g.block_size);
@@ -79,13 +88,13 @@ void KernelEmitter::emit_block_reduction_body() {
   std::vector<std::string> token_arrays, weight_arrays;
   for (const Expr& e : shape.token_parts) {
     token_arrays.push_back(names_.fresh("token_part"));
-    out_->line("__shared__ " + std::string(cuda_value_type(e.dtype())) + " " + token_arrays.back() +
-               "[" + std::to_string(T * stride) + "];");
+    out_->line(aligned_shared + std::string(cuda_value_type(e.dtype())) + " " +
+               token_arrays.back() + "[" + std::to_string(T * stride) + "];");
   }
   for (const Expr& e : shape.weight_parts) {
     weight_arrays.push_back(names_.fresh("weight_part"));
-    out_->line("__shared__ " + std::string(cuda_value_type(e.dtype())) + " " +
-               weight_arrays.back() + "[" + std::to_string(K * stride) + "];");
+    out_->line(aligned_shared + std::string(cuda_value_type(e.dtype())) + " " +
+               weight_arrays.back() + "[" + std::to_string(v4 ? C * K : K * (C + 1)) + "];");
   }
   const std::string lane = names_.fresh("token_lane"), group = names_.fresh("output_group");
   out_->line("const int " + lane + " = threadIdx.x % " + std::to_string(lanes) + ";");
@@ -142,7 +151,7 @@ void KernelEmitter::emit_block_reduction_body() {
       at_current_level(stage.domain[shape.output_axis].var.get());
       decode_reduction(chunk + " + " + c);
       for (size_t p = 0; p < shape.weight_parts.size(); ++p)
-        out_->line(weight_arrays[p] + "[" + k + " * " + std::to_string(stride) + " + " + c + "] = " +
+        out_->line(weight_arrays[p] + "[" + weight_at(k, c) + "] = " +
                    strip_parens(emit_expr(shape.weight_parts[p])) + ";");
       pop_scope();
     }
@@ -177,49 +186,89 @@ void KernelEmitter::emit_block_reduction_body() {
       scalar_staging();
     }
     out_->line("__syncthreads();  // the chunk is staged");
-    out_->line("#pragma unroll 4");
-    CodeWriter::Block c_loop = out_->block("for (int " + c + " = 0; " + c + " < " +
-                                           std::to_string(C) + "; ++" + c + ") {");
     auto value_name = [&](const std::string& array, int64_t index) {
       return array + "_" + std::to_string(index);
     };
-    for (int64_t m = 0; m < mt; ++m) {
-      for (size_t p = 0; p < shape.token_parts.size(); ++p)
-        out_->line("const " + std::string(cuda_value_type(shape.token_parts[p].dtype())) + " " +
-                   value_name(token_arrays[p], m) + " = " + token_arrays[p] + "[(" +
-                   std::to_string(m * lanes) + " + " + lane + ") * " + std::to_string(stride) +
-                   " + " + c + "];");
-    }
-    for (int64_t j = 0; j < mk; ++j) {
-      for (size_t p = 0; p < shape.weight_parts.size(); ++p)
-        out_->line("const " + std::string(cuda_value_type(shape.weight_parts[p].dtype())) + " " +
-                   value_name(weight_arrays[p], j) + " = " + weight_arrays[p] + "[(" + group +
-                   " * " + std::to_string(mk) + " + " + std::to_string(j) + ") * " +
-                   std::to_string(stride) + " + " + c + "];");
-    }
-    for (int64_t m = 0; m < mt; ++m) {
-      for (int64_t j = 0; j < mk; ++j) {
-        // The body with each staged part replaced by its value: the arithmetic of the IR.
-        std::function<std::string(const Expr&)> combine = [&](const Expr& x) -> std::string {
-          for (size_t p = 0; p < shape.token_parts.size(); ++p)
-            if (shape.token_parts[p].get() == x.get()) return value_name(token_arrays[p], m);
-          for (size_t p = 0; p < shape.weight_parts.size(); ++p)
-            if (shape.weight_parts[p].get() == x.get()) return value_name(weight_arrays[p], j);
-          if (auto* b = x.as<ir::BinaryNode>())
-            return "(" + combine(b->a) + " " + std::string(ir::binary_op_name(b->op)) + " " +
-                   combine(b->b) + ")";
-          return visit(x);  // a float constant
-        };
-        const std::string point = acc + "[" + std::to_string(m) + "][" + std::to_string(j) + "]";
-        if (const ir::BinaryNode* product = ir::fused_product(r)) {  // fma_sum: one rounding
-          uses_fma_ = true;
-          out_->line(point + " = " + (r.dtype == ir::DType::kF64 ? "fma(" : "fmaf(") +
-                     strip_parens(combine(product->a)) + ", " + strip_parens(combine(product->b)) +
-                     ", " + point + ");");
-        } else {
-          out_->line(point + " += " + strip_parens(combine(r.body)) + ";");
+    // The multiply-adds of one iteration, from the values named by value_name.
+    auto emit_updates = [&]() {
+      for (int64_t m = 0; m < mt; ++m) {
+        for (int64_t j = 0; j < mk; ++j) {
+          // The body with each staged part replaced by its value: the arithmetic of the IR.
+          std::function<std::string(const Expr&)> combine = [&](const Expr& x) -> std::string {
+            for (size_t p = 0; p < shape.token_parts.size(); ++p)
+              if (shape.token_parts[p].get() == x.get()) return value_name(token_arrays[p], m);
+            for (size_t p = 0; p < shape.weight_parts.size(); ++p)
+              if (shape.weight_parts[p].get() == x.get()) return value_name(weight_arrays[p], j);
+            if (auto* b = x.as<ir::BinaryNode>())
+              return "(" + combine(b->a) + " " + std::string(ir::binary_op_name(b->op)) + " " +
+                     combine(b->b) + ")";
+            return visit(x);  // a float constant
+          };
+          const std::string point = acc + "[" + std::to_string(m) + "][" + std::to_string(j) + "]";
+          if (const ir::BinaryNode* product = ir::fused_product(r)) {  // fma_sum: one rounding
+            uses_fma_ = true;
+            out_->line(point + " = " + (r.dtype == ir::DType::kF64 ? "fma(" : "fmaf(") +
+                       strip_parens(combine(product->a)) + ", " + strip_parens(combine(product->b)) +
+                       ", " + point + ");");
+          } else {
+            out_->line(point + " += " + strip_parens(combine(r.body)) + ";");
+          }
         }
       }
+    };
+    if (v4) {
+      // Four iterations per step: each token row's 4 values are one 16-byte read, each weight
+      // row's 4 consecutive outputs another; the iterations still run in order c, c + 1, ...
+      out_->line("#pragma unroll 2");
+      CodeWriter::Block c_loop = out_->block("for (int " + c + " = 0; " + c + " < " +
+                                             std::to_string(C) + "; " + c + " += 4) {");
+      const char* component[4] = {"x", "y", "z", "w"};
+      for (int64_t m = 0; m < mt; ++m) {
+        for (size_t p = 0; p < shape.token_parts.size(); ++p)
+          out_->line("const uint4 " + value_name(token_arrays[p], m) + "_4 = *reinterpret_cast<const uint4*>(&" +
+                     token_arrays[p] + "[(" + std::to_string(m * lanes) + " + " + lane + ") * " +
+                     std::to_string(stride) + " + " + c + "]);");
+      }
+      for (int step = 0; step < 4; ++step) {
+        CodeWriter::Block iteration = out_->block("{  // iteration " + c + " + " + std::to_string(step));
+        for (int64_t q = 0; q < mk / 4; ++q) {
+          for (size_t p = 0; p < shape.weight_parts.size(); ++p)
+            out_->line("const uint4 " + value_name(weight_arrays[p], q) + "_4 = *reinterpret_cast<const uint4*>(&" +
+                       weight_arrays[p] + "[" +
+                       weight_at(group + " * " + std::to_string(mk) + " + " + std::to_string(4 * q),
+                                 c + " + " + std::to_string(step)) + "]);");
+        }
+        for (int64_t m = 0; m < mt; ++m) {
+          for (size_t p = 0; p < shape.token_parts.size(); ++p)
+            out_->line("const float " + value_name(token_arrays[p], m) + " = __uint_as_float(" +
+                       value_name(token_arrays[p], m) + "_4." + component[step] + ");");
+        }
+        for (int64_t j = 0; j < mk; ++j) {
+          for (size_t p = 0; p < shape.weight_parts.size(); ++p)
+            out_->line("const float " + value_name(weight_arrays[p], j) + " = __uint_as_float(" +
+                       value_name(weight_arrays[p], j / 4) + "_4." + component[j % 4] + ");");
+        }
+        emit_updates();
+      }
+    } else {
+      out_->line("#pragma unroll 4");
+      CodeWriter::Block c_loop = out_->block("for (int " + c + " = 0; " + c + " < " +
+                                             std::to_string(C) + "; ++" + c + ") {");
+      for (int64_t m = 0; m < mt; ++m) {
+        for (size_t p = 0; p < shape.token_parts.size(); ++p)
+          out_->line("const " + std::string(cuda_value_type(shape.token_parts[p].dtype())) + " " +
+                     value_name(token_arrays[p], m) + " = " + token_arrays[p] + "[(" +
+                     std::to_string(m * lanes) + " + " + lane + ") * " + std::to_string(stride) +
+                     " + " + c + "];");
+      }
+      for (int64_t j = 0; j < mk; ++j) {
+        for (size_t p = 0; p < shape.weight_parts.size(); ++p)
+          out_->line("const " + std::string(cuda_value_type(shape.weight_parts[p].dtype())) + " " +
+                     value_name(weight_arrays[p], j) + " = " + weight_arrays[p] + "[" +
+                     weight_at("(" + group + " * " + std::to_string(mk) + " + " +
+                                   std::to_string(j) + ")", c) + "];");
+      }
+      emit_updates();
     }
   }
   // The stores: each thread's points, the stage's value with the reduction replaced by its sum.
@@ -256,7 +305,7 @@ void KernelEmitter::emit_wide_staging(const BlockReductionShape& shape,
   const ir::ReduceNode& r = *shape.reduce;
   const std::vector<int64_t> extents = domain_extents(kernel_);
   const int64_t T = g.block_tokens, C = g.block_chunk, K = shape.outputs, W = g.block_stage_width,
-                stride = C + 1, N = shape.tokens, per_row = C / W, threads = g.block_size;
+                N = shape.tokens, per_row = C / W, threads = g.block_size;
   const std::string& it = index_type_;
   const ir::VarNode* inner = r.axes.back().var.get();
   const int64_t inner_extent = r.axes.back().extent.as<ir::IntConstNode>()->value;
@@ -327,11 +376,16 @@ void KernelEmitter::emit_wide_staging(const BlockReductionShape& shape,
     lanes[inner] = Lane{base, v, W, W, 0, inner_extent - 1};
     for (const Expr& part : parts) emit_spans(part, lanes);
     referenced_.insert(base);
+    const BlockSharedLayout layout = block_shared_layout(g, K);
+    const std::string at =
+        tokens || g.block_shared_vectors != 4
+            ? row + " * " + std::to_string(tokens ? layout.token_stride : layout.weight_row) +
+                  " + " + c + " + " + v
+            : "(" + c + " + " + v + ") * " + std::to_string(K) + " + " + row;
     emit_scoped_loop("for (int " + v + " = 0; " + v + " < " + std::to_string(W) + "; ++" + v + ") {",
                      inner, inner_name, base, v, [&]() {
                        for (size_t p = 0; p < parts.size(); ++p)
-                         out_->line(arrays[p] + "[" + row + " * " + std::to_string(stride) +
-                                    " + " + c + " + " + v + "] = " +
+                         out_->line(arrays[p] + "[" + at + "] = " +
                                     strip_parens(emit_expr(parts[p])) + ";");
                      });
     var_names_[inner] = inner_name;

@@ -149,6 +149,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   block_options.max_stage_width = options.block_stage_width;
+  block_options.shared_vectors = options.block_shared_vectors;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);

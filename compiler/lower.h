@@ -82,6 +82,9 @@ struct LowerOptions {
   /// reduction's staging thread loads, 1, 2, 4 or 8 (vector loads; default).
   /// ADJOINT_TUNE_BLOCK_STAGING.
   int block_stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads in block reductions' compute
+  /// loops where the tile allows. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
+  bool block_shared_vectors = true;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

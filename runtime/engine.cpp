@@ -90,6 +90,7 @@ struct TuningKnobs {
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
   int block_stage_width = 8;
+  bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
@@ -185,6 +186,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
       "0 (a split's combine is a thread per point) or the points below which it is a warp per "
       "point");
+  knobs.block_shared_vectors =
+      integer_knob(
+          "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a block reduction reads its staged f32 values 16 bytes at a time where C, K and "
+          "the outputs per thread allow) or 0 (one value per shared load, before)") == 1;
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
@@ -623,6 +629,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.block_reduction = tuning_knobs().block_reduction;
   options.block_stage_width = tuning_knobs().block_stage_width;
+  options.block_shared_vectors = tuning_knobs().block_shared_vectors;
   options.split_warp_combine_points = tuning_knobs().split_warp_combine_points;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;

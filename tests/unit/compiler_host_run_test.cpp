@@ -343,6 +343,8 @@ struct Variant {
   std::string block_reduction = "off";
   /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
   int stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads (the default) or not.
+  bool shared_vectors = true;
   /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
   int64_t split_warp_combine = 1024;
   /// Block reductions chosen (auto) with the split knob.
@@ -380,6 +382,7 @@ struct Variant {
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
+           (shared_vectors ? std::string() : "_nsv") +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
@@ -409,6 +412,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
   block_options.max_stage_width = variant.stage_width;
+  block_options.shared_vectors = variant.shared_vectors;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
@@ -1027,6 +1031,10 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
     block.stage_width = width;
     variants.push_back(block);
   }
+  Variant scalar_reads = Variant::block(0);  // one value per shared load
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
   expect_host_runs_match(programs, variants, 1e-5);
 }
 
@@ -1053,6 +1061,10 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   scalar_staging.reduction = "serial";
   scalar_staging.stage_width = 1;
   variants.push_back(scalar_staging);
+  Variant scalar_reads = Variant::block(4);
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
   std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
   bool partials_block = false;
   for (const CompiledKernel& k : kernels)
