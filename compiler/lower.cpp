@@ -87,6 +87,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 ErrorCode::kInvalidArgument);
   }
   split_options.warp_combine_points = options.split_warp_combine_points;
+  split_options.tiles.prefer_vector = options.tile_prefer_vector;
+  split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;
@@ -95,6 +97,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (options.partial_unroll < 0 || options.partial_unroll > 64) {
     throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "
                 "[1, 64], got " + std::to_string(options.partial_unroll),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.tile_unroll < 0 || options.tile_unroll > 64) {
+    throw Error("LowerOptions.tile_unroll: expected 0 (derived) or an unroll factor in [1, 64], "
+                "got " + std::to_string(options.tile_unroll),
                 ErrorCode::kInvalidArgument);
   }
   if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
@@ -231,6 +238,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.streaming_stores = options.streaming_stores;
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
+    emit_options.tile_unroll = options.tile_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.outer_size = options.outer_size;
     if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())

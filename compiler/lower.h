@@ -62,6 +62,9 @@ struct LowerOptions {
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
   /// Applies while unroll_budget is 0; a budget decides those loops itself.
   int partial_unroll = 0;
+  /// EmitOptions::tile_unroll: 0 derived, N in [1, 64] the unroll factor of thread-tiled
+  /// reduction loops (ADJOINT_TUNE_TILE_UNROLL).
+  int tile_unroll = 0;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
   /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts
@@ -109,6 +112,9 @@ struct LowerOptions {
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;
+  /// Derived tiles that take their axis in parts give way to the vector width
+  /// (ThreadTileOptions::prefer_vector; ADJOINT_TUNE_TILE_PREFER_VECTOR, 0 for the tiles before).
+  bool tile_prefer_vector = true;
   /// Set by lower_outer_generic only (compiler/lower_outer_generic.h): every kernel's
   /// outermost linear extent, the value of a generic program's batch size, is emitted as that
   /// size's kernel parameter (EmitOptions::outer_size).

@@ -82,9 +82,11 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int thread_tile = -1;
+  bool tile_prefer_vector = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
+  int tile_unroll = 0;
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
@@ -139,6 +141,11 @@ TuningKnobs read_tuning_knobs() {
   knobs.thread_tile = integer_knob(
       "ADJOINT_TUNE_THREAD_TILE", -1, [](int v) { return v >= -1 && v != 1 && v <= 64; },
       "-1 (derive), 0 (never tile) or a thread tile of 2 to 64 points");
+  knobs.tile_prefer_vector =
+      integer_knob(
+          "ADJOINT_TUNE_TILE_PREFER_VECTOR", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a derived thread tile that takes its axis in parts gives way to the vector "
+          "width) or 0 (it keeps its points and the vector width shrinks: the tiles before)") == 1;
   knobs.row_groups = integer_knob(
       "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
       "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
@@ -149,6 +156,9 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.tile_unroll = integer_knob(
+      "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
@@ -621,9 +631,11 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
+  options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
   options.partial_unroll = tuning_knobs().partial_unroll;
+  options.tile_unroll = tuning_knobs().tile_unroll;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;

@@ -1145,8 +1145,10 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   // Untiled first (within rounding of the interpreter's f64), then tiles: the same bits, with
   // and without splits (the split changes the order, so each tiled split run is compared with
   // the untiled run of the same split).
+  // tile(8, 8): dx's derived schedule at the shapes, R = 8 tokens with groups of 8 d
+  // (ThreadTileOptions::prefer_vector halves R = 16 so that R x V stays at 64).
   expect_host_runs_match(programs, {Variant::tile(0, 0), Variant::tile(0, 2), Variant::tile(0, 4),
-                                    Variant::tile(0, 8), Variant::tile(1, 4)},
+                                    Variant::tile(0, 8), Variant::tile(1, 4), Variant::tile(8, 8)},
                          2e-2);
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},
