@@ -81,6 +81,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   split_options.tiles.forced_points = options.thread_tile;
+  if (options.split_warp_combine_points < 0) {
+    throw Error("LowerOptions.split_warp_combine_points: expected 0 (never) or a number of "
+                "points, got " + std::to_string(options.split_warp_combine_points),
+                ErrorCode::kInvalidArgument);
+  }
+  split_options.warp_combine_points = options.split_warp_combine_points;
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
@@ -106,6 +112,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (options.runtime_unroll < 0 || options.runtime_unroll > 16) {
     throw Error("LowerOptions.runtime_unroll: expected 0 (NVVM's choice), 1 (not unrolled) or "
                 "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.block_stage_width != 1 && options.block_stage_width != 2 &&
+      options.block_stage_width != 4 && options.block_stage_width != 8) {
+    throw Error("LowerOptions.block_stage_width: expected 1, 2, 4 or 8, got " +
+                    std::to_string(options.block_stage_width),
                 ErrorCode::kInvalidArgument);
   }
   if (options.gathered_rows_min < 0) {
@@ -148,6 +160,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
+  block_options.max_stage_width = options.block_stage_width;
+  block_options.shared_vectors = options.block_shared_vectors;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);

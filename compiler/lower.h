@@ -53,6 +53,9 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
+  /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
+  int64_t split_warp_combine_points = 1024;
   /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
@@ -78,6 +81,13 @@ struct LowerOptions {
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";
+  /// BlockReductionOptions::max_stage_width: the most consecutive iterations a block
+  /// reduction's staging thread loads, 1, 2, 4 or 8 (vector loads; default).
+  /// ADJOINT_TUNE_BLOCK_STAGING.
+  int block_stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads in block reductions' compute
+  /// loops where the tile allows. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
+  bool block_shared_vectors = true;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

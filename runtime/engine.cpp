@@ -92,6 +92,9 @@ struct TuningKnobs {
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
+  int block_stage_width = 8;
+  bool block_shared_vectors = true;
+  int split_warp_combine_points = 1024;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int binned_taps_walks_max = 16;
@@ -195,6 +198,19 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
+  knobs.split_warp_combine_points = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
+      "0 (a split's combine is a thread per point) or the points below which it is a warp per "
+      "point");
+  knobs.block_shared_vectors =
+      integer_knob(
+          "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a block reduction reads its staged f32 values 16 bytes at a time where C, K and "
+          "the outputs per thread allow) or 0 (one value per shared load, before)") == 1;
+  knobs.block_stage_width = integer_knob(
+      "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
+      "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
+      "(8: vector loads; 1: one element per thread, the schedule of before)");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -630,6 +646,9 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.block_reduction = tuning_knobs().block_reduction;
+  options.block_stage_width = tuning_knobs().block_stage_width;
+  options.block_shared_vectors = tuning_knobs().block_shared_vectors;
+  options.split_warp_combine_points = tuning_knobs().split_warp_combine_points;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;

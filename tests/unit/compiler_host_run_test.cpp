@@ -352,6 +352,12 @@ struct Variant {
   int thread_tile = -1;
   /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
   std::string block_reduction = "off";
+  /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
+  int stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads (the default) or not.
+  bool shared_vectors = true;
+  /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
+  int64_t split_warp_combine = 1024;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -387,6 +393,9 @@ struct Variant {
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (block_reduction == "off" ? std::string() : "_block") +
+           (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
+           (shared_vectors ? std::string() : "_nsv") +
+           (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
@@ -415,12 +424,15 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
+  block_options.max_stage_width = variant.stage_width;
+  block_options.shared_vectors = variant.shared_vectors;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
+  split.warp_combine_points = variant.split_warp_combine;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1012,7 +1024,8 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=2 seq=40 n=4 dim=64 dtype=f32",
                            "mhc_pre batch=1 seq=3 n=2 dim=128 dtype=bf16",
-                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32"}) {
+                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32",
+                           "mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
     Variant block = Variant::block(0);
     std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), block, "probe");
@@ -1023,9 +1036,19 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
     EXPECT_TRUE(found) << spec;
   }
   Variant serial = Variant::schedule(0, "serial", 0);
-  Variant block = Variant::block(0);
-  block.reduction = "serial";
-  expect_host_runs_match(programs, {serial, block}, 1e-5);
+  std::vector<Variant> variants{serial};
+  // Wide staging (8, or 4 where rows of 132 allow no more), 2, and one element per thread.
+  for (int width : {8, 2, 1}) {
+    Variant block = Variant::block(0);
+    block.reduction = "serial";
+    block.stage_width = width;
+    variants.push_back(block);
+  }
+  Variant scalar_reads = Variant::block(0);  // one value per shared load
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
+  expect_host_runs_match(programs, variants, 1e-5);
 }
 
 /// Split block reductions (contiguous partials, g a block axis of the partials kernel): exact
@@ -1047,6 +1070,14 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
     block.reduction = "serial";
     variants.push_back(block);
   }
+  Variant scalar_staging = Variant::block(4);
+  scalar_staging.reduction = "serial";
+  scalar_staging.stage_width = 1;
+  variants.push_back(scalar_staging);
+  Variant scalar_reads = Variant::block(4);
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
   std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
   bool partials_block = false;
   for (const CompiledKernel& k : kernels)
@@ -1262,14 +1293,22 @@ TEST(HostRun, RowGroupsOfTheMhcPreOps) {
                            "with_grad_x_post=true",
                            "mhc_pre_backward batch=1 seq=1 n=8 dim=512 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
-    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), Variant::rows(-1), "probe");
+    // Split combines of one thread per point (a warp combine is not a row-group stage), so
+    // that B*S = 1 has its inv_rms combine fused with the kernels after it.
+    Variant rows = Variant::rows(-1);
+    rows.split_warp_combine = 0;
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), rows, "probe");
     bool fused = false;
     for (const CompiledKernel& k : kernels) fused |= synchronizes(k);
     EXPECT_TRUE(fused) << spec;
   }
   // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
   // and bf16 outputs agree with the interpreter only approximately.
-  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
+  // A warp combine sums the partials in another order than a thread: compared apart.
+  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1)}, 2e-2);
+  Variant plain(0), derived_rows = Variant::rows(-1), two_rows = Variant::rows(2);
+  plain.split_warp_combine = derived_rows.split_warp_combine = two_rows.split_warp_combine = 0;
+  expect_host_runs_match(programs, {plain, derived_rows, two_rows}, 2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
