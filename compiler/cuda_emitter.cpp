@@ -53,8 +53,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     for (size_t s = 0; s < kernel_.stages.size(); ++s)
       stages += (s == 0 ? "" : ", ") + kernel_.stages[s].target->name + " " +
                 std::to_string(shape.stage_points[s]);
-    bindings.push_back(std::to_string(kernel_.grid.rows_per_block) +
-                       " rows per block; points per row: " + stages);
+    bindings.push_back(std::to_string(kernel_.grid.rows_per_block) + " rows per block" +
+                       (kernel_.grid.row_per_thread ? ", one per thread" : "") +
+                       "; points per row: " + stages);
   } else {
     std::vector<int64_t> extents = domain_extents(kernel_);
     std::optional<GridMapping> mapping;  // none for block reductions and tiled transposes
@@ -94,7 +95,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                     std::to_string(d.grid[2]) + ")";
   if (kernel_.row_axes > 0) {
     head.line("// Row group: rows (" + join(axes, ", ") + "), " + join(bindings, "") + "; " +
-              std::to_string(kernel_.stages.size()) + " stages, __syncthreads() between them; " +
+              std::to_string(kernel_.stages.size()) +
+              (kernel_.grid.row_per_thread ? " stages, run in order by the row's thread; "
+                                           : " stages, __syncthreads() between them; ") +
               "launch grid " + grid_text + " x " + std::to_string(d.block[0]) + " threads; " +
               (index_type_ == "int" ? "32" : "64") + "-bit index math.");
   } else {

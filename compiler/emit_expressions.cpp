@@ -148,7 +148,8 @@ bool KernelEmitter::speculatable(const Expr& e) {
 }
 
 std::string KernelEmitter::element_index(const ir::Tensor& t, size_t d, const Expr& index) {
-  const bool dropped = t->shape[d] == 1 || t->strides[d] == 0;
+  const bool dropped = t->shape[d] == 1 || t->strides[d] == 0 ||
+                       (d < static_cast<size_t>(kernel_.row_axes) && row_local_.count(t.get()));
   if (!dropped || index.kind() != ir::ExprKind::kVar) return as_index(index);
   std::unordered_set<std::string> before = referenced_;
   std::string text = as_index(index);
@@ -190,6 +191,20 @@ KernelEmitter::Captured KernelEmitter::capture(const Expr& e) {
 }
 
 std::string KernelEmitter::element(const ir::Tensor& t, const std::vector<std::string>& indices) {
+  if (auto local = row_local_.find(t.get()); local != row_local_.end()) {
+    // A row-local temporary: the row's own elements, the non-row indices row-major.
+    std::string offset;
+    int64_t stride = 1;
+    for (size_t d = indices.size(); d-- > static_cast<size_t>(kernel_.row_axes);) {
+      if (t->shape[d] != 1) {
+        if (is_identifier(indices[d])) referenced_.insert(indices[d]);
+        std::string term = stride == 1 ? indices[d] : indices[d] + " * " + std::to_string(stride);
+        offset = offset.empty() ? term : term + " + " + offset;
+      }
+      stride *= t->shape[d];
+    }
+    return local->second + "[" + (offset.empty() ? "0" : strip_parens(offset)) + "]";
+  }
   std::string offset;
   for (size_t d = 0; d < indices.size(); ++d) {
     if (t->shape[d] == 1 || t->strides[d] == 0)

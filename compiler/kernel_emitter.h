@@ -7,7 +7,8 @@
 //                         stores and group reductions);
 //   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
 //                         staging of chunks, register tiles, per-point stores;
-//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between;
+//   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between,
+//                         or a row per thread without barriers;
 //   cuda_emitter.cpp      the translation unit: comment, includes, signature and the body.
 // Internal to compiler/: only those files include it.
 #pragma once
@@ -141,7 +142,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string as_index(const ir::Expr& e) { return converted(e, index_type_); }
   std::string element(const ir::Tensor& t, const std::vector<std::string>& indices);
   /// The indices of an element of `t` as text. A variable indexing a dimension that element()
-  /// drops (size 1 or stride 0) does not count as used.
+  /// drops (size 1 or stride 0, or a row dimension of a row-local temporary) does not count as
+  /// used.
   std::vector<std::string> element_indices(const ir::Tensor& t,
                                            const std::vector<ir::Expr>& indices);
   std::string element_index(const ir::Tensor& t, size_t d, const ir::Expr& index);
@@ -174,6 +176,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.
   void emit_row_group_body();
+  /// GridConfig::row_per_thread: each thread runs its row's points of every stage in order.
+  void emit_row_per_thread_body();
+  /// The most points per row a row-per-thread stage's loop is unrolled for.
+  static constexpr int64_t kRowPerThreadUnrollPoints = 64;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);
@@ -263,6 +269,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<const ir::VarNode*, size_t> var_levels_;  ///< scope level declaring each var
   std::unordered_map<const ir::ExprNode*, std::pair<ir::Expr, bool>> speculatable_;
   std::unordered_map<const ir::TensorNode*, std::string> params_;
+  /// Row-per-thread kernels (emit_row_groups.cpp): temporaries that only this kernel touches,
+  /// held per thread as an array of one row's elements (the name), indexed by the non-row
+  /// indices row-major, instead of in global memory.
+  std::unordered_map<const ir::TensorNode*, std::string> row_local_;
   StructuralIds ids_;
   std::unordered_map<int, int> uses_;
   ir::Bounds bounds_;

@@ -145,6 +145,9 @@ void check_row_group_coverage(const std::string& kernel_name, const RowGroupShap
   if (launch.block[0] != block || launch.block[1] != 1 || launch.block[2] != 1)
     fail("blockDim is not (" + str(block) + ", 1, 1)");
   if (per_block < 1) fail("rows per block " + str(per_block) + " is not positive");
+  if (config.row_per_thread && block != per_block)
+    fail("a row per thread needs one thread per row of the block, not " + str(block) +
+         " threads for " + str(per_block) + " rows");
   if (config.vector_width != 1 || config.reduction_lanes != 1 || config.tile_points != 1)
     fail("a row-group kernel has no vector width, reduction lanes or thread tile");
   const int64_t blocks = (shape.rows + per_block - 1) / per_block;

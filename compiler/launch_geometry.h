@@ -31,6 +31,8 @@
 // flattened indices p = threadIdx.x, + block_size, ... below R P, point p being row b R + p / P
 // (skipped from the first p past row N - 1 on) and point p % P of it; a __syncthreads() ends
 // every stage but the last, and no thread returns early, so every thread meets every barrier.
+// With GridConfig::row_per_thread the block has R threads, thread t owning row b R + t for
+// every stage (threads past row N - 1 return at once: there is no barrier).
 #pragma once
 
 #include <cstdint>

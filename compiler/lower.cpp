@@ -93,6 +93,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = options.row_groups;
+  row_options.schedule = parse_row_schedule(options.row_schedule, "row_schedule");
   check_row_group_options(row_options);
   if (options.partial_unroll < 0 || options.partial_unroll > 64) {
     throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "

@@ -134,6 +134,10 @@ struct LowerOptions {
   /// Row groups (row_groups.h): -1 derives them, 0 never fuses, R in [1, 1024] fuses with R
   /// rows per block (ADJOINT_TUNE_ROW_GROUPS).
   int row_groups = -1;
+  /// How row-group kernels run their rows (row_groups.h RowSchedule): "auto", "block" (the
+  /// block strides over each stage, barriers between) or "thread" (a row per thread)
+  /// (ADJOINT_TUNE_ROW_SCHEDULE).
+  std::string row_schedule = "auto";
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

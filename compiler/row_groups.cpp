@@ -200,6 +200,19 @@ class GroupBuilder {
   std::set<const ir::TensorNode*> written_, read_, upcoming_;
 };
 
+/// The tensors that kernels other than `members` read or write.
+std::set<const ir::TensorNode*> touched_outside(const std::vector<const ir::Kernel*>& members,
+                                                const ir::Program& program) {
+  std::set<const ir::TensorNode*> outside;
+  for (const ir::Kernel& k : program.kernels) {
+    if (std::find(members.begin(), members.end(), &k) != members.end()) continue;
+    for (const auto& tensors : {tensors_read(k), tensors_written(k)}) {
+      for (const ir::Tensor& t : tensors) outside.insert(t.get());
+    }
+  }
+  return outside;
+}
+
 std::string axis_names(const ir::Kernel& kernel, size_t rows) {
   std::string s;
   for (size_t i = 0; i < rows; ++i)
@@ -208,6 +221,89 @@ std::string axis_names(const ir::Kernel& kernel, size_t rows) {
 }
 
 }  // namespace
+
+RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
+                            const std::set<const ir::TensorNode*>& outside, size_t row_axes,
+                            int64_t max_live_bytes) {
+  struct Candidate {
+    const ir::TensorNode* tensor;
+    size_t first, last;
+    int64_t bytes;
+    bool read;
+  };
+  std::vector<Candidate> candidates;
+  std::unordered_map<const ir::TensorNode*, size_t> index;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const ir::Tensor& t = stages[s]->target;
+    if (t->role == ir::TensorRole::kTemporary && !t->is_dynamic() && !outside.count(t.get()) &&
+        !index.count(t.get())) {
+      int64_t elements = 1;
+      bool broadcast = false;
+      for (size_t d = row_axes; d < t->shape.size(); ++d) {
+        elements *= t->shape[d];
+        broadcast |= t->strides[d] == 0;
+      }
+      if (!broadcast && elements <= kRowLocalMaxElements) {
+        index[t.get()] = candidates.size();
+        candidates.push_back({t.get(), s, s, elements * ir::dtype_bytes(t->dtype), false});
+      }
+    }
+    for (const ir::Expr& root : stage_expressions(*stages[s])) {
+      for_each_node(root, [&](const ir::Expr& node) {
+        auto* load = node.as<ir::LoadNode>();
+        if (!load) return;
+        if (auto it = index.find(load->tensor.get()); it != index.end()) {
+          candidates[it->second].last = s;
+          candidates[it->second].read = true;
+        }
+      });
+    }
+  }
+  RowLocals result;
+  std::vector<int64_t> all(stages.size(), 0), chosen(stages.size(), 0);
+  for (const Candidate& c : candidates) {
+    if (!c.read) result.unread.insert(c.tensor);
+    for (size_t s = c.first; s <= c.last && c.read; ++s) all[s] += c.bytes;
+  }
+  for (int64_t bytes : all) result.all_bytes = std::max(result.all_bytes, bytes);
+  // The shortest-lived first (the stable order keeps ties in stage order), each while the
+  // bytes live at once stay within the budget.
+  std::vector<Candidate> order = candidates;
+  std::stable_sort(order.begin(), order.end(), [](const Candidate& a, const Candidate& b) {
+    return a.last - a.first < b.last - b.first;
+  });
+  for (const Candidate& c : order) {
+    if (!c.read) continue;
+    bool fits = true;
+    for (size_t s = c.first; s <= c.last && fits; ++s) fits = chosen[s] + c.bytes <= max_live_bytes;
+    if (!fits) continue;
+    for (size_t s = c.first; s <= c.last; ++s) chosen[s] += c.bytes;
+    result.tensors.insert(c.tensor);
+  }
+  for (int64_t bytes : chosen) result.live_bytes = std::max(result.live_bytes, bytes);
+  return result;
+}
+
+RowLocals choose_row_locals(const ir::Kernel& kernel, const ir::Program& program) {
+  std::vector<const ir::Stage*> stages;
+  for (const ir::Stage& s : kernel.stages) stages.push_back(&s);
+  std::set<const ir::TensorNode*> outside;
+  for (const ir::Kernel& k : program.kernels) {
+    if (k.name == kernel.name) continue;
+    for (const auto& tensors : {tensors_read(k), tensors_written(k)}) {
+      for (const ir::Tensor& t : tensors) outside.insert(t.get());
+    }
+  }
+  return choose_row_locals(stages, outside, static_cast<size_t>(kernel.row_axes));
+}
+
+RowSchedule parse_row_schedule(const std::string& text, const std::string& what) {
+  if (text == "auto") return RowSchedule::kAuto;
+  if (text == "block") return RowSchedule::kBlock;
+  if (text == "thread") return RowSchedule::kThread;
+  throw Error(what + ": expected auto, block or thread, got '" + text + "'",
+              ErrorCode::kInvalidArgument);
+}
 
 void check_row_group_options(const RowGroupOptions& options) {
   const int64_t r = options.forced_rows_per_block;
@@ -269,9 +365,27 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     const size_t row_axes = group.row_axes();
     const int64_t rows = group.rows();
     const int64_t points = group.max_points();
+    std::vector<const ir::Stage*> all_stages;
+    for (const ir::Kernel* k : members) {
+      for (const ir::Stage& st : k->stages) all_stages.push_back(&st);
+    }
+    const int64_t live_bytes =
+        choose_row_locals(all_stages, touched_outside(members, program), row_axes).all_bytes;
+    const bool per_thread =
+        options.schedule == RowSchedule::kThread ||
+        (options.schedule == RowSchedule::kAuto && points <= options.thread_max_points &&
+         live_bytes <= kRowLocalMaxLiveBytes);
     int64_t per_block;
     std::string reason;
-    if (options.forced_rows_per_block > 0) {
+    if (per_thread && options.forced_rows_per_block <= 0) {
+      const int64_t spread = (rows + options.target_blocks - 1) / options.target_blocks;
+      per_block = std::clamp<int64_t>((spread + 31) / 32 * 32, 32,
+                                      std::max<int64_t>(32, options.thread_block_max));
+      reason = "a row per thread (" + std::to_string(live_bytes) +
+               " bytes of row-local temporaries live at most), " +
+               std::to_string(options.target_blocks) + " blocks or more of whole warps up to " +
+               std::to_string(options.thread_block_max) + " threads";
+    } else if (options.forced_rows_per_block > 0) {
       per_block = options.forced_rows_per_block;
       reason = "forced by ADJOINT_TUNE_ROW_GROUPS";
     } else {
@@ -283,16 +397,24 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
                                       " threads"
                                 : "leaving " + std::to_string(options.target_blocks) +
                                       " blocks or more";
+      if (options.schedule == RowSchedule::kAuto)
+        reason += points > options.thread_max_points
+                      ? "; not a row per thread: more than " +
+                            std::to_string(options.thread_max_points) + " points per row"
+                      : "; not a row per thread: " + std::to_string(live_bytes) +
+                            " bytes of row-local temporaries live at once (at most " +
+                            std::to_string(kRowLocalMaxLiveBytes) + ")";
     }
     per_block = std::min(per_block, rows);
     const int64_t threads =
-        std::min<int64_t>(1024, (per_block * points + 31) / 32 * 32);
+        per_thread ? per_block : std::min<int64_t>(1024, (per_block * points + 31) / 32 * 32);
     ir::Kernel fused;
     fused.name = members.front()->name + "_to_" + members.back()->name;
     fused.row_axes = static_cast<int>(row_axes);
     fused.grid.is_set = true;
     fused.grid.block_size = static_cast<int>(threads);
     fused.grid.rows_per_block = per_block;
+    fused.grid.row_per_thread = per_thread;
     std::string names;
     for (const ir::Kernel* k : members) {
       names += (names.empty() ? "" : ", ") + k->name;
@@ -313,8 +435,9 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
               std::to_string(rows) + " rows, " + std::to_string(per_block) +
               " per block (" + reason + "), at most " + std::to_string(points) +
               " points per row and stage, " + std::to_string(threads) +
-              " threads; every read of an earlier stage stays in its row, __syncthreads() "
-              "between stages" +
+              " threads; every read of an earlier stage stays in its row, " +
+              (per_thread ? std::string("each thread runs its row's stages in order, no barrier")
+                          : std::string("__syncthreads() between stages")) +
               (why.empty() ? "" : "; ends because " + why));
       for (const ir::Kernel* k : members) {
         auto note = kept.find(k->name);

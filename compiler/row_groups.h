@@ -26,6 +26,16 @@
 // Rows per block R: the most rows whose points fit block_size threads (at least 1), but no more
 // than leave target_blocks blocks when there are enough rows; the block has R x (the largest
 // stage's points per row) threads rounded up to whole warps (at most 1024).
+// A row per thread (RowSchedule::kThread, chosen by kAuto when every stage has at most
+// thread_max_points points per row and the row-local temporaries fit registers): each thread owns one row and runs its stages one after
+// the other, each stage's points in order, with no barrier (nothing it reads of its row was
+// written by another thread); R = the block size = rows / target_blocks rounded up to whole
+// warps, within [32, thread_block_max] (all the rows when fewer). Small rows then cost no
+// block-wide barrier per stage and no idle threads in the stages of fewer points, and the
+// points of a stage, which often compute the same subexpressions of their row (mhc_sinkhorn's
+// scales each recompute the step's sums), are one unrolled loop in which the compiler shares
+// them. Results are the same bits: each point computes the same expression.
+// ADJOINT_TUNE_ROW_SCHEDULE (runtime::lower_options): auto, block or thread.
 // ADJOINT_TUNE_ROW_GROUPS (runtime::lower_options): -1 derives, 0 never fuses, R >= 1 forces R
 // rows per block. Runs after choose_thread_tiles and before derive_grid (which leaves set grids
 // alone); launch_geometry.h proves the launch covers every row and point once.
@@ -40,6 +50,17 @@
 #include "ir/program.h"
 
 namespace adjoint::compiler {
+
+/// How a row-group kernel's threads share its rows (ADJOINT_TUNE_ROW_SCHEDULE): kBlock, the
+/// block's threads stride over each stage's points of the block's rows with __syncthreads()
+/// between the stages; kThread, each thread runs its own row's points of every stage in order
+/// (GridConfig::row_per_thread: no barrier); kAuto, kThread when every stage has at most
+/// RowGroupOptions::thread_max_points points per row, else kBlock.
+enum class RowSchedule { kAuto, kBlock, kThread };
+
+/// "auto", "block" or "thread"; anything else throws adjoint::Error (kInvalidArgument) naming
+/// `what`.
+RowSchedule parse_row_schedule(const std::string& text, const std::string& what);
 
 struct RowGroupOptions {
   /// -1: derive; 0: never fuse; R >= 1: fuse with R rows per block.
@@ -61,6 +82,16 @@ struct RowGroupOptions {
   /// The most reduction iterations a point of an eligible kernel may run in all (nested
   /// reductions multiply, sibling ones add).
   int64_t max_point_work = int64_t{1} << 16;
+  /// How the rows are run (see RowSchedule).
+  RowSchedule schedule = RowSchedule::kAuto;
+  /// kAuto runs a row per thread when no stage has more points per row than this and every
+  /// row-local candidate (RowLocals) fits kRowLocalMaxLiveBytes (mhc_sinkhorn's forward holds
+  /// K and two states, 128 bytes at n = 4; its backward keeps every state for the reverse
+  /// sweep, 768).
+  int64_t thread_max_points = 64;
+  /// A derived row-per-thread block: rows / target_blocks rounded up to whole warps, within
+  /// [32, thread_block_max] threads (fewer when there are fewer rows).
+  int64_t thread_block_max = 128;
   /// The most tensors a fused kernel may take as parameters (kMaxKernelParams): a group ends
   /// before it would need more.
   int64_t max_params = static_cast<int64_t>(kMaxKernelParams);
@@ -68,6 +99,32 @@ struct RowGroupOptions {
   /// gathers, whose emit options go by kernel name).
   std::set<std::string> excluded_kernels;
 };
+
+/// Row-local temporaries of a row-per-thread kernel: the emitter (emit_row_groups.cpp) holds one
+/// row of each in the thread (an array, registers once unrolled) instead of global memory.
+/// Candidates: temporaries written by a stage of the kernel that no other kernel reads or
+/// writes, of at most kRowLocalMaxElements elements per row and no broadcast dimension. Each
+/// lives from the stage that first writes it to the last stage that reads it; the shortest
+/// lived are taken first while the bytes live at once stay within kRowLocalMaxLiveBytes per
+/// row (the others stay in global memory, read back by the thread that wrote them).
+struct RowLocals {
+  std::set<const ir::TensorNode*> tensors;
+  /// Candidates that no stage reads (mhc_sinkhorn's forward writes every scales_t, but the
+  /// second iteration of a launch recomputes the first inline): their values are dead, the
+  /// emitter leaves their stages out.
+  std::set<const ir::TensorNode*> unread;
+  int64_t live_bytes = 0;  ///< the most bytes per row of `tensors` live at once
+  int64_t all_bytes = 0;   ///< the same if every candidate were row-local
+};
+constexpr int64_t kRowLocalMaxElements = 256;
+constexpr int64_t kRowLocalMaxLiveBytes = 512;
+
+/// `stages` in order, `outside` the tensors other kernels read or write.
+RowLocals choose_row_locals(const std::vector<const ir::Stage*>& stages,
+                            const std::set<const ir::TensorNode*>& outside, size_t row_axes,
+                            int64_t max_live_bytes = kRowLocalMaxLiveBytes);
+/// Of a row-group kernel of `program`.
+RowLocals choose_row_locals(const ir::Kernel& kernel, const ir::Program& program);
 
 /// Throws adjoint::Error (kInvalidArgument) for forced_rows_per_block outside {-1, 0} and
 /// [1, 1024].

@@ -167,7 +167,9 @@ std::string grid_string(const GridConfig& g) {
   }
   std::vector<std::string> b;
   for (AxisBinding x : g.bindings) b.emplace_back(axis_binding_name(x));
-  if (g.rows_per_block > 0) b.push_back(std::to_string(g.rows_per_block) + " rows per block");
+  if (g.rows_per_block > 0)
+    b.push_back(std::to_string(g.rows_per_block) + " rows per block" +
+                (g.row_per_thread ? ", one per thread" : ""));
   std::string s = "grid(" + join(b) + "; block " + std::to_string(g.block_size);
   if (g.vector_width != 1) s += ", vector " + std::to_string(g.vector_width);
   if (g.reduction_lanes != 1) s += ", reduction lanes " + std::to_string(g.reduction_lanes);

@@ -93,6 +93,10 @@ struct GridConfig {
   /// consecutive rows (row-major over the row axes) for every stage, its threads stride over
   /// the stage's points of those rows, and a barrier separates the stages. `bindings` is empty.
   int64_t rows_per_block = 0;
+  /// Row-group kernels only: each thread owns one row and runs every stage's points of it in
+  /// order, so no barrier is needed (block_size == rows_per_block). false: the block's threads
+  /// stride over each stage's points of its rows, __syncthreads() between the stages.
+  bool row_per_thread = false;
 };
 
 struct Kernel {

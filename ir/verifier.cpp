@@ -104,6 +104,9 @@ class Verifier {
       if (g.rows_per_block != 0)
         fail("grid: rows per block outside a row-group kernel", "0",
              std::to_string(g.rows_per_block));
+      if (g.row_per_thread)
+        fail("grid: a row per thread outside a row-group kernel", "no row per thread",
+             "a row per thread");
       return;
     }
     for (const Stage& s : k.stages) {
@@ -119,6 +122,10 @@ class Verifier {
                std::to_string(g.bindings.size()) + " bindings");
     if (g.block_size < 1 || g.block_size > 1024)
       fail("grid: invalid block size", "1 to 1024 threads", std::to_string(g.block_size));
+    if (g.row_per_thread && g.block_size != g.rows_per_block)
+      fail("grid: a row per thread", "one thread per row of the block (" +
+               std::to_string(g.rows_per_block) + " threads)",
+           std::to_string(g.block_size) + " threads");
   }
 
   void check_grid(const Kernel& k) {

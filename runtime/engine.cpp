@@ -17,6 +17,7 @@
 #include "compiler/lower_generic.h"
 #include "compiler/block_reductions.h"
 #include "compiler/reduction_schedule.h"
+#include "compiler/row_groups.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "runtime/compile_huge_pages.h"
@@ -92,6 +93,7 @@ struct TuningKnobs {
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
+  std::string row_schedule = "auto";
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
@@ -218,6 +220,10 @@ TuningKnobs read_tuning_knobs() {
   if (const char* text = std::getenv("ADJOINT_TUNE_BLOCK_REDUCTION"); text && *text) {
     compiler::parse_block_reduction_mode(text, "ADJOINT_TUNE_BLOCK_REDUCTION");  // throws
     knobs.block_reduction = text;
+  }
+  if (const char* text = std::getenv("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
+    compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
+    knobs.row_schedule = text;
   }
   return knobs;
 }
@@ -640,6 +646,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
+  options.row_schedule = tuning_knobs().row_schedule;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.tile_unroll = tuning_knobs().tile_unroll;
   options.unroll_budget = tuning_knobs().unroll_budget;

@@ -367,10 +367,13 @@ struct Variant {
   }
   /// Row groups (row_groups.h): 0 never (every other variant), -1 derived, R rows per block.
   int row_groups = 0;
+  /// The row schedule (row_groups.h RowSchedule) of fused row groups.
+  std::string row_schedule = "block";
   /// Derived grids with the row-group knob.
-  static Variant rows(int rows_per_block) {
+  static Variant rows(int rows_per_block, const std::string& schedule = "block") {
     Variant v(0);
     v.row_groups = rows_per_block;
+    v.row_schedule = schedule;
     return v;
   }
   /// A bare width with the thread tile knob and the split knob.
@@ -396,7 +399,8 @@ struct Variant {
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
-           (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
+           (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
+           (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule);
   }
 };
 
@@ -437,6 +441,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = variant.row_groups;
+  row_options.schedule = parse_row_schedule(variant.row_schedule, "row_schedule");
   p = fuse_row_groups(p, row_options);
   if (added_temporaries) {
     for (const ir::Tensor& t : p.temporaries) {
@@ -1283,6 +1288,32 @@ TEST(HostRun, RowGroupsMatchTheSeparateKernelsBitForBit) {
                          1e-3);
 }
 
+/// A row per thread (RowSchedule::kThread, row_groups.h): each thread runs its row's stages in
+/// order with no barrier, the temporaries only the fused kernel touches held in the thread.
+/// Derived (auto picks it for the forwards), forced, and forced with R rows per block (tails
+/// of partly used blocks): bit for bit against the separate kernels.
+TEST(HostRun, RowPerThreadMatchesTheSeparateKernelsBitForBit) {
+  std::vector<ir::Program> programs = {row_chain()};
+  for (const char* spec : {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn batch=1 seq=5 n=6 t_max=4 eps=0.01",
+                           "mhc_sinkhorn batch=1 seq=1 n=8 t_max=3",
+                           "mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn_backward batch=1 seq=2 n=8 t_max=2",
+                           "mhc_sinkhorn dtype=f64 batch=1 seq=3 n=4 t_max=20"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (size_t i = 1; i <= 3; ++i) {  // the forwards: auto gives a row per thread, no barrier
+    std::vector<CompiledKernel> fused = compile_kernels(programs[i], Variant::rows(-1, "auto"), "probe");
+    ASSERT_EQ(fused.size(), 1u) << programs[i].name;
+    EXPECT_FALSE(synchronizes(fused.front())) << fused.front().source;
+    EXPECT_NE(fused.front().source.find("_row["), std::string::npos) << fused.front().source;
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::rows(-1, "auto"), Variant::rows(-1, "thread"),
+                          Variant::rows(2, "thread"), Variant::rows(3, "thread")},
+                         1e-3);
+}
+
 /// The other mHC programs whose kernels form row groups at small shapes (their long reductions
 /// keep them apart at the shapes): the fused kernels give the separate kernels' bits.
 TEST(HostRun, RowGroupsOfTheMhcPreOps) {
@@ -1307,8 +1338,12 @@ TEST(HostRun, RowGroupsOfTheMhcPreOps) {
   // A warp combine sums the partials in another order than a thread: compared apart.
   expect_host_runs_match(programs, {Variant(0), Variant::rows(-1)}, 2e-2);
   Variant plain(0), derived_rows = Variant::rows(-1), two_rows = Variant::rows(2);
+  // A row per thread (derived by auto, and forced with 2 rows per block) as well.
+  Variant auto_rows = Variant::rows(-1, "auto"), two_thread_rows = Variant::rows(2, "thread");
   plain.split_warp_combine = derived_rows.split_warp_combine = two_rows.split_warp_combine = 0;
-  expect_host_runs_match(programs, {plain, derived_rows, two_rows}, 2e-2);
+  auto_rows.split_warp_combine = two_thread_rows.split_warp_combine = 0;
+  expect_host_runs_match(programs, {plain, derived_rows, two_rows, auto_rows, two_thread_rows},
+                         2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full

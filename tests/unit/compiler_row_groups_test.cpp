@@ -44,10 +44,19 @@ ir::Program row_chain(bool cross_row) {
   return std::move(b).build();
 }
 
+/// Options of the block schedule (the block's threads stride over each stage, barriers between),
+/// which the tests below check; RowPerThread* check RowSchedule::kThread.
+RowGroupOptions block_rows(int64_t forced = -1) {
+  RowGroupOptions options;
+  options.schedule = RowSchedule::kBlock;
+  options.forced_rows_per_block = forced;
+  return options;
+}
+
 TEST(RowGroups, ReadsWithinARowFuseOverTheRowAxes) {
   ir::Program p = row_chain(true);
   ScheduleNotes notes;
-  ir::Program fused = fuse_row_groups(p, RowGroupOptions{}, &notes);
+  ir::Program fused = fuse_row_groups(p, block_rows(), &notes);
   ASSERT_EQ(fused.kernels.size(), 2u) << ir::to_string(fused);
   const ir::Kernel& k = fused.kernels[0];
   EXPECT_EQ(k.name, "scale_to_sum");
@@ -86,8 +95,7 @@ TEST(RowGroups, TheKnobSwitchesThemOffOrForcesRowsPerBlock) {
   EXPECT_EQ(notes["scale"],
             "no row group with the 2 kernels after it (row groups switched off by "
             "ADJOINT_TUNE_ROW_GROUPS=0)");
-  RowGroupOptions forced;
-  forced.forced_rows_per_block = 2;
+  RowGroupOptions forced = block_rows(2);
   ir::Program fused = fuse_row_groups(p, forced, &notes);
   ASSERT_EQ(fused.kernels.size(), 1u);
   EXPECT_EQ(fused.kernels[0].grid.rows_per_block, 2);
@@ -164,7 +172,7 @@ TEST(RowGroups, TheVerifierKeepsReadsInTheirRow) {
 }
 
 TEST(RowGroups, TheLaunchCoversEveryRowOnce) {
-  ir::Program fused = fuse_row_groups(row_chain(false), RowGroupOptions{});
+  ir::Program fused = fuse_row_groups(row_chain(false), block_rows());
   const ir::Kernel& k = fused.kernels[0];
   RowGroupShape shape = row_group_shape(k);
   EXPECT_EQ(shape.rows, 3);
@@ -181,7 +189,9 @@ TEST(RowGroups, TheLaunchCoversEveryRowOnce) {
 }
 
 TEST(RowGroups, TheKernelStridesOverEachStageWithBarriersBetween) {
-  CompiledProgram c = lower(row_chain(false), LowerOptions{});
+  LowerOptions block;
+  block.row_schedule = "block";
+  CompiledProgram c = lower(row_chain(false), block);
   ASSERT_EQ(c.kernels.size(), 1u);
   const std::string& s = c.kernels[0].source;
   EXPECT_NE(s.find("// Row group: rows (i < 3), 1 rows per block; points per row: t 5, u 5, v 1; "
@@ -213,6 +223,70 @@ TEST(RowGroups, SinkhornIsOneKernelAtEveryShape) {
   off.row_groups = 0;
   ir::Program p = ops::parse_specialization("mhc_sinkhorn batch=1 seq=4096 n=4").build_program();
   EXPECT_EQ(lower(p, off).kernels.size(), 12u);
+}
+
+TEST(RowGroups, RowPerThreadForSmallRowsWhoseTemporariesFitRegisters) {
+  // The forward: 16 points per row at most, K and two states live (128 bytes): a row per
+  // thread, blocks of one warp leaving 128 blocks, the temporaries held in the thread.
+  ir::Program fwd = ops::parse_specialization("mhc_sinkhorn batch=1 seq=4096 n=4").build_program();
+  ScheduleNotes notes;
+  LowerOptions options;
+  CompiledProgram c = lower(fwd, options);
+  ASSERT_EQ(c.kernels.size(), 1u);
+  const std::string& s = c.kernels[0].source;
+  EXPECT_NE(s.find("4096 rows, 32 per block (a row per thread (128 bytes of row-local "
+                   "temporaries live at most)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("21 stages, run in order by the row's thread; launch grid (128, 1, 1) x 32 "
+                   "threads"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("const int row = (int)blockIdx.x * 32 + (int)threadIdx.x;"), std::string::npos);
+  EXPECT_NE(s.find("float scales_3_row[8];  // scales_3, this row's elements"), std::string::npos);
+  // scales_2 is written by the first iteration of a launch and read by nobody (the second
+  // recomputes it inline): its stage is left out.
+  EXPECT_NE(s.find("// stage 1: scales_2 is read by no stage and no other kernel: not computed"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("scales_2_row"), std::string::npos);
+  EXPECT_NE(s.find("base_row[i * 4 + j] = "), std::string::npos) << s;
+  EXPECT_EQ(s.find("__syncthreads"), std::string::npos);
+  EXPECT_EQ(s.find("scales_2[s"), std::string::npos);  // never in global memory
+  EXPECT_NE(s.find("    out["), std::string::npos) << s;  // the output is stored
+  // The backward keeps every state for its reverse sweep: the block schedule.
+  ir::Program bwd =
+      ops::parse_specialization("mhc_sinkhorn_backward batch=1 seq=4096 n=4").build_program();
+  ir::Program fused_bwd = fuse_row_groups(bwd, RowGroupOptions{}, &notes);
+  ASSERT_EQ(fused_bwd.kernels.size(), 1u);
+  EXPECT_FALSE(fused_bwd.kernels[0].grid.row_per_thread);
+  EXPECT_NE(notes.begin()->second.find("not a row per thread: 768 bytes of row-local temporaries "
+                                       "live at once (at most 512)"),
+            std::string::npos)
+      << notes.begin()->second;
+  // Forced: R rows and threads per block; the verifier and the coverage proof want one thread
+  // per row.
+  RowGroupOptions thread;
+  thread.schedule = RowSchedule::kThread;
+  thread.forced_rows_per_block = 2;
+  ir::Program forced = fuse_row_groups(row_chain(false), thread);
+  ASSERT_EQ(forced.kernels.size(), 1u);
+  EXPECT_TRUE(forced.kernels[0].grid.row_per_thread);
+  EXPECT_EQ(forced.kernels[0].grid.block_size, 2);
+  EXPECT_EQ(launch_dims(forced.kernels[0]).grid[0], 2u);
+  ir::verify(forced);
+  ir::Program wrong = forced;
+  wrong.kernels[0].grid.block_size = 32;
+  EXPECT_THROW(ir::verify(wrong), Error);
+  EXPECT_THROW(launch_dims(wrong.kernels[0]), Error);
+  ir::Program outside = fuse_row_groups(row_chain(false), block_rows());
+  outside.kernels[0].row_axes = 0;
+  outside.kernels[0].grid.row_per_thread = true;
+  EXPECT_THROW(ir::verify(outside), Error);
+  EXPECT_THROW(parse_row_schedule("warp", "row_schedule"), Error);
+  LowerOptions bad;
+  bad.row_schedule = "warp";
+  EXPECT_THROW(lower(fwd, bad), Error);
 }
 
 }  // namespace
