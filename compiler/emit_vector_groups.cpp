@@ -445,7 +445,18 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
                  ";");
     });
   }
-  if (contiguous) {
+  if (contiguous && !staged_.empty() && target->name == options_.transposed_store->transpose.source) {
+    // Transposed store: the group waits in shared memory for the block's epilogue.
+    const int64_t columns = options_.transposed_store->transpose.columns;
+    const std::string at = names_.fresh("staged_at");
+    out_->line("const int " + at + " = (int)threadIdx.x * " + width + ";");
+    out_->line("#pragma unroll");
+    out_->line("for (int " + vector_->element + " = 0; " + vector_->element + " < " + width +
+               "; ++" + vector_->element + ") " + staged_ + "[(" + at + " + " + vector_->element +
+               ") / " + std::to_string(columns) + " * " + std::to_string(columns + 1) + " + (" +
+               at + " + " + vector_->element + ") % " + std::to_string(columns) + "] = " +
+               values + "[" + vector_->element + "];");
+  } else if (contiguous) {
     std::vector<Expr> point;
     for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
     const int64_t alignment =

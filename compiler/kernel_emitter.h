@@ -169,6 +169,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
   /// Writes the body of a tiled transposition (emit_tiled_transpose.cpp) and returns its launch.
   LaunchDims emit_tiled_transpose(const TiledTranspose& t);
+  /// EmitOptions::transposed_store (transposed_store.h): the block's staging array, declared
+  /// before the body (its name in staged_), and the epilogue after it that writes the staged
+  /// values to the copy's target (emit_statements.cpp); emit_group_values stages each group.
+  void begin_transposed_store();
+  void end_transposed_store();
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.
   void emit_row_group_body();
@@ -256,6 +261,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   NameSupply names_;
   CodeWriter body_{1};
   CodeWriter* out_ = &body_;
+  std::string staged_;  ///< the shared staging array of a transposed store (empty: none)
   std::vector<Scope> scopes_;
   std::unordered_map<const ir::VarNode*, std::string> var_names_;
   std::unordered_map<const ir::VarNode*, size_t> var_levels_;  ///< scope level declaring each var

@@ -6,7 +6,8 @@
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> lay_out_gathered_reductions_for_lanes -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
-//          -> choose_tiled_transposes -> emit_cuda (one unit per kernel)
+//          -> choose_tiled_transposes -> choose_transposed_stores
+//          -> emit_cuda (one unit per kernel)
 //
 // Generic programs (ir/dynamic_sizes.h: extents that are kernel parameters) take a pipeline of
 // their own, compiler/lower_generic.h.
@@ -96,6 +97,10 @@ struct LowerOptions {
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).
   int64_t tiled_transpose_min = 16;
+  /// transposed_store.h: a tiled copy of a kernel's target is fused into that kernel (the
+  /// binned gather writes grad_input transposed through shared memory; no copy kernel, no
+  /// gathered temporary); false keeps the two kernels (ADJOINT_TUNE_TRANSPOSED_STORE=0).
+  bool transposed_store = true;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

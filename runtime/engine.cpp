@@ -94,6 +94,7 @@ struct TuningKnobs {
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
+  bool transposed_store = true;
   int gathered_lanes_min = 32;
   int binned_records_per_cell_min = 2;
 };
@@ -179,6 +180,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
+  knobs.transposed_store =
+      integer_knob(
+          "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a tiled copy of a kernel's target is fused into that kernel's stores) or 0 (the "
+          "copy kernel of before)") == 1;
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -616,6 +622,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
+  options.transposed_store = tuning_knobs().transposed_store;
   options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
   options.binned_records_per_cell_min = tuning_knobs().binned_records_per_cell_min;
   if (tuning_knobs().split_threads_log2 != 0)
