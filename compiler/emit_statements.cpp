@@ -208,6 +208,14 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
   if (stage.kind == ir::StageKind::kCompute) {
     out_->line("// compute " + target->name + "[" + join(axis_names, ", ") + "]");
     const std::string value = strip_parens(stored_value(stage));
+    if (!staged_.empty() && target->name == options_.transposed_store->transpose.source) {
+      // Transposed store, one point per thread: staged for the block's epilogue.
+      const std::string columns = std::to_string(options_.transposed_store->transpose.columns);
+      out_->line(staged_ + "[(int)threadIdx.x / " + columns + " * " +
+                 std::to_string(options_.transposed_store->transpose.columns + 1) +
+                 " + (int)threadIdx.x % " + columns + "] = " + value + ";");
+      return;
+    }
     out_->line((lane_.empty() ? "" : "if (" + lane_ + " == 0) ") + element(target, axis_names) +
                " = " + value + ";");
   } else {
@@ -240,11 +248,14 @@ namespace adjoint::compiler {
 
 // Transposed store (transposed_store.h). choose_transposed_stores proved the shape of the
 // kernel: one compute stage over its target G = [b][p][q] (dense, q innermost) with every axis
-// linear in G's order, a vector group of V points, B threads per block, one linear index per
-// thread and full blocks. So block `blockIdx.x` computes G's flat elements [blockIdx.x * B * V,
-// (blockIdx.x + 1) * B * V): P = B * V / C whole rows of C elements of cells blockIdx.x * P
-// onwards. Each group is staged at row (threadIdx.x * V + e) / C, column (... ) % C of a P x
-// (C + 1) array (the padding keeps the column reads below free of bank conflicts).
+// linear in G's order, V points per thread (a vector group, or one point), B threads per
+// block, one linear index per thread and full blocks. So block `blockIdx.x` computes G's flat
+// elements [blockIdx.x * B * V, (blockIdx.x + 1) * B * V): P = B * V / C whole rows of C
+// elements, of cells blockIdx.x * P onwards. Element threadIdx.x * V + e of the block is staged
+// at row (threadIdx.x * V + e) / C, column (threadIdx.x * V + e) % C of a P x (C + 1) array
+// (the padding keeps the column reads of the epilogue free of bank conflicts); after the
+// barrier, thread t writes elements i * B + t, i < V, taken column by column: consecutive
+// threads write consecutive cells of one channel, a coalesced run of the target.
 void KernelEmitter::begin_transposed_store() {
   const TransposedStore& s = *options_.transposed_store;
   const ir::Tensor source = program_.find_tensor(s.transpose.source);

@@ -45,7 +45,7 @@ TransposedStores choose_transposed_stores(const ir::Program& program,
     }
     // G dense as the copy reads it: [b][p][q] with q innermost.
     if (t.source_column_stride != 1 || t.source_row_stride != t.columns ||
-        t.source_batch_stride != t.rows * t.columns ||
+        (t.batches > 1 && t.source_batch_stride != t.rows * t.columns) ||
         t.batches * t.rows * t.columns != g->storage_elements()) {
       continue;
     }
@@ -72,9 +72,15 @@ TransposedStores choose_transposed_stores(const ir::Program& program,
     const std::vector<int64_t> extents = domain_extents(writer);
     if (extents != g->shape) continue;
     const GridMapping m = grid_mapping(writer);
-    std::vector<int> order(g->rank());
-    for (int a = 0; a < g->rank(); ++a) order[a] = a;
-    if (m.linear_axes != order) continue;
+    // The linear index decodes G's components in order (axes of one point anywhere).
+    std::vector<int> wide, order;
+    for (int a : m.linear_axes) {
+      if (extents[a] > 1) wide.push_back(a);
+    }
+    for (int a = 0; a < g->rank(); ++a) {
+      if (extents[a] > 1) order.push_back(a);
+    }
+    if (wide != order || m.linear_axes.size() != extents.size()) continue;
     const int64_t block = grid.block_size;
     const LaunchDims launch = launch_dims(writer);
     if (block <= 0 || m.linear_points % block != 0 ||

@@ -9,8 +9,8 @@
 // are one coalesced run of the target.
 //
 // A pair qualifies when the writer kernel K (one compute stage, target G, every axis linear in
-// G's order, G dense row-major, a vector group and no lanes, tiles, block reductions or row
-// groups) is immediately followed by the tiled copy T whose source is G; G is a temporary no
+// G's order, G dense row-major, V >= 1 points per thread and no lanes, tiles, block reductions
+// or row groups) is immediately followed by the tiled copy T whose source is G; G is a temporary no
 // other kernel reads or writes, and T's target is not a tensor of K; K's grid covers its linear
 // points in one step with full blocks (no thread leaves before the barrier); the channels C
 // divide a block's B * V elements and the staging, (B * V / C) x (C + 1) elements, fits in

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/tiled_transpose.h"
+#include "compiler/transposed_store.h"
 #include "compiler/unfuse_fma.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -207,6 +209,9 @@ void adjoint_launch_blocks(void (*kernel)(P...), void** args, const unsigned* gr
             blockIdx = {x, y, z};
             threadIdx = {t, 0, 0};
             adjoint_call(kernel, args, std::index_sequence_for<P...>{});
+            // The block's shared arrays are statics: no thread starts the next block before
+            // every thread is done with this one (a GPU block has shared memory of its own).
+            __syncthreads();
           }
     });
   }
@@ -319,6 +324,14 @@ struct Variant {
     v.tiled_transpose_min = min;
     return v;
   }
+  /// choose_transposed_stores (transposed_store.h): tiled copies fused into their writers.
+  bool transposed_store = false;
+  /// A binned gather whose tiled copy back is fused into the gather (transposed_store.h).
+  static Variant binned_fused(int block_size, int64_t min = kDefaultTiledTransposeMin) {
+    Variant v = binned_tiled(block_size, min);
+    v.transposed_store = true;
+    return v;
+  }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
   int64_t channels_last_min = 8;
@@ -369,6 +382,7 @@ struct Variant {
                                     std::to_string(gather_chunk) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
+           (transposed_store ? "ts_" : "") +
            (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
@@ -435,12 +449,18 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   }
   p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
+  const TransposedStores fused =
+      variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
+  std::set<std::string> fused_copies;
+  for (const auto& [writer, store] : fused) fused_copies.insert(store.copy_kernel);
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
-    if (p.kernels[k].stages.empty()) continue;
+    if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
+    if (auto f = fused.find(p.kernels[k].name); f != fused.end())
+      options.transposed_store = f->second;
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
     if (auto store = stores.find(p.kernels[k].name); store != stores.end())
@@ -1346,6 +1366,68 @@ TEST(HostRun, TiledTranspositionsOfTheBinnedGatherCopyTheSameBits) {
                           Variant::binned_tiled(32, 16), Variant::binned_tiled(1024, 16),
                           Variant::binned_tiled(96, 1)},
                          1e-2, rounding_inputs);
+}
+
+/// The tiled copy back of the broadcast-innermost gather fused into the gather
+/// (transposed_store.h): each block stages its values in shared memory and writes grad_input
+/// transposed, blocks that straddle a batch included. Bit for bit the two kernels' result at
+/// every block size that qualifies, on exact inputs and on sums that round.
+TEST(HostRun, TransposedStoresOfTheBinnedGatherWriteTheCopysBits) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {// 32 channels, 5 x 4 cells per batch: blocks of 256 threads hold 8 cells (straddling).
+        "grid_sampler_2d_backward dtype=f32 input_size=2,32,5,4 output_size=7,6 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,64,4,4 output_size=5,6 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,32,4,8 output_size=6,9 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,2,4,4 output_size=3,4,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // Which (program, block size) pairs fuse: the gather's linear points fill whole blocks.
+  const std::vector<std::pair<size_t, int>> fused_at = {{0, 32}, {0, 256}, {1, 64}, {1, 256},
+                                                        {2, 32}, {3, 32}};
+  for (const auto& [i, block] : fused_at) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(programs[i], Variant::binned_fused(block), "probe");
+    int fused = 0, tiled = 0;
+    for (const CompiledKernel& k : kernels) {
+      fused += k.source.find("Transposed store") != std::string::npos;
+      tiled += k.source.find("Tiled transposition") != std::string::npos;
+    }
+    EXPECT_EQ(fused, 1) << programs[i].name << " " << i << " at " << block;
+    EXPECT_GE(tiled, 1) << programs[i].name << " " << i << " at " << block;  // grad_output's
+  }
+  const std::vector<Variant> variants = {
+      Variant::binned_tiled(256, 16), Variant::binned_fused(32), Variant::binned_fused(64),
+      Variant::binned_fused(128),     Variant::binned_fused(256)};
+  expect_host_runs_match(programs, variants, 1e-2);
+  expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
+}
+
+/// The same with vector groups (4 f32 channels per thread; 32,768 groups, the fewest that
+/// derive_grid vectorizes): each group staged element by element.
+TEST(HostRun, TransposedStoresOfVectorGroupsWriteTheCopysBits) {
+  const ir::Program program =
+      ops::parse_specialization(
+          "grid_sampler_2d_backward dtype=f32 input_size=1,32,64,64 output_size=64,64 "
+          "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
+          .build_program();
+  const std::vector<CompiledKernel> kernels =
+      compile_kernels(program, Variant::binned_fused(256), "probe");
+  int fused = 0;
+  for (const CompiledKernel& k : kernels) {
+    if (k.source.find("Transposed store") == std::string::npos) continue;
+    ++fused;
+    EXPECT_NE(k.source.find("staged[1056]"), std::string::npos) << k.source;  // 32 x 33
+    EXPECT_NE(k.source.find("Each thread computes 4 consecutive points of c"), std::string::npos)
+        << k.source;
+  }
+  EXPECT_EQ(fused, 1);
+  expect_host_runs_match({program}, {Variant::binned_tiled(256, 16), Variant::binned_fused(256)},
+                         1e-2);
 }
 
 /// grad_grid laid out for warp lanes (gathered_reduction_lanes.h): channels innermost, read
