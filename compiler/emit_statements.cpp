@@ -102,7 +102,10 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   if (m.reduction_lanes > 1) {
     lane_ = names_.fresh("lane");
     out_->line("const int " + lane_ + " = threadIdx.x % " + std::to_string(m.reduction_lanes) +
-               ";  // the warp's lanes share one point");
+               (m.reduction_lanes == 32 ? ";  // the warp's lanes share one point"
+                                        : ";  // each group of " +
+                                              std::to_string(m.reduction_lanes) +
+                                              " lanes of a warp shares one point"));
   }
   decode_blocks();
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {

@@ -173,6 +173,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// before the body (its name in staged_), and the epilogue after it that writes the staged
   /// values to the copy's target (emit_statements.cpp); emit_group_values stages each group.
   void begin_transposed_store();
+  /// `value` of lane 0 of the lanes sharing the point (a warp, or a group of
+  /// GridConfig::reduction_lanes < 32 lanes): __shfl_sync from that lane.
+  std::string lane_broadcast(const std::string& value) const {
+    const int lanes = kernel_.grid.reduction_lanes;
+    return "__shfl_sync(0xffffffffu, " + value + ", 0" + (lanes < 32 ? ", " + std::to_string(lanes) : "") + ")";
+  }
   void end_transposed_store();
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.

@@ -135,6 +135,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
+  schedule_options.preferred_lanes = options.gathered_lane_width;
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   ir::verify(input);

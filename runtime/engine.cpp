@@ -96,6 +96,7 @@ struct TuningKnobs {
   int tiled_transpose_min = 16;
   bool transposed_store = true;
   int gathered_lanes_min = 32;
+  int gathered_lane_width = 32;
   int binned_records_per_cell_min = 2;
 };
 
@@ -180,6 +181,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
+  knobs.gathered_lane_width = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 32,
+      [](int v) { return v == 32 || v == 16 || v == 8 || v == 4; },
+      "32 (a warp per point of a gathered reduction laid out for lanes), 16, 8 or 4 lanes per "
+      "point");
   knobs.transposed_store =
       integer_knob(
           "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
@@ -624,6 +630,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.transposed_store = tuning_knobs().transposed_store;
   options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
+  options.gathered_lane_width = tuning_knobs().gathered_lane_width;
   options.binned_records_per_cell_min = tuning_knobs().binned_records_per_cell_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;
