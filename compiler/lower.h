@@ -93,9 +93,10 @@ struct LowerOptions {
   /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
   /// (ADJOINT_TUNE_GATHERED_LANES).
   int64_t gathered_lanes_min = 32;
-  /// ReductionScheduleOptions::preferred_lanes: lanes per point of those kernels, 32 (a warp),
-  /// 16, 8 or 4 (ADJOINT_TUNE_GATHERED_LANE_WIDTH).
-  int gathered_lane_width = 32;
+  /// ReductionScheduleOptions::preferred_lanes: lanes per point of those kernels, 0 derived
+  /// (16 for at most 4 iterations outside the lane axis, else 32), 32 (a warp), 16, 8 or 4
+  /// (ADJOINT_TUNE_GATHERED_LANE_WIDTH).
+  int gathered_lane_width = 0;
   /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).

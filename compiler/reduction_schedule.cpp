@@ -168,12 +168,22 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
       std::vector<const ir::ReduceNode*> outermost;
       for (const auto& [r, stage] : reductions) outermost.push_back(r);
       kernel.grid.vector_width = group_width(kernel, outermost);
-      const int lanes = options.preferred_lanes;
+      int lanes = options.preferred_lanes;
+      if (lanes != 0 && lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
+        throw Error("ReductionScheduleOptions.preferred_lanes: expected 0 (derived), 32, 16, 8 "
+                    "or 4, got " + std::to_string(lanes),
+                    ErrorCode::kInvalidArgument);
+      if (lanes == 0) {  // derived: 16 lanes for short rows outside the lane axis
+        int64_t rows = 1;
+        for (const auto& [r, stage] : reductions) {
+          int64_t outer = 1;
+          for (size_t a = 0; a + 1 < r->axes.size(); ++a)
+            outer *= constant(r->axes[a].extent).value_or(kFewLaneRows + 1);
+          rows = std::max(rows, outer);
+        }
+        lanes = rows <= kFewLaneRows ? 16 : 32;
+      }
       if (lanes != 32 && options.preferred_kernels.count(kernel.name)) {
-        if (lanes != 4 && lanes != 8 && lanes != 16)
-          throw Error("ReductionScheduleOptions.preferred_lanes: expected 32, 16, 8 or 4, got " +
-                          std::to_string(lanes),
-                      ErrorCode::kInvalidArgument);
         size_t unconditional = 0;
         for (const ir::Stage& stage : kernel.stages)
           unconditional += unconditional_reductions(stage.value).size();

@@ -96,7 +96,7 @@ struct TuningKnobs {
   int tiled_transpose_min = 16;
   bool transposed_store = true;
   int gathered_lanes_min = 32;
-  int gathered_lane_width = 32;
+  int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;
 };
 
@@ -182,10 +182,10 @@ TuningKnobs read_tuning_knobs() {
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
   knobs.gathered_lane_width = integer_knob(
-      "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 32,
-      [](int v) { return v == 32 || v == 16 || v == 8 || v == 4; },
-      "32 (a warp per point of a gathered reduction laid out for lanes), 16, 8 or 4 lanes per "
-      "point");
+      "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 0,
+      [](int v) { return v == 0 || v == 32 || v == 16 || v == 8 || v == 4; },
+      "0 (derived: 16 lanes per point of a gathered reduction laid out for lanes with at most 4 "
+      "taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes per point");
   knobs.transposed_store =
       integer_knob(
           "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
