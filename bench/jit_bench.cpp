@@ -9,7 +9,7 @@
 //  - cold prepare (issue 12): per op, a fresh process with empty adjoint and CUDA caches, one
 //    unit, one unit per kernel and the default grouping (or ADJOINT_BENCH_COLD_SETTINGS),
 //    split into phases (IR, emission, NVRTC load, NVRTC compile wall and summed, module
-//    load), then that
+//    load) with the process's CPU time (user, system), page faults and context switches, then that
 //    program's disk hit (`--cold-prepare-only [WORDS]` measures only that, for the ops whose
 //    label contains one of the comma-separated WORDS; the ADJOINT_TUNE_* knobs of the parent
 //    reach every child);
@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <sstream>
 #include <string>
@@ -30,6 +31,7 @@
 #include "adjoint/adjoint.h"
 #include "compiler/lower.h"
 #include "ops/registry.h"
+#include "runtime/compile_huge_pages.h"
 #include "runtime/driver.h"
 #include "runtime/engine.h"
 #include "runtime/kernel_binary.h"
@@ -128,18 +130,32 @@ const std::vector<std::pair<const char*, const char*>> kColdPrepareSpecs = {
 int cold_prepare_child(const std::string& spec_text) {
   runtime::current_context();
   ops::Specialization spec = ops::parse_specialization(spec_text);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
   const auto start = Clock::now();
   auto program = runtime::Engine::instance().prepare(spec, compiler::Determinism::kDefault);
   const double prepare_ms = ms_since(start);
+  getrusage(RUSAGE_SELF, &after);
   const runtime::PrepareProfile& profile = runtime::last_prepare_profile();
   nlohmann::json out;
   out["prepare_ms"] = prepare_ms;
+  // what the process cost the machine meanwhile: CPU time in user and kernel mode, page faults
+  // and context switches (waits on locks are voluntary switches)
+  auto cpu_ms = [](const timeval& a, const timeval& b) {
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_usec - a.tv_usec) / 1e3;
+  };
+  out["user_cpu_ms"] = cpu_ms(before.ru_utime, after.ru_utime);
+  out["system_cpu_ms"] = cpu_ms(before.ru_stime, after.ru_stime);
+  out["minor_faults"] = after.ru_minflt - before.ru_minflt;
+  out["voluntary_switches"] = after.ru_nvcsw - before.ru_nvcsw;
+  out["involuntary_switches"] = after.ru_nivcsw - before.ru_nivcsw;
   out["build_ir_ms"] = profile.build_ir_ms;
   out["emission_ms"] = profile.lower_ms;
   out["nvrtc_load_ms"] = profile.nvrtc_load_ms;
   out["nvrtc_compile_wall_ms"] = profile.compile_wall_ms;
   out["nvrtc_compile_sum_ms"] = profile.compile_ms;
   out["binaries_ms"] = profile.binaries_ms;
+  out["memory_release_ms"] = profile.memory_release_ms;
   out["module_load_ms"] = profile.load_modules_ms;
   out["kernels"] = profile.kernels;
   out["units_compiled"] = profile.units_compiled;
@@ -148,6 +164,50 @@ int cold_prepare_child(const std::string& spec_text) {
   out["source"] = profile.source == runtime::BinarySource::kCompiled    ? "compiled"
                   : profile.source == runtime::BinarySource::kDiskCache ? "disk cache"
                                                                         : "package";
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}
+
+/// Child mode without a GPU: the compile part of a cold prepare of the spec on the command line
+/// for sm_90, as the engine does it (its compile threads, units and knobs from the environment,
+/// the disk cache at ADJOINT_CACHE_DIR, which should be empty), as one JSON line with the
+/// process's CPU time and page faults: how the environment's settings change a cold compile
+/// where only NVRTC is installed.
+int cold_compile_child(const std::string& spec_text) {
+  ops::Specialization spec = ops::parse_specialization(spec_text);
+  compiler::CompiledProgram cp = compiler::lower(
+      spec.build_program(), runtime::lower_options(compiler::Determinism::kDefault, 90));
+  runtime::BinaryRequest request;
+  request.program = spec.op_name();
+  request.arch = 90;
+  request.spec = spec_text;
+  request.compile_threads = runtime::compile_threads_from_environment();
+  request.compile_units = runtime::compile_units_from_environment(request.compile_threads);
+  request.split_compile = runtime::split_compile_from_environment();
+  request.nvrtc_options = runtime::nvrtc_options_from_environment();
+  request.compile_huge_pages = runtime::compile_huge_pages_from_environment();
+  for (const compiler::CompiledKernel& k : cp.kernels) request.kernels.push_back({k.entry, k.source});
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const auto start = Clock::now();
+  runtime::AcquireProfile profile;
+  runtime::acquire_kernel_images(request, runtime::DiskCache::from_environment(), &profile);
+  const double compile_ms = ms_since(start);
+  getrusage(RUSAGE_SELF, &after);
+  auto cpu_ms = [](const timeval& a, const timeval& b) {
+    return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_usec - a.tv_usec) / 1e3;
+  };
+  nlohmann::json out = {{"compile_ms", compile_ms},
+                        {"nvrtc_load_ms", profile.nvrtc_load_ms},
+                        {"nvrtc_compile_wall_ms", profile.compile_wall_ms},
+                        {"nvrtc_compile_sum_ms", profile.compile_sum_ms},
+                        {"memory_release_ms", profile.memory_release_ms},
+                        {"units_compiled", profile.units_compiled},
+                        {"compile_threads", profile.threads},
+                        {"user_cpu_ms", cpu_ms(before.ru_utime, after.ru_utime)},
+                        {"system_cpu_ms", cpu_ms(before.ru_stime, after.ru_stime)},
+                        {"minor_faults", after.ru_minflt - before.ru_minflt},
+                        {"voluntary_switches", after.ru_nvcsw - before.ru_nvcsw}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
@@ -305,6 +365,9 @@ std::string run_child(const char* self, const char* mode, bool raw_self) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--disk-hit-child") return disk_hit_child();
+  if (argc > 2 && std::string(argv[1]) == "--cold-compile-child") {
+    return cold_compile_child(argv[2]);
+  }
   if (argc > 2 && std::string(argv[1]) == "--cold-prepare-child") {
     return cold_prepare_child(argv[2]);
   }

@@ -214,18 +214,28 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
   return refuse(last_why);
 }
 
+BlockSharedLayout block_shared_layout(const ir::GridConfig& grid, int64_t outputs) {
+  const int64_t C = grid.block_chunk;
+  if (grid.block_shared_vectors == 4) return BlockSharedLayout{C + 4, 1, outputs};
+  return BlockSharedLayout{C + 1, C + 1, 1};
+}
+
 int64_t block_reduction_shared_bytes(const ir::Kernel& kernel, const BlockReductionShape& shape) {
   const ir::GridConfig& g = kernel.grid;
+  const BlockSharedLayout layout = block_shared_layout(g, shape.outputs);
+  // Weights: K rows of C + 1, or C rows of K (transposed).
+  const int64_t weight_elements =
+      g.block_shared_vectors == 4 ? g.block_chunk * shape.outputs : shape.outputs * (g.block_chunk + 1);
   int64_t bytes = 0;
   for (const Expr& e : shape.token_parts)
-    bytes += g.block_tokens * (g.block_chunk + 1) * static_cast<int64_t>(ir::dtype_bytes(e.dtype()));
+    bytes += g.block_tokens * layout.token_stride * static_cast<int64_t>(ir::dtype_bytes(e.dtype()));
   for (const Expr& e : shape.weight_parts)
-    bytes += shape.outputs * (g.block_chunk + 1) * static_cast<int64_t>(ir::dtype_bytes(e.dtype()));
+    bytes += weight_elements * static_cast<int64_t>(ir::dtype_bytes(e.dtype()));
   return bytes;
 }
 
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
-                              std::string& reason) {
+                              std::string& reason, int max_stage_width, bool shared_vectors) {
   const int64_t K = shape.outputs;
   int64_t mk = 1;
   for (int64_t candidate : {8, 6, 4, 3, 2}) {
@@ -255,11 +265,34 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
     return "no chunk of 32, 16 or 8 divides " + std::to_string(shape.trips) +
            " iterations within " + std::to_string(kMaxSharedBytes) + " bytes of shared memory";
   }
+  // Staging width: W consecutive iterations of the innermost reduced axis per staging thread,
+  // so that its loads of a contiguous dimension become one vector access (W | C and W | that
+  // axis' extent keep the W iterations on one row of the other reduced axes).
+  const int64_t innermost = shape.reduce->axes.back().extent.as<ir::IntConstNode>()->value;
+  g.block_stage_width = 1;
+  for (int w = 8; w > 1; w /= 2) {
+    if (w <= max_stage_width && g.block_chunk % w == 0 && innermost % w == 0) {
+      g.block_stage_width = w;
+      break;
+    }
+  }
+  // 16-byte shared reads: f32 parts, whole float4s along c (4 | C), along a weight row
+  // (4 | K) and within a thread's outputs (4 | Mk), and the wider rows still fit.
+  g.block_shared_vectors = 0;
+  if (shared_vectors && g.block_chunk % 4 == 0 && K % 4 == 0 && mk % 4 == 0) {
+    bool f32 = true;
+    for (const Expr& e : shape.token_parts) f32 = f32 && e.dtype() == ir::DType::kF32;
+    for (const Expr& e : shape.weight_parts) f32 = f32 && e.dtype() == ir::DType::kF32;
+    g.block_shared_vectors = f32 ? 4 : 0;
+    if (block_reduction_shared_bytes(kernel, shape) > kMaxSharedBytes) g.block_shared_vectors = 0;
+  }
   reason = "tiles of " + std::to_string(g.block_tokens) + " tokens x " + std::to_string(K) +
            " outputs, " + std::to_string(lanes * groups) + " threads of " + std::to_string(mt) +
            " x " + std::to_string(mk) + " accumulators, chunks of " + std::to_string(g.block_chunk) +
            " iterations staged in " + std::to_string(block_reduction_shared_bytes(kernel, shape)) +
-           " bytes of shared memory";
+           " bytes of shared memory, " + std::to_string(g.block_stage_width) +
+           " iteration(s) per staging thread" +
+           (g.block_shared_vectors == 4 ? ", 16-byte shared reads (weights stored [c][k])" : "");
   return "";
 }
 
@@ -282,7 +315,8 @@ ir::Program choose_block_reductions(const ir::Program& program,
       continue;
     }
     std::string reason;
-    const std::string why = choose_block_tile(kernel, shape, reason);
+    const std::string why =
+        choose_block_tile(kernel, shape, reason, options.max_stage_width, options.shared_vectors);
     if (!why.empty()) {
       if (notes) add_schedule_note(*notes, kernel.name, target + ": no block reduction (" + why + ")");
       continue;
@@ -370,6 +404,13 @@ void check_block_reduction_coverage(const ir::Kernel& kernel, const LaunchDims& 
   if (g.block_chunk < 1 || shape.trips % g.block_chunk != 0)
     fail("a chunk of " + std::to_string(g.block_chunk) + " does not divide " + std::to_string(shape.trips) + " iterations");
   if (block_reduction_shared_bytes(kernel, shape) > kMaxSharedBytes) fail("more than 48 KB of shared memory");
+  if (g.block_shared_vectors != 0 &&
+      (g.block_shared_vectors != 4 || g.block_chunk % 4 != 0 || K % 4 != 0 || mk % 4 != 0))
+    fail("16-byte shared reads need 4 | C, 4 | K and 4 | Mk");
+  if (g.block_stage_width < 1 || g.block_chunk % g.block_stage_width != 0 ||
+      shape.reduce->axes.back().extent.as<ir::IntConstNode>()->value % g.block_stage_width != 0)
+    fail("a staging width of " + std::to_string(g.block_stage_width) +
+         " does not divide the chunk and the innermost reduced axis");
   if (launch.grid[0] < 1) fail("no blocks over the token tiles");
   for (size_t i = 0; i < 2; ++i) {
     const uint32_t expected = i < shape.block_axes.size() ? static_cast<uint32_t>(extents[shape.block_axes[i]]) : 1;

@@ -49,6 +49,13 @@ struct BlockReductionOptions {
   /// With block axes (a batch of small GEMMs, such as mhc_post_backward's per-token 4 x 4
   /// products), the fewest tokens that must share each block's weights.
   int64_t min_batched_tokens = 32;
+  /// The widest staging width (GridConfig::block_stage_width) a tile may take: 8 (default)
+  /// stages 8 consecutive iterations per thread with vector loads where they fit, 1 stages one
+  /// iteration per thread (the schedule of before). ADJOINT_TUNE_BLOCK_STAGING.
+  int max_stage_width = 8;
+  /// GridConfig::block_shared_vectors where it applies (f32 parts, 4 | C, 4 | K, 4 | Mk):
+  /// 16-byte shared reads in the compute loop. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
+  bool shared_vectors = true;
 };
 
 /// Options under which every kernel of the shape qualifies: for kernels whose schedule is
@@ -78,10 +85,19 @@ struct BlockReductionShape {
 BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
                                             const BlockReductionOptions& options = {});
 
-/// Sets the block fields of `kernel.grid` (T, Mt, Mk, C and the output axis) for `shape`, or
-/// returns why no tile fits; the reason text of the choice goes to `reason`.
+/// Sets the block fields of `kernel.grid` (T, Mt, Mk, C, the staging width W <= max_stage_width
+/// and the output axis) for `shape`, or returns why no tile fits; the reason text of the choice
+/// goes to `reason`.
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
-                              std::string& reason);
+                              std::string& reason, int max_stage_width = 8,
+                              bool shared_vectors = true);
+
+/// The shared arrays' layout: a token part's element (row t, iteration c) is at
+/// t * token_stride + c; a weight part's (output k, iteration c) at k * weight_row + c * weight_column.
+struct BlockSharedLayout {
+  int64_t token_stride = 0, weight_row = 0, weight_column = 0;
+};
+BlockSharedLayout block_shared_layout(const ir::GridConfig& grid, int64_t outputs);
 
 /// The pass: marks every kernel with the shape (grid not set yet; derive_grid binds the axes).
 /// Returns the very same program when nothing changes.

@@ -71,6 +71,10 @@ struct EmitOptions {
   /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
+  /// The unroll factor of a thread-tiled kernel's long reduction loops (the tile's R x V updates
+  /// per trip): 0 derives it (up to 4, about 256 updates per unrolled body), N in [1, 64] that
+  /// factor (ADJOINT_TUNE_TILE_UNROLL: more of x_mix's token loads in flight per thread).
+  int tile_unroll = 0;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

@@ -45,6 +45,7 @@ int KernelEmitter::tile_loop_unroll() const {
   // About 256 accumulator updates per unrolled body: enough independent loads in flight, and
   // a cubin NVRTC compiles in a fraction of a second (a fully unrolled 512-trip token loop of
   // 24 x 2 updates took 4.8 s and 574 KB).
+  if (options_.tile_unroll > 0) return options_.tile_unroll;
   int factor = 1;
   while (factor < 4 && 2 * factor * tile_->points * vector_->width <= 256) factor *= 2;
   return factor;
@@ -322,8 +323,14 @@ void KernelEmitter::emit_spans(const Expr& e,
     std::string name = names_.fresh(t->name + "_span");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(lane.count) + "];");
-    out_->line("adjoint::" + memory_helper("load_elements", read_by_many_points(*load)) + "<" + std::to_string(bytes) + ">(" +
-               name + ", &" + element(t, first) + ");");
+    if (span_alignment_claims_) {  // the caller checks the base once (block staging)
+      out_->line("adjoint::load_elements_aligned<" + std::to_string(bytes) + ">(" + name + ", &" +
+                 element(t, first) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+    } else {
+      out_->line("adjoint::" + memory_helper("load_elements", read_by_many_points(*load)) + "<" +
+                 std::to_string(bytes) + ">(" + name + ", &" + element(t, first) + ");");
+    }
     uses_memory_helpers_ = true;
     spans_[ids_.id(node)] = Span{name, lane.index};
   };

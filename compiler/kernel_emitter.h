@@ -34,6 +34,8 @@
 
 namespace adjoint::compiler {
 
+struct BlockReductionShape;
+
 /// Emits one kernel: construct it, then call emit() once.
 class KernelEmitter : public ir::ExprFunctor<std::string> {
  public:
@@ -329,6 +331,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// Runs `body` and tells whether it used `name`, leaving `referenced_` as it was plus
   /// what `body` used.
   bool uses_name(const std::string& name, const std::function<void()>& body);
+  /// While set (a block reduction's wide staging): emit_spans loads with
+  /// load_elements_aligned and records here each base pointer and the access width it
+  /// assumed, for the one alignment check the kernel makes before taking that path.
+  std::vector<std::pair<std::string, int>>* span_alignment_claims_ = nullptr;
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
   /// Warp-cooperative kernels (GridConfig::reduction_lanes > 1): the name of the lane index
@@ -341,6 +347,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string emit_cooperative_reduce(const ir::ReduceNode& n);
   /// Block reductions (GridConfig::block_tokens > 0, emit_block_reduction.cpp): the whole body.
   void emit_block_reduction_body();
+  /// The staging of one chunk with GridConfig::block_stage_width W > 1: each thread takes W
+  /// consecutive iterations of one token's (or one output's) row, its contiguous loads as one
+  /// span (vector accesses), in a loop unrolled over the thread's rows so that their loads are
+  /// in flight together (emit_block_reduction.cpp).
+  void emit_wide_staging(const BlockReductionShape& shape,
+                         const std::vector<std::string>& axis_names, const std::string& tile,
+                         const std::string& chunk, const std::vector<std::string>& token_arrays,
+                         const std::vector<std::string>& weight_arrays);
   /// The block kernel's reduction -> the accumulator holding the point being stored.
   std::unordered_map<const ir::ReduceNode*, std::string> block_accumulators_;
 };

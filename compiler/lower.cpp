@@ -82,6 +82,14 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.forced_partials = options.reduction_split;
   if (options.split_target_threads != 0) split_options.target_threads = options.split_target_threads;
   split_options.tiles.forced_points = options.thread_tile;
+  if (options.split_warp_combine_points < 0) {
+    throw Error("LowerOptions.split_warp_combine_points: expected 0 (never) or a number of "
+                "points, got " + std::to_string(options.split_warp_combine_points),
+                ErrorCode::kInvalidArgument);
+  }
+  split_options.warp_combine_points = options.split_warp_combine_points;
+  split_options.tiles.prefer_vector = options.tile_prefer_vector;
+  split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;
@@ -92,6 +100,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "[1, 64], got " + std::to_string(options.partial_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.tile_unroll < 0 || options.tile_unroll > 64) {
+    throw Error("LowerOptions.tile_unroll: expected 0 (derived) or an unroll factor in [1, 64], "
+                "got " + std::to_string(options.tile_unroll),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
     throw Error("LowerOptions.unroll_budget: expected 0 (no budget) or a number of IR "
                 "nodes in [1, 1048576], got " + std::to_string(options.unroll_budget),
@@ -100,6 +113,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (options.runtime_unroll < 0 || options.runtime_unroll > 16) {
     throw Error("LowerOptions.runtime_unroll: expected 0 (NVVM's choice), 1 (not unrolled) or "
                 "an unroll factor in [2, 16], got " + std::to_string(options.runtime_unroll),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.block_stage_width != 1 && options.block_stage_width != 2 &&
+      options.block_stage_width != 4 && options.block_stage_width != 8) {
+    throw Error("LowerOptions.block_stage_width: expected 1, 2, 4 or 8, got " +
+                    std::to_string(options.block_stage_width),
                 ErrorCode::kInvalidArgument);
   }
   if (options.gathered_rows_min < 0) {
@@ -115,6 +134,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (options.binned_records_per_cell_min < 0) {
     throw Error("LowerOptions.binned_records_per_cell_min: expected a count >= 0, got " +
                     std::to_string(options.binned_records_per_cell_min),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.binned_taps_walks_max < 0) {
+    throw Error("LowerOptions.binned_taps_walks_max: expected 0 (never) or a number of "
+                "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
                 ErrorCode::kInvalidArgument);
   }
   if (options.binned_gather_chunk < 0) {
@@ -138,6 +162,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   schedule_options.preferred_lanes = options.gathered_lane_width;
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
+  block_options.max_stage_width = options.block_stage_width;
+  block_options.shared_vectors = options.block_shared_vectors;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);
@@ -153,13 +179,14 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.channels_last_min = options.binned_channels_last_min;
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
+  binned_options.taps_walks_max = options.binned_taps_walks_max;
+  ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
-  ScheduleNotes notes, cooperative_notes, layout_notes;
   p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
     return lay_out_gathered_reductions_for_lanes(x, options.gathered_lanes_min,
                                                  &schedule_options.preferred_kernels,
@@ -229,6 +256,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.streaming_stores = options.streaming_stores;
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
+    emit_options.tile_unroll = options.tile_unroll;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.outer_size = options.outer_size;
     if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())

@@ -54,12 +54,18 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
+  /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
+  int64_t split_warp_combine_points = 1024;
   /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
   /// Applies while unroll_budget is 0; a budget decides those loops itself.
   int partial_unroll = 0;
+  /// EmitOptions::tile_unroll: 0 derived, N in [1, 64] the unroll factor of thread-tiled
+  /// reduction loops (ADJOINT_TUNE_TILE_UNROLL).
+  int tile_unroll = 0;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
   /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts
@@ -76,6 +82,13 @@ struct LowerOptions {
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";
+  /// BlockReductionOptions::max_stage_width: the most consecutive iterations a block
+  /// reduction's staging thread loads, 1, 2, 4 or 8 (vector loads; default).
+  /// ADJOINT_TUNE_BLOCK_STAGING.
+  int block_stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads in block reductions' compute
+  /// loops where the tile allows. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
+  bool block_shared_vectors = true;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;
@@ -86,6 +99,10 @@ struct LowerOptions {
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
   /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
   int64_t binned_gather_chunk = 64;
+  /// BinnedGatherOptions::taps_walks_max: the most taps x broadcast elements (grid_sampler's
+  /// taps x channels) for which a binned gather bins one record per point and walks a bucket
+  /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).
+  int64_t binned_taps_walks_max = 16;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
@@ -108,6 +125,9 @@ struct LowerOptions {
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;
+  /// Derived tiles that take their axis in parts give way to the vector width
+  /// (ThreadTileOptions::prefer_vector; ADJOINT_TUNE_TILE_PREFER_VECTOR, 0 for the tiles before).
+  bool tile_prefer_vector = true;
   /// Set by lower_outer_generic only (compiler/lower_outer_generic.h): every kernel's
   /// outermost linear extent, the value of a generic program's batch size, is emitted as that
   /// size's kernel parameter (EmitOptions::outer_size).

@@ -11,8 +11,11 @@
 #include <optional>
 #include <vector>
 
+#include "compiler/binned_taps.h"
 #include "compiler/program_utils.h"
+#include "compiler/simplify.h"
 #include "ir/builder.h"
+#include "ir/equality.h"
 #include "ir/visitor.h"
 
 namespace adjoint::compiler {
@@ -25,6 +28,8 @@ using ir::Var;
 
 /// Terms one thread of a scan level adds at most (the chunk of the level below it).
 constexpr int64_t kScanChunk = 32;
+/// The most taps a tap axis may have to move into the gather (bicubic's 16, trilinear's 8).
+constexpr int64_t kMaxTaps = 64;
 
 /// A scatter split into broadcast and record axes.
 struct Binning {
@@ -33,6 +38,13 @@ struct Binning {
   std::vector<std::optional<int>> component_axis;  ///< per target component: its broadcast axis
   int64_t records = 1;
   int64_t cells = 1;
+  /// Taps in the gather: the tap axis (not a record axis then) and, per target component, the
+  /// extent of its key component (the component's extent + max shift - min shift).
+  std::optional<BinnedTaps> taps;
+  std::vector<int64_t> key_extent;
+  int64_t broadcast_elements = 1;
+  /// Why the taps moved into the gather or stayed records (the count kernel's dump note).
+  std::string note;
 };
 
 int64_t constant_of(const Expr& e) {
@@ -41,7 +53,7 @@ int64_t constant_of(const Expr& e) {
 }
 
 /// The broadcast/record split of `stage`, or nothing when it is not eligible.
-std::optional<Binning> plan_binning(const ir::Stage& stage) {
+std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOptions& options) {
   Binning b;
   const int rank = stage.target->rank();
   b.component_axis.assign(rank, std::nullopt);
@@ -69,9 +81,125 @@ std::optional<Binning> plan_binning(const ir::Stage& stage) {
   }
   for (int j = 0; j < rank; ++j) {
     if (!b.component_axis[j]) b.cells *= stage.target->shape[j];
+    else b.broadcast_elements *= stage.target->shape[j];
     if (b.cells >= std::numeric_limits<int32_t>::max()) return std::nullopt;
   }
-  return b;
+  std::optional<BinnedTaps> taps = find_binned_taps(stage, b.record_axes, kMaxTaps);
+  if (!taps) return b;
+  // The gather would walk taps x broadcast elements buckets per cell, where the records
+  // layout walks broadcast elements buckets of taps records each: worth it only for few.
+  const int64_t walks = taps->taps * b.broadcast_elements;
+  const std::string what = std::to_string(taps->taps) + " taps of " +
+                           stage.domain[taps->axis].var.name_hint() + " x " +
+                           std::to_string(b.broadcast_elements) + " broadcast elements = " +
+                           std::to_string(walks) + " bucket walks per cell ";
+  if (walks > options.taps_walks_max) {
+    b.note = "binned taps: records (" + what + "> " + std::to_string(options.taps_walks_max) +
+             ", ADJOINT_TUNE_BINNED_TAPS)";
+    return b;
+  }
+  // Taps in the gather: one record per point, binned by its base cell.
+  Binning s = b;
+  s.taps = taps;
+  s.record_axes.clear();
+  s.record_extents.clear();
+  s.records = 1;
+  for (size_t i = 0; i < b.record_axes.size(); ++i) {
+    if (b.record_axes[i] == taps->axis) continue;
+    s.record_axes.push_back(b.record_axes[i]);
+    s.record_extents.push_back(b.record_extents[i]);
+    s.records *= b.record_extents[i];
+  }
+  s.cells = 1;
+  for (int j = 0; j < rank; ++j) {
+    s.key_extent.push_back(stage.target->shape[j] + taps->max_shift[j] - taps->min_shift[j]);
+    if (!s.component_axis[j]) s.cells *= s.key_extent[j];
+    if (s.cells >= std::numeric_limits<int32_t>::max()) return b;
+  }
+  s.note = "binned taps: in the gather (" + what + "<= " +
+           std::to_string(options.taps_walks_max) + ", ADJOINT_TUNE_BINNED_TAPS): " +
+           std::to_string(s.records) + " records instead of " + std::to_string(b.records);
+  return s;
+}
+
+/// Whether `condition` only says that the target index is in bounds: a conjunction of
+/// `index_j >= 0` and `index_j < extent_j` (grid_sampler's zeros padding). With taps in the
+/// gather it then holds for every term: a tap's term in an element's walk has that element's
+/// index, which is in bounds (exactly: binned_taps.h). (The chunk sums also sum taps whose
+/// index is out of bounds, which no element reads: the caller makes sure that the value reads
+/// nothing at a place that depends on the tap.)
+bool only_index_bounds(const ir::Stage& stage, const Expr& condition) {
+  if (auto* both = condition.as<ir::BinaryNode>(); both && both->op == ir::BinaryOp::kAnd)
+    return only_index_bounds(stage, both->a) && only_index_bounds(stage, both->b);
+  auto* compare = condition.as<ir::CompareNode>();
+  if (!compare) return false;
+  auto* bound = compare->b.as<ir::IntConstNode>();
+  if (!bound) return false;
+  for (int j = 0; j < stage.target->rank(); ++j) {
+    if (!ir::structurally_equal(compare->a, stage.indices[j])) continue;
+    const int64_t extent = stage.target->shape[j];
+    switch (compare->op) {
+      case ir::CompareOp::kGe: if (bound->value == 0) return true; break;
+      case ir::CompareOp::kGt: if (bound->value == -1) return true; break;
+      case ir::CompareOp::kLt: if (bound->value == extent) return true; break;
+      case ir::CompareOp::kLe: if (bound->value == extent - 1) return true; break;
+      default: break;
+    }
+  }
+  return false;
+}
+
+/// Whether no load of `value` indexes by an expression of `tap` (so that every tap of a
+/// binned point reads what its in-bounds taps read).
+bool reads_independent_of(const Expr& value, const ir::VarNode* tap) {
+  bool independent = true;
+  for_each_node(value, [&](const Expr& node) {
+    if (auto* load = node.as<ir::LoadNode>()) {
+      for (const Expr& index : load->indices) independent &= !depends_on(index, tap);
+    }
+  });
+  return independent;
+}
+
+/// The key component j of a target index component `index` reached by a tap of shift `shift`.
+Expr key_component(const Binning& b, int j, const Expr& index, const Expr& shift) {
+  return index - shift + Expr(b.taps->max_shift[j]);
+}
+
+Expr cell_of(const Binning& b, const Tensor& target, const std::vector<Expr>& indices);
+
+/// The cell (bucket) of a record: cell_of its target index, or with taps in the gather its
+/// base index shifted into [0, key_extent) per component.
+Expr record_key(const Binning& b, const ir::Stage& stage) {
+  if (!b.taps) return cell_of(b, stage.target, stage.indices);
+  Expr key = Expr(int64_t{0});
+  bool first = true;
+  for (int j = 0; j < stage.target->rank(); ++j) {
+    if (b.component_axis[j]) continue;
+    const Expr k = key_component(b, j, b.taps->base[j], Expr(int64_t{0}));
+    key = first ? k : key * Expr(b.key_extent[j]) + k;
+    first = false;
+  }
+  return simplify(key);
+}
+
+/// The records a bucket holds: the stage's condition, or with taps in the gather every base
+/// whose key is in range (and the condition where it does not depend on the tap).
+Expr record_condition(const Binning& b, const ir::Stage& stage) {
+  const Expr true_ = Expr(int64_t{0}) == Expr(int64_t{0});
+  if (!b.taps) return stage.condition.defined() ? stage.condition : true_;
+  Expr in_range;
+  for (int j = 0; j < stage.target->rank(); ++j) {
+    if (b.component_axis[j]) continue;
+    const Expr k = key_component(b, j, b.taps->base[j], Expr(int64_t{0}));
+    const Expr c = k >= Expr(int64_t{0}) && k < Expr(b.key_extent[j]);
+    in_range = in_range.defined() ? (in_range && c) : c;
+  }
+  if (stage.condition.defined() &&
+      !depends_on(stage.condition, stage.domain[b.taps->axis].var.get())) {
+    in_range = in_range.defined() ? (in_range && stage.condition) : stage.condition;
+  }
+  return in_range.defined() ? simplify(in_range) : true_;
 }
 
 /// The linear cell of a target index (components not indexed by broadcast axes, row-major).
@@ -131,9 +259,11 @@ Expr within(const Expr& e, int64_t lo, int64_t hi) {
 /// contiguously by the gather. The same expression in the same dtype: the same bits.
 class FactorHoister : public ir::ExprMutator {
  public:
-  FactorHoister(std::vector<const ir::VarNode*> broadcast, Var q,
+  FactorHoister(std::vector<const ir::VarNode*> broadcast, std::vector<Expr> index,
                 std::function<Tensor(const Expr&)> make_factor)
-      : broadcast_(std::move(broadcast)), q_(std::move(q)), make_factor_(std::move(make_factor)) {}
+      : broadcast_(std::move(broadcast)),
+        index_(std::move(index)),
+        make_factor_(std::move(make_factor)) {}
 
  protected:
   Expr visit_Unary(const ir::UnaryNode& n, const Expr& self) override {
@@ -161,10 +291,10 @@ class FactorHoister : public ir::ExprMutator {
     });
     return reads;
   }
-  Expr hoist(const Expr& e) { return ir::load(make_factor_(e), {Expr(q_)}); }
+  Expr hoist(const Expr& e) { return ir::load(make_factor_(e), index_); }
 
   std::vector<const ir::VarNode*> broadcast_;
-  Var q_;
+  std::vector<Expr> index_;  ///< the factor's index in the gather: {q}, or {q, tap}
   std::function<Tensor(const Expr&)> make_factor_;
 };
 
@@ -217,6 +347,30 @@ class BroadcastInnermost : public ir::ExprMutator {
  private:
   std::vector<const ir::VarNode*> broadcast_;
   MakeCopy transposed_;
+};
+
+/// `e` with every reduce binding fresh variables (same hints): a copy that can sit next to
+/// the original in one stage, which binds each variable once.
+class FreshReduceVars : public ir::ExprMutator {
+ protected:
+  Expr visit_Reduce(const ir::ReduceNode& n, const Expr& self) override {
+    std::vector<ir::Axis> axes = n.axes;
+    Expr body = n.body;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      Var fresh(axes[i].var.name_hint());
+      for (size_t k = i + 1; k < axes.size(); ++k) {
+        axes[k].start = substitute(axes[k].start, axes[i].var.get(), fresh);
+        axes[k].extent = substitute(axes[k].extent, axes[i].var.get(), fresh);
+      }
+      body = substitute(body, axes[i].var.get(), fresh);
+      axes[i].var = fresh;
+    }
+    for (ir::Axis& axis : axes) {
+      axis.start = mutate(axis.start);
+      axis.extent = mutate(axis.extent);
+    }
+    return ir::ReduceNode::make(n.op, std::move(axes), mutate(body), n.dtype);
+  }
 };
 
 /// Builds the kernels and temporaries of one program rewrite, with names unique in it.
@@ -279,6 +433,9 @@ class Rewriter {
                     const Expr& body, const Var& q, const Expr& begin, const Expr& end,
                     const std::vector<Var>& vars, int64_t chunk, const std::string& prefix,
                     std::vector<ir::Kernel>& kernels) {
+    // With taps in the gather, every chunk has a sum per tap: [chunk, tap, broadcast...].
+    std::optional<Var> tap;
+    if (b.taps) tap = stage.domain[b.taps->axis].var;
     const Tensor& target = stage.target;
     const int64_t chunks = b.records / chunk;
     const Expr c = Expr(chunk);
@@ -288,6 +445,10 @@ class Rewriter {
     Var g("g"), k("k");
     chunk_vars.push_back(g);
     std::vector<Expr> broadcast_indices;
+    if (tap) {
+      shape.push_back(b.taps->taps);
+      chunk_vars.push_back(*tap);
+    }
     for (int j = 0; j < target->rank(); ++j) {
       if (!b.component_axis[j]) continue;
       shape.push_back(target->shape[j]);
@@ -321,6 +482,7 @@ class Rewriter {
         ir::select(has_middle, last_full - first_full, Expr(int64_t{0}));
     Var m("m"), t("t");
     std::vector<Expr> sum_indices = {Expr(m)};
+    if (tap) sum_indices.push_back(*tap);
     sum_indices.insert(sum_indices.end(), broadcast_indices.begin(), broadcast_indices.end());
     const Expr head = ir::sum({ir::range(q, begin, head_end - begin)}, body, stage.accumulation);
     const Expr middle = ir::sum({ir::range(m, first_full, middle_count)},
@@ -333,13 +495,14 @@ class Rewriter {
   /// Rewrites `stage` (the only stage of `kernel`) into kernels appended to `kernels`.
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
-               const BinnedGatherOptions& options, StoreScatterTargets* stores) {
+               const BinnedGatherOptions& options, StoreScatterTargets* stores,
+               ScheduleNotes* notes) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
-    const Expr true_ = Expr(int64_t{0}) == Expr(int64_t{0});
-    const Expr condition = stage.condition.defined() ? stage.condition : true_;
-    const Expr key = cell_of(b, target, stage.indices);
+    const Expr condition = record_condition(b, stage);
+    const Expr key = record_key(b, stage);
     const Expr one = ir::constant(DType::kI32, 1);
+    if (notes && !b.note.empty()) add_schedule_note(*notes, prefix + "_count", b.note);
 
     // Counts per cell.
     Tensor count = temporary(prefix + "_count", b.cells);
@@ -400,15 +563,44 @@ class Rewriter {
     std::vector<ir::Stage> factor_stages;
     const Expr filled = at(offset, Expr(b.cells));
     Var f("q");  // the factor kernel's slot (one domain variable shared by its stages)
-    FactorHoister hoister(broadcast, q, [&](const Expr& e) {
-      Tensor factor = temporary(prefix + "_factor", b.records, e.dtype());
+    // With taps in the gather the factors are per slot and tap, [records, taps], and the
+    // condition (which depends on the tap) is one more of them, an i32 0/1 per slot and tap.
+    std::optional<Var> tap, factor_tap;
+    std::vector<Expr> factor_index = {Expr(q)};
+    std::vector<Var> factor_vars = {f};
+    std::vector<int64_t> factor_shape = {b.records};
+    if (b.taps) {
+      tap = stage.domain[b.taps->axis].var;
+      factor_tap = Var("tap");
+      factor_index.push_back(*tap);
+      factor_vars.push_back(*factor_tap);
+      factor_shape.push_back(b.taps->taps);
+    }
+    auto factor_value = [&](const Expr& e) {
       Expr value = decode_records(b, stage, e, within(at(sorted, Expr(f)), 0, b.records - 1));
+      return factor_tap ? substitute(value, tap->get(), *factor_tap) : value;
+    };
+    FactorHoister hoister(broadcast, factor_index, [&](const Expr& e) {
+      Tensor factor = temporary(prefix + "_factor", factor_shape, e.dtype());
       factor_stages.push_back(ir::compute(
-          factor, ir::over({f}, {b.records}),
-          ir::select(Expr(f) < filled, value, ir::constant(e.dtype(), 0))));
+          factor, ir::over(factor_vars, factor_shape),
+          ir::select(Expr(f) < filled, factor_value(e), ir::constant(e.dtype(), 0))));
       return factor;
     });
     Expr body = hoister.mutate(stage.value);
+    if (b.taps && stage.condition.defined() && depends_on(stage.condition, tap->get()) &&
+        !(only_index_bounds(stage, stage.condition) &&
+          reads_independent_of(stage.value, tap->get()))) {
+      // Each tap adds only where the scatter's condition holds (+0 otherwise: a sum that
+      // starts from +0 is unchanged by it, so the same bits as skipping the term).
+      Tensor valid = temporary(prefix + "_valid", factor_shape, DType::kI32);
+      factor_stages.push_back(ir::compute(
+          valid, ir::over(factor_vars, factor_shape),
+          ir::select(Expr(f) < filled && factor_value(stage.condition), one,
+                     ir::constant(DType::kI32, 0))));
+      body = ir::select(ir::load(valid, factor_index) != ir::constant(DType::kI32, 0), body,
+                        ir::constant(body.dtype(), 0));
+    }
     if (!factor_stages.empty()) {
       kernels.push_back(ir::Kernel{prefix + "_factors", std::move(factor_stages), {}});
     }
@@ -422,7 +614,8 @@ class Rewriter {
     }
     const bool innermost = options.channels_last_min > 0 && !broadcast_vars.empty() &&
                            broadcast_elements >= options.channels_last_min &&
-                           b.records >= options.records_per_cell_min * b.cells;
+                           b.records * (b.taps ? b.taps->taps : 1) >=
+                               options.records_per_cell_min * b.cells;
     if (innermost) {
       std::map<std::pair<std::string, std::vector<int>>, Tensor> copies;
       BroadcastInnermost transposer(broadcast_vars, [&](const Tensor& x,
@@ -446,7 +639,19 @@ class Rewriter {
     }
     body = decode_records(b, stage, body, within(at(sorted, Expr(q)), 0, b.records - 1));
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
-    const Expr cell = cell_of(b, target, indices);
+    // The bucket an element reads: its own cell, or with taps in the gather, per tap, the cell
+    // of the base that this tap shifts onto the element.
+    Expr cell = cell_of(b, target, indices);
+    if (b.taps) {
+      bool first = true;
+      for (int j = 0; j < target->rank(); ++j) {
+        if (b.component_axis[j]) continue;
+        const Expr k = key_component(b, j, Expr(vars[j]), b.taps->shift[j]);
+        cell = first ? k : cell * Expr(b.key_extent[j]) + k;
+        first = false;
+      }
+      cell = simplify(cell);
+    }
     const Expr begin = within(at(offset, cell), 0, b.records);
     const Expr end = within(at(offset, cell + Expr(int64_t{1})), 0, b.records);
     const int64_t chunk = options.gather_chunk;
@@ -456,6 +661,19 @@ class Rewriter {
     } else {
       total = chunked_walk(stage, b, key, offset, sorted, filled, body, q, begin, end, vars,
                            chunk, prefix, kernels);
+    }
+    // Taps in the gather: the taps in order, each its bucket's sum, written out as adds
+    // ((w(0) + w(1)) + w(2)) ...: the bits of a sum from +0 (no bucket sum is -0, as each
+    // starts from +0), but no constant-trip reduction for the schedule passes to tile (a
+    // thread tile over the batch made the bicubic gather serial in 32 batch points).
+    if (b.taps) {
+      Expr walk = total;
+      total = Expr();
+      for (int64_t k = 0; k < b.taps->taps; ++k) {
+        Expr w = simplify(substitute(walk, tap->get(), Expr(k)));
+        if (k > 0) w = FreshReduceVars().mutate(w);
+        total = total.defined() ? total + w : w;
+      }
     }
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
     if (!innermost) {
@@ -515,7 +733,7 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
 
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options,
-                                           StoreScatterTargets* stores) {
+                                           StoreScatterTargets* stores, ScheduleNotes* notes) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -526,13 +744,14 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
     if (kernel.stages.size() == 1 && kernel.stages[0].kind == ir::StageKind::kScatterAdd &&
         kernel.stages[0].target->role != ir::TensorRole::kInput &&
         sole_writer_unread_before(program, kernel.stages[0].target, k)) {
-      plan = plan_binning(kernel.stages[0]);
+      plan = plan_binning(kernel.stages[0], options);
     }
     if (!plan) {
       out.kernels.push_back(kernel);
       continue;
     }
-    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores);
+    rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
+                     notes);
     changed = true;
   }
   return changed ? out : program;

@@ -52,6 +52,20 @@
 // sequential walk, bitwise as without chunking. The order depends on the buckets' positions
 // (data) only, never on the launch configuration; a bucket of any size costs each element at
 // most 2C - 2 records and |bucket| / C chunk sums, instead of |bucket| records.
+// Taps in the gather (BinnedGatherOptions::taps_walks_max, binned_taps.h): where a record axis
+// only shifts T's index by constants (grid_sampler's tap: T[.., floor(y) + tap / 2, ..]) and
+// taps x broadcast elements (the bucket walks per cell) are at most taps_walks_max, the tap
+// axis leaves the records: one record per point, binned by its base index shifted into
+// [0, extent + max shift - min shift) per component (all its taps' cells at once), counted
+// where that key is in range. The factors are per slot and tap, [records, taps], and so is
+// the condition (bin_valid, i32) unless it only bounds the index, which every term of a walk
+// satisfies; chunk sums per chunk, tap and broadcast index; and
+// the gather adds, for taps 0, 1, ... in order, the sum of the bucket of the base that the tap
+// shifts onto the element (each walk as above, chunked or not, terms where the condition
+// fails add +0):
+//   T[t] = (walk(tap 0) + walk(tap 1)) + ...   (written out: no constant-trip reduction)
+// Deterministic and launch-independent like the rest, but not the records layout's order
+// (there a bucket holds a point's taps in record order), so not its bits.
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
 // bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
 // sort scatters write every slot at most once, so they are plain stores into unzeroed
@@ -66,6 +80,7 @@
 #include <map>
 #include <string>
 
+#include "compiler/schedule_notes.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -85,6 +100,10 @@ struct BinnedGatherOptions {
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
   /// (one sequential walk per bucket, serial in the bucket's size).
   int64_t gather_chunk = 64;
+  /// Taps in the gather (binned_taps.h, "Taps in the gather" above): a tap axis leaves the
+  /// records where taps x broadcast elements (the bucket walks per cell) are at most this; 0
+  /// never. LowerOptions::binned_taps_walks_max carries it.
+  int64_t taps_walks_max = 16;
 };
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
@@ -93,6 +112,7 @@ struct BinnedGatherOptions {
 /// slots, which gives the same result.
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options = {},
-                                           StoreScatterTargets* stores = nullptr);
+                                           StoreScatterTargets* stores = nullptr,
+                                           ScheduleNotes* notes = nullptr);
 
 }  // namespace adjoint::compiler

@@ -173,7 +173,9 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   std::string tile_reason;
   const BlockReductionShape partial_shape = analyze_block_reduction(partials_kernel, any);
   std::string tile_why = partial_shape.why_not.empty()
-                             ? choose_block_tile(partials_kernel, partial_shape, tile_reason)
+                             ? choose_block_tile(partials_kernel, partial_shape, tile_reason,
+                                                 kernel.grid.block_stage_width,
+                                                 kernel.grid.block_shared_vectors == 4)
                              : partial_shape.why_not;
   ir::Var combine("g");
   std::vector<Expr> indices{combine};
@@ -376,6 +378,26 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
             " iterations; " + why;
         out.kernels.push_back(std::move(partials_kernel));
         changed = true;
+      }
+    }
+    // Few points cannot hide G serial loads per thread: a warp per point then (the combine's
+    // order is the fixed lane stride and butterfly, deterministic like the thread's).
+    bool split_here = false;
+    for (const std::string& l : lines) split_here = split_here || l.find(": split into G=") != std::string::npos;
+    if (split_here && points < options.warp_combine_points && rewritten.stages.size() == 1 &&
+        rewritten.stages.front().kind == ir::StageKind::kCompute &&
+        !rewritten.stages.front().domain.empty()) {
+      bool shuffles = true;
+      for (const ir::ReduceNode* r : outermost_reductions(rewritten.stages.front().value)) {
+        const ir::DType t = r->dtype;
+        shuffles = shuffles && (t == ir::DType::kF32 || t == ir::DType::kF64 ||
+                                t == ir::DType::kI32 || t == ir::DType::kI64);
+      }
+      if (shuffles) {
+        rewritten.grid.reduction_lanes = 32;
+        lines.push_back(rewritten.stages.front().target->name + ": the combine runs a warp per point (" +
+                        std::to_string(points) + " points: lane l sums g = l, l + 32, ..., then "
+                        "the shuffle butterfly)");
       }
     }
     if (notes && !lines.empty()) {

@@ -11,7 +11,8 @@
 // partials kernel's outermost axis, and that kernel keeps the block schedule (g as a block
 // axis), so that each block stages consecutive elements. The combine is the same, except that
 // with few points (fewer than block_warp_combine_points) a warp combines each point: lanes
-// stride over g and meet in the fixed shuffle butterfly (reduction_schedule.h).
+// stride over g and meet in the fixed shuffle butterfly (reduction_schedule.h). Other splits'
+// combines do the same below warp_combine_points.
 //
 // G is derived from the specialized shapes (ReductionSplitOptions) or forced by
 // ADJOINT_TUNE_REDUCTION_SPLIT through runtime::lower_options. Each decision, and each
@@ -53,6 +54,11 @@ struct ReductionSplitOptions {
   int64_t block_min_iterations = 64;
   /// The combine of a block split with fewer points than this runs a warp per point.
   int64_t block_warp_combine_points = 1024;
+  /// The combine of any other split runs a warp per point (lanes stride over g, the fixed
+  /// shuffle butterfly) when its kernel has fewer points than this, one compute stage and
+  /// shuffle-able accumulators (B*S = 1: mhc_pre's inv_rms combined 1024 partials in one
+  /// thread); 0: always a thread per point, in order. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
+  int64_t warp_combine_points = 1024;
 };
 
 

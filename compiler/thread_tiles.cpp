@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/program_utils.h"
+#include "compiler/vector_groups.h"
 #include "ir/error.h"
 #include "ir/visitor.h"
 
@@ -161,10 +162,26 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
     while (r > 1 && points / r < options.min_threads && r % 2 == 0 && extent % (r / 2) == 0)
       r /= 2;
     if (r > 1 && points / r < options.min_threads) r = 1;
+    // An axis taken in parts: the vector width first (see the header).
+    std::string halved;
+    if (options.prefer_vector && r > 1 && r < extent) {
+      ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
+      linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
+      const int v = derived_vector_width(
+          linear, options.group_bytes != 0 ? options.group_bytes : kDefaultGroupBytes);
+      const int64_t before = r;
+      while (r > 2 && r * v > options.max_accumulators && r % 2 == 0 && extent % (r / 2) == 0)
+        r /= 2;
+      if (r != before)
+        halved = "; " + std::to_string(before) + " halved to " + std::to_string(r) +
+                 " so that its vector groups of " + std::to_string(v) + " fit " +
+                 std::to_string(options.max_accumulators) + " accumulators";
+    }
     choice.why = r > 1 ? std::to_string(best_bytes) + " bytes per reduction iteration do not move "
                          "with " + name + ": read once for the tile, not once per point"
                        : "too few points (" + std::to_string(points) + ") to tile " + name +
                              " and keep " + std::to_string(options.min_threads) + " threads";
+    choice.why += halved;
   }
   if (r < 2) {
     choice.axis = -1;

@@ -82,6 +82,15 @@ struct GridConfig {
   int block_token_points = 1;
   int block_output_points = 1;
   int block_chunk = 0;
+  /// Block reduction staging width W: each staging thread loads W consecutive iterations of
+  /// the reduction's innermost axis for one token (or output) with vector accesses where the
+  /// layout allows (W divides the chunk and that axis' extent); 1: one iteration per thread.
+  int block_stage_width = 1;
+  /// Block reduction shared layout: 4 lays the staged f32 arrays out for 16-byte reads (token
+  /// rows of stride C + 4, weights transposed to [C][K]) and the compute loop reads 4 iterations
+  /// of a token, and 4 outputs of a weight row, per shared load; 0: rows of stride C + 1 and
+  /// one value per shared load.
+  int block_shared_vectors = 0;
   /// Row-group kernels (Kernel::row_axes > 0, compiler/row_groups.h): each block owns this many
   /// consecutive rows (row-major over the row axes) for every stage, its threads stride over
   /// the stage's points of those rows, and a barrier separates the stages. `bindings` is empty.

@@ -195,6 +195,9 @@ class Verifier {
           g.block_tokens % g.block_token_points != 0)
         fail("grid: block reduction tile", "positive points per thread, a chunk, and tokens "
              "divisible by the token points per thread", std::to_string(g.block_tokens));
+      if (g.block_stage_width < 1 || g.block_chunk % g.block_stage_width != 0)
+        fail("grid: block reduction staging width", "at least 1 and dividing the chunk",
+             std::to_string(g.block_stage_width));
     }
   }
 

@@ -19,6 +19,7 @@
 #include "compiler/reduction_schedule.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "runtime/compile_huge_pages.h"
 #include "runtime/disk_cache.h"
 #include "runtime/driver.h"
 #include "runtime/dump.h"
@@ -82,15 +83,21 @@ struct TuningKnobs {
   bool streaming_stores = false;
   int reduction_split = -1;
   int thread_tile = -1;
+  bool tile_prefer_vector = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
   int partial_unroll = 0;
+  int tile_unroll = 0;
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
+  int block_stage_width = 8;
+  bool block_shared_vectors = true;
+  int split_warp_combine_points = 1024;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
+  int binned_taps_walks_max = 16;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
@@ -138,6 +145,11 @@ TuningKnobs read_tuning_knobs() {
   knobs.thread_tile = integer_knob(
       "ADJOINT_TUNE_THREAD_TILE", -1, [](int v) { return v >= -1 && v != 1 && v <= 64; },
       "-1 (derive), 0 (never tile) or a thread tile of 2 to 64 points");
+  knobs.tile_prefer_vector =
+      integer_knob(
+          "ADJOINT_TUNE_TILE_PREFER_VECTOR", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a derived thread tile that takes its axis in parts gives way to the vector "
+          "width) or 0 (it keeps its points and the vector width shrinks: the tiles before)") == 1;
   knobs.row_groups = integer_knob(
       "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
       "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
@@ -148,6 +160,9 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.tile_unroll = integer_knob(
+      "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
@@ -163,6 +178,10 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BINNED_GATHER_CHUNK", 64, [](int v) { return v >= 0 && v <= (1 << 20); },
       "0 (one sequential walk per bucket) or the slots per chunk of a binned gather's walk, "
       "at most 1048576");
+  knobs.binned_taps_walks_max = integer_knob(
+      "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
+      "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
+      "bins one record per point and walks a bucket per tap");
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -191,6 +210,19 @@ TuningKnobs read_tuning_knobs() {
           "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a tiled copy of a kernel's target is fused into that kernel's stores) or 0 (the "
           "copy kernel of before)") == 1;
+  knobs.split_warp_combine_points = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
+      "0 (a split's combine is a thread per point) or the points below which it is a warp per "
+      "point");
+  knobs.block_shared_vectors =
+      integer_knob(
+          "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a block reduction reads its staged f32 values 16 bytes at a time where C, K and "
+          "the outputs per thread allow) or 0 (one value per shared load, before)") == 1;
+  knobs.block_stage_width = integer_knob(
+      "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
+      "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
+      "(8: vector loads; 1: one element per thread, the schedule of before)");
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -617,15 +649,21 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.streaming_stores = tuning_knobs().streaming_stores;
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
+  options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
   options.partial_unroll = tuning_knobs().partial_unroll;
+  options.tile_unroll = tuning_knobs().tile_unroll;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
   options.block_reduction = tuning_knobs().block_reduction;
+  options.block_stage_width = tuning_knobs().block_stage_width;
+  options.block_shared_vectors = tuning_knobs().block_shared_vectors;
+  options.split_warp_combine_points = tuning_knobs().split_warp_combine_points;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
+  options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.transposed_store = tuning_knobs().transposed_store;
@@ -681,6 +719,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.compile_units = compile_units_from_environment(request.compile_threads);
   request.split_compile = split_compile_from_environment();
   request.nvrtc_options = nvrtc_options_from_environment();
+  request.compile_huge_pages = compile_huge_pages_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});
@@ -692,6 +731,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   profile.compile_wall_ms = acquired.compile_wall_ms;
   profile.units_compiled = acquired.units_compiled;
   profile.compile_threads = acquired.threads;
+  profile.memory_release_ms = acquired.memory_release_ms;
 
   step = Clock::now();
   program->kernels.resize(compiled.kernels.size());

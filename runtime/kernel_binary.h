@@ -64,6 +64,8 @@ struct BinaryRequest {
   /// Options added to every NVRTC compile of this request (nvrtc_options_from_environment());
   /// part of each unit's disk-cache key.
   std::vector<std::string> nvrtc_options;
+  /// Huge pages for the compiles' heaps (runtime/compile_huge_pages.h); changes no binary.
+  bool compile_huge_pages = false;
 };
 
 /// The extra NVRTC options ADJOINT_TUNE_NVRTC_OPTIONS asks for, split at spaces (unset or
@@ -104,6 +106,7 @@ struct AcquireProfile {
   double compile_sum_ms = 0;   ///< the NVRTC compile times added up over units
   size_t units_compiled = 0;   ///< translation units NVRTC compiled
   int threads = 1;             ///< threads that compiled them
+  double memory_release_ms = 0;  ///< malloc_trim after them (CompileHugePagesScope)
 };
 
 /// A loadable image, a cubin or NUL-terminated PTX, holding some of a program's kernels.

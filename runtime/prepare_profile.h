@@ -21,6 +21,7 @@ struct PrepareProfile {
   double compile_wall_ms = 0;  ///< wall time of the (concurrent) NVRTC compiles
   size_t units_compiled = 0;   ///< translation units NVRTC compiled
   int compile_threads = 1;     ///< threads that compiled them
+  double memory_release_ms = 0;  ///< returning their free memory (compile_huge_pages.h)
   double load_modules_ms = 0;  ///< cuModuleLoadData and cuModuleGetFunction
   double total_ms = 0;         ///< the whole build, including the above
   BinarySource source = BinarySource::kCompiled;

@@ -131,6 +131,23 @@ ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
   load_elements_hinted<AccessBytes, CacheHint::kNormal>(values, address);
 }
 
+/// values[k] = address[k] for k < N in accesses of AccessBytes bytes, without the check:
+/// the caller checked the base pointer once for the whole kernel (a block reduction's wide
+/// staging, emit_block_reduction.cpp, runs only when every base it spans is aligned), so
+/// consecutive loads have no branch between them and are in flight together.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements_aligned(T (&values)[N], const T* address) {
+  using Word = typename AccessWord<AccessBytes>::type;
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  Word words[kWords];
+#pragma unroll
+  for (int k = 0; k < kWords; ++k)
+    words[k] = load_word<CacheHint::kNormal>(reinterpret_cast<const Word*>(address) + k);
+  memcpy(values, words, sizeof values);
+}
+
 /// address[k] = values[k] for k < N, in plain accesses of AccessBytes bytes when aligned.
 template <int AccessBytes, typename T, int N>
 ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {

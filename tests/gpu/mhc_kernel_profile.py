@@ -1,5 +1,5 @@
 """Per-kernel GPU times of the mHC programs named on the command line (default mhc_pre_backward
-and mhc_pre) at three of issue 9's shapes: five
+and mhc_pre) at three of issue 9's shapes (all five with --all): five
 launches of each program under torch.profiler (CUPTI sees the driver-API launches), the mean
 time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
 with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest.
@@ -14,6 +14,9 @@ import harness  # noqa: E402
 from harness import adjoint, torch  # noqa: E402
 
 SHAPES = [(1, 4096, 4, 4096), (2, 2048, 6, 1024), (1, 65536, 4, 512)]
+# With --all: issue 9's five shapes.
+ALL_SHAPES = [(1, 4096, 4, 4096), (1, 4096, 4, 2560), (2, 2048, 6, 1024), (1, 65536, 4, 512),
+              (1, 1, 8, 16384)]
 
 
 def profile(op, shape):
@@ -43,9 +46,11 @@ def profile(op, shape):
 
 
 def main():
-    ops = sys.argv[1:] or ["mhc_pre_backward", "mhc_pre"]
+    args = [a for a in sys.argv[1:] if a != "--all"]
+    shapes = ALL_SHAPES if "--all" in sys.argv[1:] else SHAPES
+    ops = args or ["mhc_pre_backward", "mhc_pre"]
     for op in ops:
-        for shape in SHAPES:
+        for shape in shapes:
             profile(op, shape)
             torch.cuda.empty_cache()
 

@@ -49,8 +49,27 @@ TEST(BlockReductions, MhcMixIsASkinnyGemm) {
   EXPECT_EQ(g.block_token_points, 4);
   EXPECT_EQ(g.block_output_points, 8);
   EXPECT_EQ(g.block_chunk, 32);
+  EXPECT_EQ(g.block_stage_width, 8);      // 8 d per staging thread: one 16-byte load of x
+  EXPECT_EQ(g.block_shared_vectors, 4);  // f32 parts, 4 | C, K and Mk
+  EXPECT_EQ(block_reduction_shared_bytes(kernel_named(chosen, "mhc_mix"), shape),
+            256 * 36 * 4 + 32 * 24 * 4);
   EXPECT_NE(notes.at("mhc_mix").find("block reduction of 16384 iterations"), std::string::npos)
       << notes.at("mhc_mix");
+  EXPECT_NE(notes.at("mhc_mix").find("8 iteration(s) per staging thread, 16-byte shared reads"),
+            std::string::npos)
+      << notes.at("mhc_mix");
+  // The knobs' other values: the staging and shared layout of before.
+  BlockReductionOptions before;
+  before.max_stage_width = 1;
+  before.shared_vectors = false;
+  const ir::GridConfig& scalar = kernel_named(choose_block_reductions(p, before), "mhc_mix").grid;
+  EXPECT_EQ(scalar.block_stage_width, 1);
+  EXPECT_EQ(scalar.block_shared_vectors, 0);
+  // Rows of 132 d: 8 does not divide them, 4 does (and the chunk of 8 that 264 iterations allow).
+  ir::Program odd = program("mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16");
+  const ir::GridConfig& four = kernel_named(choose_block_reductions(odd, {}), "mhc_mix").grid;
+  EXPECT_EQ(four.block_chunk, 8);
+  EXPECT_EQ(four.block_stage_width, 4);
   // The other kernels are no skinny GEMM: no block fields, no notes.
   EXPECT_EQ(kernel_named(chosen, "mhc_rms").grid.block_tokens, 0);
   EXPECT_EQ(notes.count("mhc_rms"), 0u);

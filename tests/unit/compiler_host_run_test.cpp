@@ -312,6 +312,17 @@ struct Variant {
     return v;
   }
   int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
+  /// BinnedGatherOptions::taps_walks_max (0: every tap a record, the order the atomics
+  /// lowering adds in, which the other binned tests compare against bit for bit).
+  int64_t taps_walks_max = 0;
+  /// Binned gathers with taps in the gather (binned_taps.h) up to `channels` taps x broadcast
+  /// elements, chunked by `chunk` slots.
+  static Variant binned_taps(int block_size, int64_t chunk = 64, int64_t channels_last_min = 8,
+                             int64_t channels = 1 << 20) {
+    Variant v = binned_chunked(block_size, chunk, channels_last_min);
+    v.taps_walks_max = channels;
+    return v;
+  }
   /// lay_out_gathered_reductions_for_lanes' min_extent (0: not run).
   int64_t gathered_lanes_min = 0;
   /// A binned gather whose gathered reductions over `min` or more channels take warp lanes.
@@ -367,6 +378,12 @@ struct Variant {
   int thread_tile = -1;
   /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
   std::string block_reduction = "off";
+  /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
+  int stage_width = 8;
+  /// BlockReductionOptions::shared_vectors: 16-byte shared reads (the default) or not.
+  bool shared_vectors = true;
+  /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
+  int64_t split_warp_combine = 1024;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -392,7 +409,8 @@ struct Variant {
 
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
-                                    std::to_string(gather_chunk) + "_"
+                                    std::to_string(gather_chunk) + "_tp" +
+                                    std::to_string(taps_walks_max) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
            (transposed_store ? "ts_" : "") +
@@ -403,6 +421,9 @@ struct Variant {
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (block_reduction == "off" ? std::string() : "_block") +
+           (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
+           (shared_vectors ? std::string() : "_nsv") +
+           (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1));
   }
 };
@@ -421,6 +442,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
     binned.gather_chunk = variant.gather_chunk;
+    binned.taps_walks_max = variant.taps_walks_max;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
   }
   p = lower_scatter_to_atomics(p);
@@ -430,6 +452,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
+  block_options.max_stage_width = variant.stage_width;
+  block_options.shared_vectors = variant.shared_vectors;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   schedule.preferred_lanes = variant.lane_width;
@@ -437,6 +461,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
+  split.warp_combine_points = variant.split_warp_combine;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1034,7 +1059,8 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=2 seq=40 n=4 dim=64 dtype=f32",
                            "mhc_pre batch=1 seq=3 n=2 dim=128 dtype=bf16",
-                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32"}) {
+                           "mhc_pre batch=2 seq=150 n=2 dim=128 dtype=f32",
+                           "mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
     Variant block = Variant::block(0);
     std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), block, "probe");
@@ -1045,9 +1071,19 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
     EXPECT_TRUE(found) << spec;
   }
   Variant serial = Variant::schedule(0, "serial", 0);
-  Variant block = Variant::block(0);
-  block.reduction = "serial";
-  expect_host_runs_match(programs, {serial, block}, 1e-5);
+  std::vector<Variant> variants{serial};
+  // Wide staging (8, or 4 where rows of 132 allow no more), 2, and one element per thread.
+  for (int width : {8, 2, 1}) {
+    Variant block = Variant::block(0);
+    block.reduction = "serial";
+    block.stage_width = width;
+    variants.push_back(block);
+  }
+  Variant scalar_reads = Variant::block(0);  // one value per shared load
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
+  expect_host_runs_match(programs, variants, 1e-5);
 }
 
 /// Split block reductions (contiguous partials, g a block axis of the partials kernel): exact
@@ -1069,6 +1105,14 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
     block.reduction = "serial";
     variants.push_back(block);
   }
+  Variant scalar_staging = Variant::block(4);
+  scalar_staging.reduction = "serial";
+  scalar_staging.stage_width = 1;
+  variants.push_back(scalar_staging);
+  Variant scalar_reads = Variant::block(4);
+  scalar_reads.reduction = "serial";
+  scalar_reads.shared_vectors = false;
+  variants.push_back(scalar_reads);
   std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
   bool partials_block = false;
   for (const CompiledKernel& k : kernels)
@@ -1149,8 +1193,10 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   // Untiled first (within rounding of the interpreter's f64), then tiles: the same bits, with
   // and without splits (the split changes the order, so each tiled split run is compared with
   // the untiled run of the same split).
+  // tile(8, 8): dx's derived schedule at the shapes, R = 8 tokens with groups of 8 d
+  // (ThreadTileOptions::prefer_vector halves R = 16 so that R x V stays at 64).
   expect_host_runs_match(programs, {Variant::tile(0, 0), Variant::tile(0, 2), Variant::tile(0, 4),
-                                    Variant::tile(0, 8), Variant::tile(1, 4)},
+                                    Variant::tile(0, 8), Variant::tile(1, 4), Variant::tile(8, 8)},
                          2e-2);
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},
@@ -1282,14 +1328,22 @@ TEST(HostRun, RowGroupsOfTheMhcPreOps) {
                            "with_grad_x_post=true",
                            "mhc_pre_backward batch=1 seq=1 n=8 dim=512 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
-    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), Variant::rows(-1), "probe");
+    // Split combines of one thread per point (a warp combine is not a row-group stage), so
+    // that B*S = 1 has its inv_rms combine fused with the kernels after it.
+    Variant rows = Variant::rows(-1);
+    rows.split_warp_combine = 0;
+    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), rows, "probe");
     bool fused = false;
     for (const CompiledKernel& k : kernels) fused |= synchronizes(k);
     EXPECT_TRUE(fused) << spec;
   }
   // mHC's f32 sums (the interpreter accumulates in f64), sigmoid and rsqrt (the host's libm)
   // and bf16 outputs agree with the interpreter only approximately.
-  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1), Variant::rows(2)}, 2e-2);
+  // A warp combine sums the partials in another order than a thread: compared apart.
+  expect_host_runs_match(programs, {Variant(0), Variant::rows(-1)}, 2e-2);
+  Variant plain(0), derived_rows = Variant::rows(-1), two_rows = Variant::rows(2);
+  plain.split_warp_combine = derived_rows.split_warp_combine = two_rows.split_warp_combine = 0;
+  expect_host_runs_match(programs, {plain, derived_rows, two_rows}, 2e-2);
 }
 
 /// grid_sampler inputs whose sums depend on their order: grad_output and input with full
@@ -1599,6 +1653,104 @@ TEST(HostRun, BinnedGatherOfHugeBucketsIsChunkedAndIndependentOfTheLaunch) {
                          2e-2, one_cell_inputs<false>);
 }
 
+/// Taps in the gather (binned_taps.h): one record per point, binned by its base cell, and a
+/// bucket walk per tap. Its order (taps outer, each bucket in record order, chunked by fixed
+/// positions) is not the atomics lowering's, so the first run (taps, block 256) is held to the
+/// interpreter within rounding and every other launch and layout to its bits: uniform grids in
+/// [-8, 8] (every padding mode, 2-d and 3-d, every tap shape: 4, 16 with a float base, 8) and
+/// the one-cell grids whose buckets hold every point of a batch (chunk sums per tap).
+TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=4,6 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,2,4,4 output_size=5,3 "
+        "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,6,5 output_size=5,4 "
+        "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,9,4,3 output_size=3,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // A condition that is more than the index's bounds (tap 1 is skipped): kept per slot and
+  // tap (<T>_bin_valid). out[c, n, floor(4 x[n, i]) + tap - 1] += v[c, n, i] * (x[n, i] - tap).
+  {
+    ir::ProgramBuilder b("taps_condition");
+    ir::Tensor x = b.input("x", DType::kF32, {3, 10});
+    ir::Tensor v = b.input("v", DType::kF32, {2, 3, 10});
+    ir::Tensor out = b.output("out", DType::kF32, {2, 3, 8});
+    Var c("c"), n("n"), i("i"), tap("tap");
+    Expr base = ir::cast(DType::kI64,
+                         ir::floor(ir::load(x, {n, i}) * ir::constant(DType::kF32, 4.0)));
+    Expr index = base + (Expr(tap) - Expr(int64_t{1}));
+    Expr condition = index >= Expr(int64_t{0}) && index < Expr(int64_t{8}) &&
+                     Expr(tap) != Expr(int64_t{1});
+    Expr value = ir::load(v, {c, n, i}) *
+                 (ir::load(x, {n, i}) - ir::cast(DType::kF32, Expr(tap)));
+    b.kernel("scatter", {ir::scatter_add(out, {Expr(c), Expr(n), index}, value,
+                                         ir::over({c, n, i, tap}, {2, 3, 10, 3}), DType::kF32,
+                                         condition)});
+    programs.push_back(std::move(b).build());
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.taps_walks_max = 6;
+    ir::Program lowered =
+        lower_scatter_to_binned_gather(simplify(programs.back()), &claims, options);
+    ir::Tensor valid = lowered.find_tensor("out_bin_valid");
+    ASSERT_TRUE(valid) << ir::to_string(lowered);
+    EXPECT_EQ(valid->shape, (std::vector<int64_t>{30, 3}));
+  }
+  // Every program's scatter but bicubic reflection's takes the taps (the gather walks a bucket
+  // per tap); reflection and border padding fold each bicubic tap's index on its own, which
+  // is no shift of a base.
+  for (const ir::Program& program : programs) {
+    if (program.attributes.count("interpolation_mode") &&
+        program.attributes.at("interpolation_mode") == "bicubic" &&
+        program.attributes.at("padding_mode") != "zeros")
+      continue;
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.taps_walks_max = 1 << 20;
+    ir::Program lowered = lower_scatter_to_binned_gather(simplify(program), &claims, options);
+    bool taps = false;
+    for (const ir::Tensor& t : lowered.temporaries) {
+      taps |= t->name.find("_bin_factor") != std::string::npos && t->rank() == 2;
+    }
+    EXPECT_TRUE(taps) << ir::to_string(lowered);
+  }
+  const std::vector<Variant> variants = {
+      Variant::binned_taps(256), Variant::binned_taps(32), Variant::binned_taps(1024),
+      Variant::binned_taps(256, 64, 1), Variant::binned_taps(96, 64, 1)};
+  expect_host_runs_match(programs, variants, 1e-2);
+  expect_host_runs_match(programs, variants, 2e-2, rounding_inputs);
+  std::vector<ir::Program> huge;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,5,6,7 output_size=24,40 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,9,4,5 output_size=16,20 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f64 input_size=1,2,3,4,5 output_size=6,8,10 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=true"}) {
+    huge.push_back(ops::parse_specialization(spec).build_program());
+  }
+  const std::vector<Variant> chunked = {Variant::binned_taps(256), Variant::binned_taps(32),
+                                        Variant::binned_taps(1024, 64, 1),
+                                        Variant::binned_taps(64, 64, 1)};
+  expect_host_runs_match(huge, chunked, 1e-2, one_cell_inputs<true>);
+  expect_host_runs_match(huge, chunked, 2e-2, one_cell_inputs<false>);
+  // Within the bound only: 4 taps x 9 channels keep their taps as records at a bound of 35.
+  ClaimSlotTensors claims;
+  BinnedGatherOptions options;
+  options.taps_walks_max = 35;
+  ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[5]), &claims, options);
+  for (const ir::Tensor& t : lowered.temporaries) {
+    if (t->name.find("_bin_factor") != std::string::npos) EXPECT_EQ(t->rank(), 1) << t->name;
+  }
+}
 
 // --- generic kernels (ir/dynamic_sizes.h) ------------------------------------------------------
 

@@ -473,6 +473,7 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   ClaimSlotTensors claims;
   BinnedGatherOptions planar;  // the gather in grad_input's own layout
   planar.channels_last_min = 0;
+  planar.taps_walks_max = 0;  // every tap a record (taps in the gather: below)
   ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
   // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
@@ -514,6 +515,35 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   ir::Program unchunked = lower_scatter_to_binned_gather(p, nullptr, planar);
   EXPECT_FALSE(unchunked.find_tensor("grad_input_bin_chunk_sums"));
   EXPECT_EQ(unchunked.kernels.size(), out.kernels.size() - 1);
+  // Taps in the gather (16 taps x 3 channels = 48 walks per cell, within a bound of 48; the
+  // default 16 keeps bicubic's taps records): one record per point (2 x 5 x 4), binned by its
+  // base cell, whose components range over [-shift_max, extent - 1 - shift_min]: bicubic's
+  // taps shift by -1..2, so 2 x 43 x 33 cells; factors per slot and tap. The condition (zeros
+  // padding) only says that the index is in bounds, which every term of a walk is: no
+  // per-tap condition is kept.
+  planar.taps_walks_max = 48;
+  ir::Program taps = lower_scatter_to_binned_gather(p, nullptr, planar);
+  ir::verify(taps);
+  EXPECT_EQ(taps.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{2 * 43 * 33}));
+  EXPECT_EQ(taps.find_tensor("grad_input_bin_sorted")->shape, (std::vector<int64_t>{2 * 5 * 4}));
+  EXPECT_EQ(taps.find_tensor("grad_input_bin_factor")->shape, (std::vector<int64_t>{40, 16}));
+  EXPECT_FALSE(taps.find_tensor("grad_input_bin_valid"));
+  // Chunk sums per chunk and tap (40 slots: no chunk of 64, so none).
+  EXPECT_FALSE(taps.find_tensor("grad_input_bin_chunk_sums"));
+  const std::string walk = ir::to_string(taps.kernels[taps.kernels.size() - 2].stages[0].value);
+  // The taps in order, written out as adds (no constant-trip reduction for thread tiles).
+  EXPECT_EQ(walk.rfind("f16(((((((((((((((sum<f32>(q in [", 0), 0u) << walk;
+  EXPECT_EQ(walk.find("tap"), std::string::npos) << walk;
+  EXPECT_NE(walk.find("grad_input_bin_factor[q"), std::string::npos) << walk;
+  // Above the bound (by default): the taps stay records.
+  planar.taps_walks_max = 47;
+  EXPECT_EQ(lower_scatter_to_binned_gather(p, nullptr, planar)
+                .find_tensor("grad_input_bin_sorted")
+                ->shape,
+            (std::vector<int64_t>{2 * 5 * 4 * 16}));
+  LowerOptions negative;
+  negative.binned_taps_walks_max = -1;
+  EXPECT_THROW(lower(p, negative), Error);
 }
 
 TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
@@ -521,8 +551,11 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
                       "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=8,6 "
                       "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
                       .build_program();
-  // 16 channels >= 2, and 2 x 8 x 6 x 4 = 384 records >= 2 per cell (2 x 6 x 5 = 60 cells).
-  ir::Program out = lower_scatter_to_binned_gather(p, nullptr);
+  // 16 channels >= 2, and 2 x 8 x 6 x 4 = 384 records >= 2 per cell (2 x 6 x 5 = 60 cells);
+  // every tap a record (the interpreter runs the claim as a plain load).
+  BinnedGatherOptions records;
+  records.taps_walks_max = 0;
+  ir::Program out = lower_scatter_to_binned_gather(p, nullptr, records);
   ir::verify(out);
   std::vector<std::string> names = kernel_names(out);
   ASSERT_GE(names.size(), 6u);
@@ -549,12 +582,12 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   EXPECT_EQ(copy_back.target->name, "grad_input");
   EXPECT_EQ(copy_back.value.kind(), ir::ExprKind::kLoad);
   // Below the threshold, or with it off, the gather writes grad_input directly.
-  BinnedGatherOptions off;
+  BinnedGatherOptions off = records;
   off.channels_last_min = 0;
   ir::Program planar = lower_scatter_to_binned_gather(p, nullptr, off);
   EXPECT_FALSE(planar.find_tensor("grad_input_bin_gathered"));
   EXPECT_EQ(kernel_names(planar).size(), names.size() - 2);
-  BinnedGatherOptions high;
+  BinnedGatherOptions high = records;
   high.channels_last_min = 17;
   EXPECT_FALSE(lower_scatter_to_binned_gather(p, nullptr, high).find_tensor(
       "grad_input_bin_gathered"));
@@ -575,13 +608,13 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
                             "output_size=8,6 interpolation_mode=bilinear "
                             "grad_output_strides=768,1,96,16")
                             .build_program();
-  ir::Program in_place = lower_scatter_to_binned_gather(strided, nullptr);
+  ir::Program in_place = lower_scatter_to_binned_gather(strided, nullptr, records);
   ir::verify(in_place);
   EXPECT_TRUE(in_place.find_tensor("grad_input_bin_gathered"));
   EXPECT_FALSE(in_place.find_tensor("grad_input_bin_grad_output_transposed"));
   // The same sums in the same order as the planar gather (the interpreter's scatter adds in
   // f64, so the comparison is gather against gather).
-  BinnedGatherOptions planar_options;
+  BinnedGatherOptions planar_options = records;
   planar_options.channels_last_min = 0;
   expect_same_results(lower_scatter_to_binned_gather(strided, nullptr, planar_options), in_place);
   LowerOptions negative;

@@ -60,10 +60,29 @@ TEST(ThreadTiles, TokenSumsTileTheAxisTheirLoadsDoNotMoveWith) {
       << notes.at("sums");
   EXPECT_NE(ir::to_string(p).find("grid(derived; tile axis 0 x 24)"), std::string::npos);
 
-  // A long axis gets 16 points.
+  // A long axis, taken in parts, gives way to the vector width: y is bf16, so derive_grid's
+  // groups are 8 wide, and 16 x 8 accumulators would exceed 64: 8 points (8 x 8).
   ir::Program m = choose_thread_tiles(mixes(4096, 4096, 24), {}, &notes);
   EXPECT_EQ(m.kernels.front().grid.tile_axis, 0);
-  EXPECT_EQ(m.kernels.front().grid.tile_points, 16);
+  EXPECT_EQ(m.kernels.front().grid.tile_points, 8);
+  EXPECT_NE(notes.at("mix").find("16 halved to 8 so that its vector groups of 8 fit 64 "
+                                 "accumulators"),
+            std::string::npos)
+      << notes.at("mix");
+  // With 8-byte groups (V = 4) 16 x 4 fits: 16 points, as without prefer_vector.
+  ThreadTileOptions narrow;
+  narrow.group_bytes = 8;
+  EXPECT_EQ(choose_thread_tiles(mixes(4096, 4096, 24), narrow).kernels.front().grid.tile_points,
+            16);
+  ThreadTileOptions before;
+  before.prefer_vector = false;
+  EXPECT_EQ(choose_thread_tiles(mixes(4096, 4096, 24), before).kernels.front().grid.tile_points,
+            16);
+  // lower() keeps R = 8 with V = 8 (derive_grid halves V only past 64 accumulators).
+  CompiledProgram lowered = lower(mixes(4096, 4096, 24), {});
+  const std::string& source = lowered.kernels.front().source;
+  EXPECT_NE(source.find("computes 8 consecutive points of j"), std::string::npos) << source;
+  EXPECT_NE(source.find("also computes 8 consecutive points of s"), std::string::npos) << source;
 }
 
 TEST(ThreadTiles, NothingSharedShortOrSmallKeepsOnePointPerThread) {

@@ -6,6 +6,7 @@
 // Everything that loads NVRTC runs in a forked child, so the parent stays NVRTC-free and every
 // child starts like a fresh process that has not loaded it.
 #include "runtime/kernel_binary.h"
+#include "runtime/compile_huge_pages.h"
 
 #include <elf.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <thread>
 
 #include "ir/error.h"
 
@@ -493,6 +495,44 @@ TEST(CompileThreads, EnvironmentIsCheckedAndDefaultsToTheHardware) {
   }
   unsetenv("ADJOINT_COMPILE_THREADS");
   EXPECT_EQ(compile_threads_from_environment(), hardware);
+}
+
+TEST(CompileHugePages, EnvironmentIsCheckedAndTheScopeFinishesOnce) {
+  unsetenv("ADJOINT_TUNE_COMPILE_HUGE_PAGES");
+  EXPECT_FALSE(compile_huge_pages_from_environment());  // off by default, docs/runtime.md
+  ASSERT_EQ(setenv("ADJOINT_TUNE_COMPILE_HUGE_PAGES", "1", 1), 0);
+  EXPECT_TRUE(compile_huge_pages_from_environment());
+  for (const char* bad : {"2", "-1", "on"}) {
+    ASSERT_EQ(setenv("ADJOINT_TUNE_COMPILE_HUGE_PAGES", bad, 1), 0);
+    try {
+      compile_huge_pages_from_environment();
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("ADJOINT_TUNE_COMPILE_HUGE_PAGES"),
+                std::string::npos);
+    }
+  }
+  unsetenv("ADJOINT_TUNE_COMPILE_HUGE_PAGES");
+  {
+    CompileHugePagesScope off(false);
+    EXPECT_FALSE(off.active());
+    EXPECT_EQ(off.finish(), 0.0);
+  }
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  CompileHugePagesScope on(true);
+#if defined(__GLIBC__)
+  EXPECT_EQ(on.active(), tunables == nullptr || *tunables == '\0');  // the user's tunables win
+#endif
+  std::thread thread([&] {  // a thread's heap, as a compile thread's
+    on.prepare_thread();
+    std::vector<std::vector<char>> blocks;
+    for (int i = 0; i < 16; ++i) blocks.emplace_back(size_t{4} << 20, static_cast<char>(i));
+  });
+  thread.join();
+  EXPECT_GE(on.finish(), 0.0);
+  EXPECT_FALSE(on.active());
+  EXPECT_EQ(on.finish(), 0.0);  // once only
 }
 
 TEST(NvrtcOptions, EnvironmentIsSplitCheckedAndKeyed) {
