@@ -168,7 +168,8 @@ def print_grid_sampler_table(cases):
 
 def main():
     """Only the grid_sampler_2d_backward cases: python3 bench/bench_grid_sampler.py
-    [--dtypes f32,bf16] [--modes ...] [--paddings ...] [--runs N] [--out file.json]."""
+    [--dtypes f32,bf16] [--modes ...] [--paddings ...] [--shapes 0,1,2] [--runs N]
+    [--out file.json]."""
     import argparse
     import json
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -178,6 +179,7 @@ def main():
     parser.add_argument("--dtypes", default="f32,bf16")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--paddings", default=",".join(PADDINGS))
+    parser.add_argument("--shapes", default="0,1,2", help="indices into GRID_SAMPLER_SHAPES")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
@@ -191,7 +193,9 @@ def main():
     cases, errors = bench_grid_sampler(timer, bench.rotating_inputs, bench.cycle, dtypes,
                                        copy_gbps, args.runs, args.warmup, l2_bytes,
                                        modes=tuple(args.modes.split(",")),
-                                       paddings=tuple(args.paddings.split(",")))
+                                       paddings=tuple(args.paddings.split(",")),
+                                       shapes=[GRID_SAMPLER_SHAPES[int(i)]
+                                               for i in args.shapes.split(",") if i])
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(bench.DEVICE), "torch": torch.__version__,
                    "copy_GBps": copy_gbps, "runs": args.runs, "cases": cases, "errors": errors},

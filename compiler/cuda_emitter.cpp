@@ -16,7 +16,16 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   result.entry = entry;
   std::vector<ir::Tensor> written = tensors_written(kernel_);
   std::vector<std::string> signature;
-  for (const ir::Tensor& t : kernel_tensors(program_, kernel_)) {
+  for (ir::Tensor t : kernel_tensors(program_, kernel_)) {
+    if (options_.transposed_store && t->name == options_.transposed_store->transpose.source) {
+      // The fused store writes the copy's target; the source is never written.
+      t = program_.find_tensor(options_.transposed_store->transpose.target);
+      if (!t)
+        throw Error("emit_cuda: transposed store of kernel '" + kernel_.name +
+                        "' names a tensor the program does not have",
+                    ErrorCode::kInternal);
+      written.push_back(t);
+    }
     std::string name = names_.fresh(t->name);
     params_[t.get()] = name;
     result.params.push_back(t->name);
@@ -75,7 +84,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       launch_ = result.launch;
       mapping = grid_mapping(kernel_);
       if (options_.outer_size) bind_outer_size(*mapping, extents, result, signature);
+      if (options_.transposed_store) begin_transposed_store();
       if (!kernel_.stages.empty()) emit_body(*mapping, extents);
+      if (options_.transposed_store) end_transposed_store();
     }
     for (size_t j = 0; j < extents.size(); ++j) {
       const bool outer = options_.outer_size && mapping &&

@@ -27,6 +27,7 @@
 #include "compiler/compiled_program.h"
 #include "compiler/index_width.h"
 #include "compiler/tiled_transpose.h"
+#include "compiler/transposed_store.h"
 #include "compiler/unroll_policy.h"
 #include "ir/program.h"
 
@@ -85,6 +86,10 @@ struct EmitOptions {
   /// The kernel is this batched transposition (tiled_transpose.h): emitted as warps moving
   /// 32 x 32 tiles through shared memory, with a launch of its own (emit_tiled_transpose.cpp).
   std::optional<TiledTranspose> tiled_transpose;
+  /// The kernel writes `transposed_store->transpose.target` instead of its stage's target
+  /// (transposed_store.h): each vector group is staged in shared memory and the block writes
+  /// its values transposed after a __syncthreads (emit_statements.cpp).
+  std::optional<TransposedStore> transposed_store;
 };
 
 /// Emits kernel `kernel_index` of `program` with the entry point name `entry`. Fills entry,

@@ -484,7 +484,8 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
   std::string acc = names_.fresh("acc");
   out_->line("// " + std::string(ir::reduce_op_name(n.op)) + " over " +
              n.axes.back().var.name_hint() +
-             ": each lane takes every 32nd iteration, then a shuffle butterfly in fixed order");
+             ": each lane takes every " + std::to_string(kernel_.grid.reduction_lanes) +
+             "th iteration, then a shuffle butterfly in fixed order");
   out_->line(type + " " + acc + " = " + reduce_init(n) + ";");
   scopes_.push_back(Scope{{}, out_, false});
   std::vector<CodeWriter::Block> loops;
@@ -497,7 +498,9 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
     std::string start = strip_parens(bounds[i].start);
     if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
     loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + start + "; " + v +
-                                " < " + bounds[i].end + (strided ? "; " + v + " += 32" : "; ++" + v) +
+                                " < " + bounds[i].end +
+                                (strided ? "; " + v + " += " + std::to_string(kernel_.grid.reduction_lanes)
+                                         : "; ++" + v) +
                                 ") {"));
   }
   ++reduce_depth_;
@@ -508,13 +511,15 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
   std::string offset = names_.fresh("offset");
   out_->line("#pragma unroll");
   {
-    CodeWriter::Block loop = out_->block("for (int " + offset + " = 16; " + offset + " > 0; " +
-                                         offset + " /= 2) {");
+    CodeWriter::Block loop = out_->block("for (int " + offset + " = " +
+                                         std::to_string(kernel_.grid.reduction_lanes / 2) + "; " +
+                                         offset + " > 0; " + offset + " /= 2) {");
     out_->line(accumulate(n, acc, "__shfl_xor_sync(0xffffffffu, " + acc + ", " + offset + ")"));
   }
   // Sums give every lane the same bits (addition commutes); max/min of signed zeros may not,
-  // so every lane continues with lane 0's value, the one lane 0 stores.
-  out_->line(acc + " = __shfl_sync(0xffffffffu, " + acc + ", 0);");
+  // so every lane continues with lane 0's value, the one lane 0 stores (of its group of
+  // lanes, when fewer than 32 lanes share a point).
+  out_->line(acc + " = " + lane_broadcast(acc) + ";");
   return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
 }
 

@@ -102,7 +102,10 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   if (m.reduction_lanes > 1) {
     lane_ = names_.fresh("lane");
     out_->line("const int " + lane_ + " = threadIdx.x % " + std::to_string(m.reduction_lanes) +
-               ";  // the warp's lanes share one point");
+               (m.reduction_lanes == 32 ? ";  // the warp's lanes share one point"
+                                        : ";  // each group of " +
+                                              std::to_string(m.reduction_lanes) +
+                                              " lanes of a warp shares one point"));
   }
   decode_blocks();
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
@@ -208,6 +211,14 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
   if (stage.kind == ir::StageKind::kCompute) {
     out_->line("// compute " + target->name + "[" + join(axis_names, ", ") + "]");
     const std::string value = strip_parens(stored_value(stage));
+    if (!staged_.empty() && target->name == options_.transposed_store->transpose.source) {
+      // Transposed store, one point per thread: staged for the block's epilogue.
+      const std::string columns = std::to_string(options_.transposed_store->transpose.columns);
+      out_->line(staged_ + "[(int)threadIdx.x / " + columns + " * " +
+                 std::to_string(options_.transposed_store->transpose.columns + 1) +
+                 " + (int)threadIdx.x % " + columns + "] = " + value + ";");
+      return;
+    }
     out_->line((lane_.empty() ? "" : "if (" + lane_ + " == 0) ") + element(target, axis_names) +
                " = " + value + ";");
   } else {
@@ -232,6 +243,73 @@ void KernelEmitter::emit_stage_point(const ir::Stage& stage,
                  strip_parens(value) + ");");
     }
   }
+}
+
+}  // namespace adjoint::compiler
+
+namespace adjoint::compiler {
+
+// Transposed store (transposed_store.h). choose_transposed_stores proved the shape of the
+// kernel: one compute stage over its target G = [b][p][q] (dense, q innermost) with every axis
+// linear in G's order, V points per thread (a vector group, or one point), B threads per
+// block, one linear index per thread and full blocks. So block `blockIdx.x` computes G's flat
+// elements [blockIdx.x * B * V, (blockIdx.x + 1) * B * V): P = B * V / C whole rows of C
+// elements, of cells blockIdx.x * P onwards. Element threadIdx.x * V + e of the block is staged
+// at row (threadIdx.x * V + e) / C, column (threadIdx.x * V + e) % C of a P x (C + 1) array
+// (the padding keeps the column reads of the epilogue free of bank conflicts); after the
+// barrier, thread t writes elements i * B + t, i < V, taken column by column: consecutive
+// threads write consecutive cells of one channel, a coalesced run of the target.
+void KernelEmitter::begin_transposed_store() {
+  const TransposedStore& s = *options_.transposed_store;
+  const ir::Tensor source = program_.find_tensor(s.transpose.source);
+  const int64_t columns = s.transpose.columns;
+  const int64_t rows = s.block_elements / columns;
+  staged_ = names_.fresh("staged");
+  body_.line("// Transposed store (compiler/transposed_store.h): the block stages its " +
+             std::to_string(s.block_elements) + " values of " + s.transpose.source +
+             " in shared memory and writes them as " + s.transpose.target + "[b][q][p] = " +
+             s.transpose.source + "[b][p][q] (b < " + std::to_string(s.transpose.batches) +
+             ", p < " + std::to_string(s.transpose.rows) + ", q < " + std::to_string(columns) +
+             "), the copy kernel '" + s.copy_kernel + "' fused.");
+  body_.line("__shared__ " + std::string(cuda_storage_type(source->dtype)) + " " + staged_ + "[" +
+             std::to_string(rows * (columns + 1)) + "];");
+}
+
+void KernelEmitter::end_transposed_store() {
+  const TransposedStore& s = *options_.transposed_store;
+  const TiledTranspose& t = s.transpose;
+  const ir::Tensor target = program_.find_tensor(t.target);
+  const int64_t columns = t.columns;
+  const int64_t rows = s.block_elements / columns;  // P: the block's cells
+  const int64_t block = kernel_.grid.block_size;
+  const int64_t width = kernel_.grid.vector_width;
+  const int64_t highest = (t.batches - 1) * t.target_batch_stride +
+                          (t.columns - 1) * t.target_column_stride +
+                          (t.rows - 1) * t.target_row_stride;
+  const std::string index =
+      index_type_ == "int" && highest <= INT32_MAX && t.batches * t.rows <= INT32_MAX ? "int"
+                                                                                      : "long long";
+  auto literal = [&](int64_t v) {
+    return index == "int" ? std::to_string(v) : std::to_string(v) + "LL";
+  };
+  const std::string& out = params_.at(target.get());
+  CodeWriter& w = body_;
+  w.line("__syncthreads();  // every group of the block is staged");
+  const std::string cell0 = names_.fresh("cell0");
+  w.line("const " + index + " " + cell0 + " = (" + index + ")blockIdx.x * " + literal(rows) + ";");
+  const std::string i = names_.fresh("i"), k = names_.fresh("k"), q = names_.fresh("q"),
+                    r = names_.fresh("r"), g = names_.fresh("g");
+  w.line("#pragma unroll");
+  CodeWriter::Block loop(
+      w, "for (int " + i + " = 0; " + i + " < " + std::to_string(width) + "; ++" + i + ") {", "}");
+  w.line("const int " + k + " = " + i + " * " + std::to_string(block) + " + (int)threadIdx.x;");
+  w.line("const int " + q + " = " + k + " / " + std::to_string(rows) + ", " + r + " = " + k +
+         " % " + std::to_string(rows) + ";");
+  w.line("const " + index + " " + g + " = " + cell0 + " + " + r + ";");
+  w.line(out + "[" + g + " / " + literal(t.rows) + " * " + literal(t.target_batch_stride) +
+         " + " + q + " * " + literal(t.target_column_stride) + " + " + g + " % " +
+         literal(t.rows) + " * " + literal(t.target_row_stride) + "] = " + staged_ + "[" + r +
+         " * " + std::to_string(columns + 1) + " + " + q + "];");
 }
 
 }  // namespace adjoint::compiler

@@ -18,38 +18,6 @@ using ir::DType;
 using ir::Expr;
 using ir::UnaryOp;
 
-namespace {
-
-/// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
-/// operand of && and ||, not inside another reduction), each once, outermost first.
-std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
-  std::vector<const ir::ReduceNode*> found;
-  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool conditional) {
-    if (auto* reduce = e.as<ir::ReduceNode>()) {
-      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
-        found.push_back(reduce);
-      return;
-    }
-    if (auto* select = e.as<ir::SelectNode>()) {
-      walk(select->condition, conditional);
-      walk(select->true_value, true);
-      walk(select->false_value, true);
-      return;
-    }
-    auto* binary = e.as<ir::BinaryNode>();
-    if (binary && (binary->op == BinaryOp::kAnd || binary->op == BinaryOp::kOr)) {
-      walk(binary->a, conditional);
-      walk(binary->b, true);
-      return;
-    }
-    ir::for_each_child(e, [&](const Expr& child) { walk(child, conditional); });
-  };
-  walk(value, false);
-  return found;
-}
-
-}  // namespace
-
 void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
                                      const std::string& name, const std::string& base,
                                      const std::string& offset,
@@ -214,7 +182,9 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     std::string start = strip_parens(bounds[i].start);
     if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
     loops.push_back(out_->block("for (" + index_type_ + " " + v + " = " + start + "; " + v +
-                                " < " + bounds[i].end + (strided ? "; " + v + " += 32" : "; ++" + v) +
+                                " < " + bounds[i].end +
+                                (strided ? "; " + v + " += " + std::to_string(kernel_.grid.reduction_lanes)
+                                         : "; ++" + v) +
                                 ") {"));
   }
   ++reduce_depth_;
@@ -255,12 +225,13 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
                                              "; ++" + e + ") {");
     out_->line("#pragma unroll");
     {
-      CodeWriter::Block loop = out_->block("for (int " + offset + " = 16; " + offset + " > 0; " +
-                                           offset + " /= 2) {");
+      CodeWriter::Block loop = out_->block("for (int " + offset + " = " +
+                                           std::to_string(kernel_.grid.reduction_lanes / 2) + "; " +
+                                           offset + " > 0; " + offset + " /= 2) {");
       out_->line(accumulate(n, element_acc,
                             "__shfl_xor_sync(0xffffffffu, " + element_acc + ", " + offset + ")"));
     }
-    out_->line(element_acc + " = __shfl_sync(0xffffffffu, " + element_acc + ", 0);");
+    out_->line(element_acc + " = " + lane_broadcast(element_acc) + ";");
   }
   return row;
 }
@@ -452,7 +423,18 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
                  ";");
     });
   }
-  if (contiguous) {
+  if (contiguous && !staged_.empty() && target->name == options_.transposed_store->transpose.source) {
+    // Transposed store: the group waits in shared memory for the block's epilogue.
+    const int64_t columns = options_.transposed_store->transpose.columns;
+    const std::string at = names_.fresh("staged_at");
+    out_->line("const int " + at + " = (int)threadIdx.x * " + width + ";");
+    out_->line("#pragma unroll");
+    out_->line("for (int " + vector_->element + " = 0; " + vector_->element + " < " + width +
+               "; ++" + vector_->element + ") " + staged_ + "[(" + at + " + " + vector_->element +
+               ") / " + std::to_string(columns) + " * " + std::to_string(columns + 1) + " + (" +
+               at + " + " + vector_->element + ") % " + std::to_string(columns) + "] = " +
+               values + "[" + vector_->element + "];");
+  } else if (contiguous) {
     std::vector<Expr> point;
     for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
     const int64_t alignment =

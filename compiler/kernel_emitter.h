@@ -173,6 +173,17 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
   /// Writes the body of a tiled transposition (emit_tiled_transpose.cpp) and returns its launch.
   LaunchDims emit_tiled_transpose(const TiledTranspose& t);
+  /// EmitOptions::transposed_store (transposed_store.h): the block's staging array, declared
+  /// before the body (its name in staged_), and the epilogue after it that writes the staged
+  /// values to the copy's target (emit_statements.cpp); emit_group_values stages each group.
+  void begin_transposed_store();
+  /// `value` of lane 0 of the lanes sharing the point (a warp, or a group of
+  /// GridConfig::reduction_lanes < 32 lanes): __shfl_sync from that lane.
+  std::string lane_broadcast(const std::string& value) const {
+    const int lanes = kernel_.grid.reduction_lanes;
+    return "__shfl_sync(0xffffffffu, " + value + ", 0" + (lanes < 32 ? ", " + std::to_string(lanes) : "") + ")";
+  }
+  void end_transposed_store();
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.
   void emit_row_group_body();
@@ -264,6 +275,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   NameSupply names_;
   CodeWriter body_{1};
   CodeWriter* out_ = &body_;
+  std::string staged_;  ///< the shared staging array of a transposed store (empty: none)
   std::vector<Scope> scopes_;
   std::unordered_map<const ir::VarNode*, std::string> var_names_;
   std::unordered_map<const ir::VarNode*, size_t> var_levels_;  ///< scope level declaring each var

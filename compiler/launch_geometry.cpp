@@ -225,8 +225,10 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     if (config.reduction_lanes != 1) fail("a thread tile with cooperative reduction lanes");
   }
   if (config.reduction_lanes != 1) {
-    if (config.reduction_lanes != 32)
-      fail("reduction lanes " + str(config.reduction_lanes) + " is neither 1 nor a warp (32)");
+    const int l = config.reduction_lanes;
+    if (l != 4 && l != 8 && l != 16 && l != 32)
+      fail("reduction lanes " + str(config.reduction_lanes) +
+           " is neither 1 nor a warp (32) nor 4, 8 or 16 lanes of one");
     if (m.linear_axes.empty() || !m.thread_axes.empty() || !m.block_axes.empty() ||
         !m.serial_axes.empty()) {
       fail("cooperative reduction lanes need every axis linear (and at least one): a warp's "

@@ -13,8 +13,9 @@
 //   - block axes: one block index each, blockIdx.y then .z when linear axes use .x, else .x,
 //     .y, .z; the grid dimension equals the extent;
 //   - serial axes: loops inside each thread, over the whole extent.
-//   - reduction lanes L (GridConfig::reduction_lanes, 1 or 32; only with every axis linear):
-//     each linear index (its vector_width points) belongs to the L consecutive threads of one warp,
+//   - reduction lanes L (GridConfig::reduction_lanes, 1, or 4, 8, 16 or 32 lanes of a warp;
+//     only with every axis linear): each linear index (its vector_width points) belongs to the L
+//     consecutive threads of one warp (a warp holds 32 / L linear indices),
 //     linear = blockIdx.x * (block_size / L) + threadIdx.x / L, lane = threadIdx.x % L; the
 //     lanes share the point, split its reductions (lane l takes iterations l, l + L, ...) and
 //     lane 0 stores. Every point still runs once: once per warp.

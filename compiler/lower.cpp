@@ -23,6 +23,7 @@
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/tiled_transpose.h"
+#include "compiler/transposed_store.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/unfuse_fma.h"
 #include "ir/printer.h"
@@ -159,6 +160,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (!input.sizes.empty()) return lower_generic(input, options);  // extents are parameters
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
+  schedule_options.preferred_lanes = options.gathered_lane_width;
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   block_options.max_stage_width = options.block_stage_width;
@@ -233,13 +235,23 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   const TiledTransposes transposes = options.outer_size
                                          ? TiledTransposes{}
                                          : choose_tiled_transposes(p, options.tiled_transpose_min);
+  // Copies fused into the kernel writing their source: the copy is not emitted, its source
+  // not allocated.
+  const TransposedStores fused_stores = options.transposed_store
+                                            ? choose_transposed_stores(p, transposes)
+                                            : TransposedStores{};
+  std::set<std::string> fused_copies, unallocated;
+  for (const auto& [writer, store] : fused_stores) {
+    fused_copies.insert(store.copy_kernel);
+    unallocated.insert(store.transpose.source);
+  }
 
   CompiledProgram out;
   out.name = input.name;
   std::set<std::string> entries, zeroed;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const ir::Kernel& kernel = p.kernels[k];
-    if (kernel.stages.empty()) continue;
+    if (kernel.stages.empty() || fused_copies.count(kernel.name)) continue;
     EmitOptions emit_options;
     emit_options.streaming_loads = options.streaming_loads;
     emit_options.streaming_stores = options.streaming_stores;
@@ -264,6 +276,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       emit_options.store_scatter_target = store->second;
     if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())
       emit_options.tiled_transpose = transpose->second;
+    if (auto store = fused_stores.find(kernel.name); store != fused_stores.end())
+      emit_options.transposed_store = store->second;
     CompiledKernel compiled =
         emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     for (const ir::Stage& stage : kernel.stages) {  // atomics accumulate into zeroed buffers
@@ -277,7 +291,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     out.kernels.push_back(std::move(compiled));
   }
   for (const auto* list : {&p.inputs, &p.outputs, &p.temporaries}) {
-    for (const ir::Tensor& t : *list) out.buffers.push_back(buffer_info(t));
+    for (const ir::Tensor& t : *list) {
+      if (!unallocated.count(t->name)) out.buffers.push_back(buffer_info(t));
+    }
   }
   out.pass_dump = passes.dump();
   return out;

@@ -6,7 +6,8 @@
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> lay_out_gathered_reductions_for_lanes -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
-//          -> choose_tiled_transposes -> emit_cuda (one unit per kernel)
+//          -> choose_tiled_transposes -> choose_transposed_stores
+//          -> emit_cuda (one unit per kernel)
 //
 // Generic programs (ir/dynamic_sizes.h: extents that are kernel parameters) take a pipeline of
 // their own, compiler/lower_generic.h.
@@ -109,10 +110,18 @@ struct LowerOptions {
   /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
   /// (ADJOINT_TUNE_GATHERED_LANES).
   int64_t gathered_lanes_min = 32;
+  /// ReductionScheduleOptions::preferred_lanes: lanes per point of those kernels, 0 derived
+  /// (16 for at most 4 iterations outside the lane axis, else 32), 32 (a warp), 16, 8 or 4
+  /// (ADJOINT_TUNE_GATHERED_LANE_WIDTH).
+  int gathered_lane_width = 0;
   /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).
   int64_t tiled_transpose_min = 16;
+  /// transposed_store.h: a tiled copy of a kernel's target is fused into that kernel (the
+  /// binned gather writes grad_input transposed through shared memory; no copy kernel, no
+  /// gathered temporary); false keeps the two kernels (ADJOINT_TUNE_TRANSPOSED_STORE=0).
+  bool transposed_store = true;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

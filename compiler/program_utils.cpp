@@ -181,6 +181,32 @@ std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value) {
   return found;
 }
 
+std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  std::function<void(const ir::Expr&, bool)> walk = [&](const ir::Expr& e, bool conditional) {
+    if (auto* reduce = e.as<ir::ReduceNode>()) {
+      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
+        found.push_back(reduce);
+      return;
+    }
+    if (auto* select = e.as<ir::SelectNode>()) {
+      walk(select->condition, conditional);
+      walk(select->true_value, true);
+      walk(select->false_value, true);
+      return;
+    }
+    auto* binary = e.as<ir::BinaryNode>();
+    if (binary && (binary->op == ir::BinaryOp::kAnd || binary->op == ir::BinaryOp::kOr)) {
+      walk(binary->a, conditional);
+      walk(binary->b, true);
+      return;
+    }
+    ir::for_each_child(e, [&](const ir::Expr& child) { walk(child, conditional); });
+  };
+  walk(value, false);
+  return found;
+}
+
 bool reads_memory(const ir::Expr& e) {
   bool reads = false;
   for_each_node(e, [&](const ir::Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });

@@ -69,4 +69,8 @@ std::pair<ir::Tensor, ir::Kernel> permuted_copy(ir::Program& program, const ir::
 /// (a warp kernel makes exactly these cooperative; thread tiles share their loops).
 std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value);
 
+/// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
+/// operand of && and ||, not inside another reduction), each once, outermost first.
+std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value);
+
 }  // namespace adjoint::compiler

@@ -168,6 +168,49 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
       std::vector<const ir::ReduceNode*> outermost;
       for (const auto& [r, stage] : reductions) outermost.push_back(r);
       kernel.grid.vector_width = group_width(kernel, outermost);
+      int lanes = options.preferred_lanes;
+      if (lanes != 0 && lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
+        throw Error("ReductionScheduleOptions.preferred_lanes: expected 0 (derived), 32, 16, 8 "
+                    "or 4, got " + std::to_string(lanes),
+                    ErrorCode::kInvalidArgument);
+      if (lanes == 0) {  // derived: 16 lanes for short rows outside the lane axis
+        int64_t rows = 1;
+        for (const auto& [r, stage] : reductions) {
+          int64_t outer = 1;
+          for (size_t a = 0; a + 1 < r->axes.size(); ++a)
+            outer *= constant(r->axes[a].extent).value_or(kFewLaneRows + 1);
+          rows = std::max(rows, outer);
+        }
+        lanes = rows <= kFewLaneRows ? 16 : 32;
+      }
+      if (lanes != 32 && options.preferred_kernels.count(kernel.name)) {
+        size_t unconditional = 0;
+        for (const ir::Stage& stage : kernel.stages)
+          unconditional += unconditional_reductions(stage.value).size();
+        const int64_t linear = points / std::max(kernel.grid.vector_width, 1);
+        if (unconditional == reductions.size() && linear % (32 / lanes) == 0) {
+          kernel.grid.reduction_lanes = lanes;
+          for (std::string& line : lines) {
+            const std::string from = "warp-cooperative, 32 lanes";
+            if (size_t at = line.find(from); at != std::string::npos) {
+              line.replace(at, from.size(), "cooperative, " + std::to_string(lanes) +
+                                                " lanes per point (" +
+                                                std::to_string(32 / lanes) + " points per warp)");
+            }
+            const std::string butterfly = "shuffle butterfly 16, 8, 4, 2, 1";
+            if (size_t at = line.find(butterfly); at != std::string::npos) {
+              std::string steps;
+              for (int o = lanes / 2; o > 0; o /= 2) steps += (steps.empty() ? "" : ", ") + std::to_string(o);
+              line.replace(at, butterfly.size(), "shuffle butterfly " + steps);
+            }
+          }
+        } else {
+          lines.push_back("32 lanes, not " + std::to_string(lanes) + ": " +
+                          (unconditional != reductions.size()
+                               ? "a reduction is evaluated under a point-dependent branch"
+                               : "the points do not fill whole warps"));
+        }
+      }
       if (kernel.grid.vector_width > 1) {
         const size_t axis = innermost_axis(kernel);
         lines.push_back("each warp computes " + std::to_string(kernel.grid.vector_width) +

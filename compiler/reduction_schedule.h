@@ -41,14 +41,28 @@ struct ReductionScheduleOptions {
   /// innermost, its rows contiguous): under kAuto they take the warp schedule whenever their
   /// shape and accumulation type allow it, whatever their lengths.
   std::set<std::string> preferred_kernels;
+  /// Lanes per point of the preferred kernels: 32 (a warp) or 16, 8 or 4, so that a warp
+  /// shares out 32 / L points (fewer shuffles and less per-point work per lane); 0 (default)
+  /// derives it: 16 where the reductions' iterations outside the lane axis (grid_sampler's
+  /// taps) are at most kFewLaneRows, else 32. Fewer than 32 only where every outermost
+  /// reduction is evaluated whenever the stage is (no point-dependent branch around a shuffle)
+  /// and the linear points fill whole warps (no warp partly past the end): the shuffles of a
+  /// warp's groups then meet. LowerOptions::gathered_lane_width,
+  /// ADJOINT_TUNE_GATHERED_LANE_WIDTH.
+  int preferred_lanes = 0;
 };
 
 /// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error
 /// (kInvalidArgument) naming `what` and the three values otherwise.
+/// The most iterations outside the lane axis for which preferred_lanes = 0 takes 16 lanes per
+/// point: 2-d bilinear's 4 taps (on the H100, 16 lanes made its grad_grid programs 0-8% faster
+/// at 32 and 64 channels; bicubic's 16 taps up to 30% slower: docs/compiler.md).
+inline constexpr int64_t kFewLaneRows = 4;
+
 ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,
                                                     const std::string& what);
 
-/// Sets GridConfig::reduction_lanes = 32 on the kernels chosen (see the top of this file);
+/// Sets GridConfig::reduction_lanes = 32 (preferred kernels: preferred_lanes) on the kernels chosen (see the top of this file);
 /// only kernels without an explicit grid, of rank >= 1, whose stages all compute. Returns the
 /// very same program when nothing changes. `notes`, when given, receives a line per reduction
 /// considered, by kernel name.

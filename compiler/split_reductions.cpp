@@ -19,33 +19,6 @@ namespace {
 
 using ir::Expr;
 
-/// Reductions evaluated whenever the stage value is, outermost only, each once.
-std::vector<const ir::ReduceNode*> unconditional_reductions(const Expr& value) {
-  std::vector<const ir::ReduceNode*> found;
-  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool conditional) {
-    if (auto* reduce = e.as<ir::ReduceNode>()) {
-      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
-        found.push_back(reduce);
-      return;
-    }
-    if (auto* select = e.as<ir::SelectNode>()) {
-      walk(select->condition, conditional);
-      walk(select->true_value, true);
-      walk(select->false_value, true);
-      return;
-    }
-    auto* binary = e.as<ir::BinaryNode>();
-    if (binary && (binary->op == ir::BinaryOp::kAnd || binary->op == ir::BinaryOp::kOr)) {
-      walk(binary->a, conditional);
-      walk(binary->b, true);
-      return;
-    }
-    ir::for_each_child(e, [&](const Expr& child) { walk(child, conditional); });
-  };
-  walk(value, false);
-  return found;
-}
-
 /// Replaces one Reduce node (by identity) with another expression.
 class ReplaceReduce : public ir::ExprMutator {
  public:

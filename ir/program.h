@@ -61,8 +61,10 @@ struct GridConfig {
   int vector_width = 1;               // elements per thread along the innermost linear axis
   /// Threads that cooperate on each domain point's reductions: 1 (each thread reduces alone)
   /// or 32 (a warp: lanes stride over the reduced axis and combine by shuffles in a fixed
-  /// tree). 32 needs every axis linear (compiler/reduction_schedule.h); with a vector width V
-  /// the warp computes V points of the innermost axis, one accumulator each.
+  /// tree), or 16, 8 or 4 (that many lanes of a warp per point, 32 / L points per warp; only
+  /// for reductions every lane group reaches, compiler/reduction_schedule.h). Lanes need every
+  /// axis linear; with a vector width V the lanes compute V points of the innermost axis, one
+  /// accumulator each.
   int reduction_lanes = 1;
   /// Thread tile (compiler/thread_tiles.h): with tile_points R > 1, each thread computes R
   /// consecutive points of domain axis `tile_axis` (a linear axis, not the innermost; R divides

@@ -161,8 +161,10 @@ class Verifier {
            "at most " + std::to_string(g.block_size) + " threads", std::to_string(threads));
     if (g.vector_width > 1 && !has_linear)
       fail("grid: a vector width needs a linear axis", "a linear binding", "none");
-    if (g.reduction_lanes != 1 && g.reduction_lanes != 32)
-      fail("grid: invalid reduction lanes", "1 or 32", std::to_string(g.reduction_lanes));
+    if (g.reduction_lanes != 1 && g.reduction_lanes != 4 && g.reduction_lanes != 8 &&
+        g.reduction_lanes != 16 && g.reduction_lanes != 32)
+      fail("grid: invalid reduction lanes", "1, or 4, 8, 16 or 32 lanes of a warp per point",
+           std::to_string(g.reduction_lanes));
     if (g.reduction_lanes > 1) {
       bool all_linear = true;
       for (AxisBinding b : g.bindings) all_linear &= b == AxisBinding::kLinear;

@@ -103,7 +103,9 @@ struct TuningKnobs {
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
+  bool transposed_store = true;
   int gathered_lanes_min = 32;
+  int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;
 };
 
@@ -200,6 +202,16 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
       "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
       "tiles");
+  knobs.gathered_lane_width = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 0,
+      [](int v) { return v == 0 || v == 32 || v == 16 || v == 8 || v == 4; },
+      "0 (derived: 16 lanes per point of a gathered reduction laid out for lanes with at most 4 "
+      "taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes per point");
+  knobs.transposed_store =
+      integer_knob(
+          "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a tiled copy of a kernel's target is fused into that kernel's stores) or 0 (the "
+          "copy kernel of before)") == 1;
   knobs.split_warp_combine_points = integer_knob(
       "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
       "0 (a split's combine is a thread per point) or the points below which it is a warp per "
@@ -661,7 +673,9 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
+  options.transposed_store = tuning_knobs().transposed_store;
   options.gathered_lanes_min = tuning_knobs().gathered_lanes_min;
+  options.gathered_lane_width = tuning_knobs().gathered_lane_width;
   options.binned_records_per_cell_min = tuning_knobs().binned_records_per_cell_min;
   if (tuning_knobs().split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << tuning_knobs().split_threads_log2;

@@ -29,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/tiled_transpose.h"
+#include "compiler/transposed_store.h"
 #include "compiler/unfuse_fma.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
@@ -118,6 +120,11 @@ T __shfl_xor_sync(unsigned, T value, int mask) {
 template <typename T>
 T __shfl_sync(unsigned, T value, int lane) {
   return adjoint_exchange(value, static_cast<unsigned>(lane));
+}
+template <typename T>
+T __shfl_sync(unsigned, T value, int lane, int width) {  // lane of this lane's group of width
+  const unsigned group = threadIdx.x % 32 / static_cast<unsigned>(width);
+  return adjoint_exchange(value, group * static_cast<unsigned>(width) + static_cast<unsigned>(lane));
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { adjoint_warp_barrier(); }
 // The block running now (block launches only: kernels that synchronize their threads), whose
@@ -207,6 +214,9 @@ void adjoint_launch_blocks(void (*kernel)(P...), void** args, const unsigned* gr
             blockIdx = {x, y, z};
             threadIdx = {t, 0, 0};
             adjoint_call(kernel, args, std::index_sequence_for<P...>{});
+            // The block's shared arrays are statics: no thread starts the next block before
+            // every thread is done with this one (a GPU block has shared memory of its own).
+            __syncthreads();
           }
     });
   }
@@ -322,12 +332,28 @@ struct Variant {
     v.tiled_transpose_min = tiled_min;
     return v;
   }
+  /// ReductionScheduleOptions::preferred_lanes: lanes per point of the kernels laid out for lanes.
+  int lane_width = 32;
+  /// binned_lanes with `width` lanes per point (16, 8 or 4: several points per warp).
+  static Variant binned_lane_width(int block_size, int width) {
+    Variant v = binned_lanes(block_size, 32);
+    v.lane_width = width;
+    return v;
+  }
   /// choose_tiled_transposes' min_extent (0: every copy stays a plain copy).
   int64_t tiled_transpose_min = 0;
   /// A binned gather whose transposing copies are tiled from `min` rows and columns up.
   static Variant binned_tiled(int block_size, int64_t min, int64_t channels_last_min = 8) {
     Variant v = binned_gather(block_size, channels_last_min);
     v.tiled_transpose_min = min;
+    return v;
+  }
+  /// choose_transposed_stores (transposed_store.h): tiled copies fused into their writers.
+  bool transposed_store = false;
+  /// A binned gather whose tiled copy back is fused into the gather (transposed_store.h).
+  static Variant binned_fused(int block_size, int64_t min = kDefaultTiledTransposeMin) {
+    Variant v = binned_tiled(block_size, min);
+    v.transposed_store = true;
     return v;
   }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
@@ -390,6 +416,8 @@ struct Variant {
                                     std::to_string(taps_walks_max) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
+           (transposed_store ? "ts_" : "") +
+           (lane_width != 32 ? "lw" + std::to_string(lane_width) + "_" : "") +
            (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
@@ -432,6 +460,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   block_options.shared_vectors = variant.shared_vectors;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
+  schedule.preferred_lanes = variant.lane_width;
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
@@ -465,12 +494,18 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   }
   p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
+  const TransposedStores fused =
+      variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
+  std::set<std::string> fused_copies;
+  for (const auto& [writer, store] : fused) fused_copies.insert(store.copy_kernel);
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
-    if (p.kernels[k].stages.empty()) continue;
+    if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
+    if (auto f = fused.find(p.kernels[k].name); f != fused.end())
+      options.transposed_store = f->second;
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
     if (auto store = stores.find(p.kernels[k].name); store != stores.end())
@@ -1437,6 +1472,68 @@ TEST(HostRun, TiledTranspositionsOfTheBinnedGatherCopyTheSameBits) {
                          1e-2, rounding_inputs);
 }
 
+/// The tiled copy back of the broadcast-innermost gather fused into the gather
+/// (transposed_store.h): each block stages its values in shared memory and writes grad_input
+/// transposed, blocks that straddle a batch included. Bit for bit the two kernels' result at
+/// every block size that qualifies, on exact inputs and on sums that round.
+TEST(HostRun, TransposedStoresOfTheBinnedGatherWriteTheCopysBits) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {// 32 channels, 5 x 4 cells per batch: blocks of 256 threads hold 8 cells (straddling).
+        "grid_sampler_2d_backward dtype=f32 input_size=2,32,5,4 output_size=7,6 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,64,4,4 output_size=5,6 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,32,4,8 output_size=6,9 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,2,4,4 output_size=3,4,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // Which (program, block size) pairs fuse: the gather's linear points fill whole blocks.
+  const std::vector<std::pair<size_t, int>> fused_at = {{0, 32}, {0, 256}, {1, 64}, {1, 256},
+                                                        {2, 32}, {3, 32}};
+  for (const auto& [i, block] : fused_at) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(programs[i], Variant::binned_fused(block), "probe");
+    int fused = 0, tiled = 0;
+    for (const CompiledKernel& k : kernels) {
+      fused += k.source.find("Transposed store") != std::string::npos;
+      tiled += k.source.find("Tiled transposition") != std::string::npos;
+    }
+    EXPECT_EQ(fused, 1) << programs[i].name << " " << i << " at " << block;
+    EXPECT_GE(tiled, 1) << programs[i].name << " " << i << " at " << block;  // grad_output's
+  }
+  const std::vector<Variant> variants = {
+      Variant::binned_tiled(256, 16), Variant::binned_fused(32), Variant::binned_fused(64),
+      Variant::binned_fused(128),     Variant::binned_fused(256)};
+  expect_host_runs_match(programs, variants, 1e-2);
+  expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
+}
+
+/// The same with vector groups (4 f32 channels per thread; 32,768 groups, the fewest that
+/// derive_grid vectorizes): each group staged element by element.
+TEST(HostRun, TransposedStoresOfVectorGroupsWriteTheCopysBits) {
+  const ir::Program program =
+      ops::parse_specialization(
+          "grid_sampler_2d_backward dtype=f32 input_size=1,32,64,64 output_size=64,64 "
+          "interpolation_mode=bilinear padding_mode=zeros align_corners=false")
+          .build_program();
+  const std::vector<CompiledKernel> kernels =
+      compile_kernels(program, Variant::binned_fused(256), "probe");
+  int fused = 0;
+  for (const CompiledKernel& k : kernels) {
+    if (k.source.find("Transposed store") == std::string::npos) continue;
+    ++fused;
+    EXPECT_NE(k.source.find("staged[1056]"), std::string::npos) << k.source;  // 32 x 33
+    EXPECT_NE(k.source.find("Each thread computes 4 consecutive points of c"), std::string::npos)
+        << k.source;
+  }
+  EXPECT_EQ(fused, 1);
+  expect_host_runs_match({program}, {Variant::binned_tiled(256, 16), Variant::binned_fused(256)},
+                         1e-2);
+}
+
 /// grad_grid laid out for warp lanes (gathered_reduction_lanes.h): channels innermost, read
 /// through channels-last copies (the binned gather's grad_output copy reused), 32 lanes over the
 /// channels. Within rounding of the interpreter, and bitwise the same at every block size and
@@ -1475,6 +1572,49 @@ TEST(HostRun, GatheredReductionsOnWarpLanesAreIndependentOfTheLaunch) {
                          {Variant::binned_lanes(256, 32), Variant::binned_lanes(32, 32),
                           Variant::binned_lanes(1024, 32, 16), Variant::binned_lanes(96, 32, 1)},
                          2e-2, rounding_inputs);
+}
+
+/// The same with 16 or 8 lanes per point (several points per warp; ADJOINT_TUNE_GATHERED_LANE_
+/// WIDTH): within rounding of the interpreter and bitwise the same at every block size. The
+/// bf16 program's 90 points do not fill warps of 8-lane groups: it keeps 32 lanes there.
+TEST(HostRun, GatheredReductionsOnSubWarpLanesAreIndependentOfTheLaunch) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,40,5,7 output_size=9,8 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,33,6,6 output_size=10,9 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f64 input_size=2,36,4,5 output_size=3,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,32,2,3,4 output_size=4,4,3 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false "
+        "output_mask=0,1"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (int width : {16, 8}) {
+    for (size_t i = 0; i < programs.size(); ++i) {
+      const std::vector<CompiledKernel> kernels =
+          compile_kernels(programs[i], Variant::binned_lane_width(256, width), "probe");
+      bool sub_warp = false;
+      for (const CompiledKernel& k : kernels) {
+        sub_warp |= k.source.find("kernel 'grad_grid'") != std::string::npos &&
+                    k.source.find("each group of " + std::to_string(width) + " lanes") !=
+                        std::string::npos &&
+                    k.source.find(", 0, " + std::to_string(width) + ");") != std::string::npos;
+      }
+      EXPECT_EQ(sub_warp, !(width == 8 && i == 1)) << programs[i].name << " " << i << " " << width;
+    }
+    expect_host_runs_match(programs,
+                           {Variant::binned_lane_width(256, width),
+                            Variant::binned_lane_width(64, width),
+                            Variant::binned_lane_width(1024, width),
+                            Variant::binned_lane_width(96, width)},
+                           2e-2);
+    expect_host_runs_match(programs,
+                           {Variant::binned_lane_width(256, width),
+                            Variant::binned_lane_width(32, width)},
+                           2e-2, rounding_inputs);
+  }
 }
 
 TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {

@@ -151,7 +151,10 @@ TEST(ReductionSchedule, VerifierAndCoverageProofCheckTheLanes) {
   EXPECT_NO_THROW(ir::verify(p));
   EXPECT_NO_THROW(launch_dims(k));
   EXPECT_EQ(launch_dims(k).grid[0], 8u);  // 64 points, 8 per block
-  k.grid.reduction_lanes = 16;
+  k.grid.reduction_lanes = 16;  // 16 lanes per point, two points per warp
+  EXPECT_NO_THROW(ir::verify(p));
+  EXPECT_EQ(launch_dims(k).grid[0], 4u);  // 64 points, 16 per block
+  k.grid.reduction_lanes = 12;
   EXPECT_THROW(ir::verify(p), Error);
   EXPECT_THROW(launch_dims(k), Error);
   k.grid.reduction_lanes = 32;

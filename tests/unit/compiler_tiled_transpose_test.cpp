@@ -122,20 +122,33 @@ TEST(TiledTranspose, TheDefaultGridSamplerProgramTilesBothCopiesAtWideChannels) 
         "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
         "grid_sampler_3d_backward dtype=bf16 input_size=2,16,32,32,32 output_size=32,32,32 "
         "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
-    CompiledProgram compiled = lower(ops::parse_specialization(spec).build_program(), {});
-    // The copy to channels-last before the gather and the copy back after it, and grad_grid's
-    // channels-last copy of the input: for warp lanes at 64 channels
-    // (gathered_reduction_lanes.h), row-innermost at 16 bf16 channels (32-byte rows).
-    std::set<std::string> tiled;
-    for (const CompiledKernel& k : compiled.kernels) {
-      if (k.source.find("Tiled transposition") == std::string::npos) continue;
-      const size_t start = k.source.find("kernel '") + 8;
-      tiled.insert(k.source.substr(start, k.source.find('\'', start) - start));
+    for (bool fused : {true, false}) {
+      LowerOptions options;
+      options.transposed_store = fused;
+      CompiledProgram compiled = lower(ops::parse_specialization(spec).build_program(), options);
+      // The copy to channels-last before the gather and the copy back after it (fused into
+      // the gather by default, transposed_store.h), and grad_grid's channels-last copy of the
+      // input: for warp lanes at 64 channels (gathered_reduction_lanes.h), row-innermost at 16
+      // bf16 channels (32-byte rows).
+      std::set<std::string> tiled, stored, names;
+      for (const CompiledKernel& k : compiled.kernels) {
+        const size_t start = k.source.find("kernel '") + 8;
+        const std::string name = k.source.substr(start, k.source.find('\'', start) - start);
+        names.insert(name);
+        if (k.source.find("Tiled transposition") != std::string::npos) tiled.insert(name);
+        if (k.source.find("Transposed store") != std::string::npos) stored.insert(name);
+      }
+      EXPECT_TRUE(tiled.count("grad_input_bin_grad_output_transposed")) << spec;
+      EXPECT_EQ(tiled.count("grad_input"), fused ? 0u : 1u) << spec;
+      EXPECT_EQ(names.count("grad_input"), fused ? 0u : 1u) << spec;
+      EXPECT_EQ(stored.count("grad_input_gather"), fused ? 1u : 0u) << spec;
+      EXPECT_EQ(tiled.size(), fused ? 2u : 3u) << spec;
+      bool gathered_allocated = false;
+      for (const auto& buffer : compiled.buffers)
+        gathered_allocated |= buffer.name == "grad_input_bin_gathered";
+      EXPECT_EQ(gathered_allocated, !fused) << spec;
+      EXPECT_TRUE(compiled.deterministic) << spec;
     }
-    EXPECT_TRUE(tiled.count("grad_input_bin_grad_output_transposed")) << spec;
-    EXPECT_TRUE(tiled.count("grad_input")) << spec;
-    EXPECT_EQ(tiled.size(), 3u) << spec;
-    EXPECT_TRUE(compiled.deterministic) << spec;
   }
 }
 
