@@ -25,7 +25,6 @@ void KernelEmitter::emit_row_group_body() {
   }
   const RowGroupShape shape = row_group_shape(kernel_);
   const std::string& type = index_type_;
-  const size_t rows = static_cast<size_t>(kernel_.row_axes);
   const int64_t per_block = kernel_.grid.rows_per_block;
   const std::string first_row = names_.fresh("first_row");
   out_->line("const " + type + " " + first_row + " = (" + type + ")blockIdx.x * " +
@@ -46,32 +45,7 @@ void KernelEmitter::emit_row_group_body() {
       out_->line("const " + type + " " + row + " = " + first_row +
                  (points == 1 ? " + " + p : " + " + p + " / " + std::to_string(points)) + ";");
       out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") break;");
-      // Row-major decodes of the row (its axes) and of the point within it (the others), each
-      // declared only when the stage's code names it.
-      std::vector<std::pair<std::string, std::string>> pending;
-      auto decode = [&](const std::string& flat, size_t from, size_t to) {
-        int64_t divisor = 1;
-        for (size_t i = to; i-- > from;) {
-          const int64_t extent = stage.domain[i].extent.as<ir::IntConstNode>()->value;
-          std::string v = divisor == 1 ? flat : flat + " / " + std::to_string(divisor);
-          if (i != from) v += " % " + std::to_string(extent);
-          if (extent == 1) v = "0";
-          pending.emplace_back(names[i], v);
-          divisor *= extent;
-        }
-      };
-      decode(row, 0, rows);
-      decode("(" + p + " % " + std::to_string(points) + ")", rows, stage.domain.size());
-      CodeWriter code(out_->indent());
-      CodeWriter* saved = out_;
-      out_ = &code;
-      referenced_.clear();
-      emit_stage(stage, names);
-      out_ = saved;
-      for (const auto& [name, value] : pending) {
-        if (referenced_.count(name)) out_->line("const " + type + " " + name + " = " + value + ";");
-      }
-      out_->append(code.text());
+      emit_row_stage(stage, names, row, "(" + p + " % " + std::to_string(points) + ")");
     }
     if (s + 1 < kernel_.stages.size()) out_->line("__syncthreads();");
   }
@@ -116,31 +90,40 @@ void KernelEmitter::emit_row_per_thread_body() {
     out_->line(points <= kRowPerThreadUnrollPoints ? "#pragma unroll" : "#pragma unroll 1");
     CodeWriter::Block loop = out_->block("for (" + type + " " + p + " = 0; " + p + " < " +
                                          std::to_string(points) + "; ++" + p + ") {");
-    std::vector<std::pair<std::string, std::string>> pending;
-    auto decode = [&](const std::string& flat, size_t from, size_t to) {
-      int64_t divisor = 1;
-      for (size_t i = to; i-- > from;) {
-        const int64_t extent = stage.domain[i].extent.as<ir::IntConstNode>()->value;
-        std::string v = divisor == 1 ? flat : flat + " / " + std::to_string(divisor);
-        if (i != from) v += " % " + std::to_string(extent);
-        if (extent == 1) v = "0";
-        pending.emplace_back(names[i], v);
-        divisor *= extent;
-      }
-    };
-    decode(row, 0, rows);
-    decode(p, rows, stage.domain.size());
-    CodeWriter code(out_->indent());
-    CodeWriter* saved = out_;
-    out_ = &code;
-    referenced_.clear();
-    emit_stage(stage, names);
-    out_ = saved;
-    for (const auto& [name, value] : pending) {
-      if (referenced_.count(name)) out_->line("const " + type + " " + name + " = " + value + ";");
-    }
-    out_->append(code.text());
+    emit_row_stage(stage, names, row, p);
   }
+}
+
+void KernelEmitter::emit_row_stage(const ir::Stage& stage, const std::vector<std::string>& names,
+                                   const std::string& row, const std::string& point) {
+  const std::string& type = index_type_;
+  const size_t rows = static_cast<size_t>(kernel_.row_axes);
+  // Row-major decodes of the row (its axes) and of the point within it (the others), each
+  // declared only when the stage's code names it.
+  std::vector<std::pair<std::string, std::string>> pending;
+  auto decode = [&](const std::string& flat, size_t from, size_t to) {
+    int64_t divisor = 1;
+    for (size_t i = to; i-- > from;) {
+      const int64_t extent = stage.domain[i].extent.as<ir::IntConstNode>()->value;
+      std::string v = divisor == 1 ? flat : flat + " / " + std::to_string(divisor);
+      if (i != from) v += " % " + std::to_string(extent);
+      if (extent == 1) v = "0";
+      pending.emplace_back(names[i], v);
+      divisor *= extent;
+    }
+  };
+  decode(row, 0, rows);
+  decode(point, rows, stage.domain.size());
+  CodeWriter code(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &code;
+  referenced_.clear();
+  emit_stage(stage, names);
+  out_ = saved;
+  for (const auto& [name, value] : pending) {
+    if (referenced_.count(name)) out_->line("const " + type + " " + name + " = " + value + ";");
+  }
+  out_->append(code.text());
 }
 
 }  // namespace adjoint::compiler

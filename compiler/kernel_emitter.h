@@ -189,6 +189,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_row_group_body();
   /// GridConfig::row_per_thread: each thread runs its row's points of every stage in order.
   void emit_row_per_thread_body();
+  /// One stage of a row-group kernel at the point `point` of the row `row` (index expressions):
+  /// the decodes of its axes that its code names, then the stage.
+  void emit_row_stage(const ir::Stage& stage, const std::vector<std::string>& names,
+                      const std::string& row, const std::string& point);
   /// The most points per row a row-per-thread stage's loop is unrolled for.
   static constexpr int64_t kRowPerThreadUnrollPoints = 64;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the

@@ -68,6 +68,20 @@ def random_tensor(shape, dtype, seed, low=-1.0, high=1.0, memory_format=None):
     return values
 
 
+def bind_random(program, ranges=None, low=0.1, high=1.0):
+    """Tensors for every argument of a prepared Program: its inputs uniform in [low, high) (or in
+    ranges[name] where given), seeded by their position, and its outputs uninitialized."""
+    bound = {}
+    for index, info in enumerate(program.tensors):
+        dtype = DTYPES[info.dtype]
+        if info.role == "input":
+            lo, hi = (ranges or {}).get(info.name, (low, high))
+            bound[info.name] = random_tensor(info.shape, dtype, index, lo, hi)
+        else:
+            bound[info.name] = torch.empty(info.shape, device=DEVICE, dtype=dtype)
+    return bound
+
+
 def check_sum_bound(name, actual, reference, abs_sum, dtype_name):
     """|actual - reference| <= SUM_TOL * abs_sum elementwise (plus the smallest normal of the
     dtype); returns the worst error/bound ratio. Reports the first bad elements."""

@@ -24,13 +24,7 @@ def profile(op, shape):
     if op.startswith("mhc_sinkhorn"):
         spec = "%s batch=%d seq=%d n=%d" % ((op,) + shape[:3])
     program = adjoint.prepare(spec)
-    bound = {}
-    for index, info in enumerate(program.tensors):
-        dtype = harness.DTYPES[info.dtype]
-        if info.role == "input":
-            bound[info.name] = harness.random_tensor(info.shape, dtype, index, 0.1, 1.0)
-        else:
-            bound[info.name] = torch.empty(info.shape, device="cuda", dtype=dtype)
+    bound = harness.bind_random(program)
     for _ in range(3):
         program.launch(bound)
     torch.cuda.synchronize()

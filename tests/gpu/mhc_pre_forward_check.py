@@ -32,14 +32,7 @@ def check(shape):
     k = n * n + 2 * n
     ranges = {"x": (-1.0, 1.0), "phi": (-0.2, 0.2), "alpha": (0.5, 1.5), "bias": (-0.5, 0.5),
               "gamma": (0.5, 1.5)}
-    bound = {}
-    for index, info in enumerate(program.tensors):
-        dtype = harness.DTYPES[info.dtype]
-        if info.role == "input":
-            low, high = ranges[info.name]
-            bound[info.name] = harness.random_tensor(info.shape, dtype, index, low, high)
-        else:
-            bound[info.name] = torch.empty(info.shape, device="cuda", dtype=dtype)
+    bound = harness.bind_random(program, ranges)
     program.launch(bound)
     torch.cuda.synchronize()
     first = {name: bound[name].clone() for name in OUTPUTS}

@@ -89,13 +89,7 @@ def forward_case(shape, runs, bandwidth):
     batch, seq, n, dim = shape
     program = adjoint.prepare("mhc_pre batch=%d seq=%d n=%d dim=%d dtype=bf16"
                               % (batch, seq, n, dim))
-    bound = {}
-    for index, info in enumerate(program.tensors):
-        dtype = harness.DTYPES[info.dtype]
-        if info.role == "input":
-            bound[info.name] = harness.random_tensor(info.shape, dtype, index, 0.1, 1.0)
-        else:
-            bound[info.name] = torch.empty(info.shape, device="cuda", dtype=dtype)
+    bound = harness.bind_random(program)
     times = event_times(lambda: program.launch(bound), runs)
     first = {name: t.clone() for name, t in bound.items()}
     program.launch(bound)
