@@ -87,7 +87,7 @@ struct TuningKnobs {
   bool tile_prefer_vector = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
-  bool split_count_vector = true;
+  bool split_count_vector = false;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int unroll_budget = 0;
@@ -161,7 +161,7 @@ TuningKnobs read_tuning_knobs() {
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
   knobs.split_count_vector =
       integer_knob(
-          "ADJOINT_TUNE_SPLIT_COUNT_VECTOR", 1, [](int v) { return v == 0 || v == 1; },
+          "ADJOINT_TUNE_SPLIT_COUNT_VECTOR", 0, [](int v) { return v == 0 || v == 1; },
           "1 (a thread-tiled split counts the threads it launches, points x G / (R x V)) or 0 "
           "(points x G / R: the count before)") == 1;
   knobs.partial_unroll = integer_knob(
