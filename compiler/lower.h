@@ -54,6 +54,10 @@ struct LowerOptions {
   /// The thread count a derived split aims at (split_reductions.h's target_threads; 0: its
   /// default). A power of two in [2^10, 2^24].
   int64_t split_target_threads = 0;
+  /// ReductionSplitOptions::count_vector: a tiled kernel's split counts the threads it launches
+  /// (points x G / (R x V)); false (the default): points x G / R
+  /// (ADJOINT_TUNE_SPLIT_COUNT_VECTOR).
+  bool split_count_vector = false;
   /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
   /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t split_warp_combine_points = 1024;

@@ -9,6 +9,7 @@
 
 #include "compiler/block_reductions.h"
 #include "compiler/program_utils.h"
+#include "compiler/vector_groups.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/verifier.h"
@@ -90,6 +91,70 @@ bool indexes_contiguously(const Expr& body, const ir::VarNode* var) {
     if (load->tensor->strides.back() == 1 && depends_on(load->indices.back(), var)) found = true;
   });
   return found;
+}
+
+/// The partials kernel of a thread split of `r` (axis `axis` of extent E) into G = `partials`:
+/// domain (stage domain..., g) when `g_innermost`, else (g, stage domain...); partial g reduces
+/// the axis' iterations g + G*step. Its target, named `tensor_name`, goes to `partial_tensor`.
+ir::Kernel make_partials_kernel(const std::string& kernel_name, const ir::Stage& stage,
+                                const ir::ReduceNode& r, size_t axis, int64_t partials,
+                                const std::vector<int64_t>& extents, bool g_innermost,
+                                const std::string& tensor_name, ir::Tensor& partial_tensor) {
+  const ir::Axis& split = r.axes[axis];
+  const int64_t extent = *constant(split.extent);
+  ir::Var g("g"), step(split.var.name_hint() + "_step");
+  std::vector<ir::Var> vars;
+  std::vector<int64_t> shape;
+  Expr body = r.body;
+  std::vector<ir::Axis> axes = r.axes;
+  for (size_t j = 0; j < stage.domain.size(); ++j) {
+    ir::Var v(stage.domain[j].var.name_hint());
+    vars.push_back(v);
+    shape.push_back(extents[j]);
+    body = substitute(body, stage.domain[j].var.get(), v);
+    for (ir::Axis& a : axes) {
+      a.start = substitute(a.start, stage.domain[j].var.get(), v);
+      a.extent = substitute(a.extent, stage.domain[j].var.get(), v);
+    }
+  }
+  body = substitute(body, split.var.get(),
+                    ir::BinaryNode::make(ir::BinaryOp::kAdd, g,
+                                         ir::BinaryNode::make(ir::BinaryOp::kMul, step,
+                                                              index_constant(partials))));
+  axes[axis] = ir::Axis{step, index_constant(0), index_constant(extent / partials)};
+  if (g_innermost) {
+    vars.push_back(g);
+    shape.push_back(partials);
+  } else {
+    vars.insert(vars.begin(), g);
+    shape.insert(shape.begin(), partials);
+  }
+  partial_tensor = ir::make_tensor(tensor_name, r.dtype, shape, ir::TensorRole::kTemporary);
+  return ir::Kernel{kernel_name + "_" + stage.target->name + "_partials",
+                    {ir::compute(partial_tensor, ir::over(partial_tensor, vars),
+                                 ir::ReduceNode::make(r.op, axes, body, r.dtype))},
+                    {}};
+}
+
+/// The threads a (partials) kernel launches and what each computes, as the later passes will
+/// schedule it: thread_tiles' tile R (options.tiles) and derive_grid's vector width V, halved
+/// while R x V exceeds the accumulators a tiled thread may keep.
+struct Launched {
+  int64_t threads = 0, tile = 1, vector = 1;
+};
+Launched launched(const ir::Kernel& kernel, const ThreadTileOptions& tiles) {
+  Launched l;
+  const std::vector<int64_t> extents = domain_extents(kernel);
+  int64_t points = 1;
+  for (int64_t e : extents) points *= e;
+  l.tile = choose_thread_tile(kernel, tiles).points;
+  ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
+  linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
+  l.vector = derived_vector_width(linear, tiles.group_bytes != 0 ? tiles.group_bytes
+                                                                 : kDefaultGroupBytes);
+  while (l.tile > 1 && l.vector > 1 && l.tile * l.vector > tiles.max_accumulators) l.vector /= 2;
+  l.threads = points / (l.tile * l.vector);
+  return l;
 }
 
 /// The contiguous split of a block reduction kernel (see the header): appends the partials
@@ -265,8 +330,10 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
     tile_options.min_threads = 1;
     const int64_t tile = choose_thread_tile(kernel, tile_options).points;
     const int64_t target =
-        tile > 1 ? std::max<int64_t>(options.target_threads / options.tiled_thread_divisor, 1)
-                 : options.target_threads;
+        tile <= 1 ? options.target_threads
+        : options.count_vector
+            ? std::max<int64_t>(options.target_threads / options.vector_thread_divisor, 1)
+            : std::max<int64_t>(options.target_threads / options.tiled_thread_divisor, 1);
     ir::Kernel rewritten = kernel;
     std::vector<std::string> lines;
     for (ir::Stage& stage : rewritten.stages) {
@@ -292,17 +359,46 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         } else if (trips(*r) < options.min_trips) {
           why = "fewer than " + std::to_string(options.min_trips) + " iterations";
         } else {
-          while (points * partials / tile < target && partials * 2 <= options.max_partials &&
-                 extent % (partials * 2) == 0 && extent / (partials * 2) >= options.min_iterations)
-            partials *= 2;
-          const std::string tiled =
-              tile > 1 ? " / a thread tile of " + std::to_string(tile) : std::string();
-          why = points / tile >= target
-                    ? "the domain alone fills the GPU (" + std::to_string(points) + tiled +
-                          " >= " + std::to_string(target) + " threads)"
-                    : "domain points x G" + tiled + " reach " +
-                          std::to_string(points * partials / tile) + " threads (target " +
-                          std::to_string(target) + ")";
+          if (tile > 1 && options.count_vector) {
+            // The threads the partials kernel will launch for each G: its own tile (which
+            // grows with its points) and vector width, as the later passes derive them.
+            const bool g_innermost = indexes_contiguously(r->body, r->axes[axis].var.get());
+            auto count = [&](int64_t g) {
+              if (g == 1) return launched(kernel, options.tiles);
+              ir::Tensor probe;
+              return launched(make_partials_kernel(kernel.name, stage, *r, axis, g, extents,
+                                                   g_innermost, "probe", probe),
+                              options.tiles);
+            };
+            Launched l = count(1);
+            while (l.threads < target && partials * 2 <= options.max_partials &&
+                   extent % (partials * 2) == 0 &&
+                   extent / (partials * 2) >= options.min_iterations) {
+              partials *= 2;
+              l = count(partials);
+            }
+            const std::string each = " (threads of R=" + std::to_string(l.tile) + " points x V=" +
+                                     std::to_string(l.vector) + ")";
+            why = partials == 1 ? "the domain alone fills the GPU (" +
+                                      std::to_string(l.threads) + each + " >= " +
+                                      std::to_string(target) + " threads)"
+                                : "the partials kernel launches " + std::to_string(l.threads) +
+                                      " threads" + each + " (target " +
+                                      std::to_string(target) + ")";
+          } else {
+            while (points * partials / tile < target && partials * 2 <= options.max_partials &&
+                   extent % (partials * 2) == 0 &&
+                   extent / (partials * 2) >= options.min_iterations)
+              partials *= 2;
+            const std::string tiled =
+                tile > 1 ? " / a thread tile of " + std::to_string(tile) : std::string();
+            why = points / tile >= target
+                      ? "the domain alone fills the GPU (" + std::to_string(points) + tiled +
+                            " >= " + std::to_string(target) + " threads)"
+                      : "domain points x G" + tiled + " reach " +
+                            std::to_string(points * partials / tile) + " threads (target " +
+                            std::to_string(target) + ")";
+          }
         }
         if (partials < 2) {
           lines.push_back(what + ": serial in the thread (" + why + ")");
@@ -311,42 +407,12 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         // The partials kernel: domain (stage domain..., g) or (g, stage domain...).
         const ir::Axis& split = r->axes[axis];
         const bool g_innermost = indexes_contiguously(r->body, split.var.get());
-        ir::Var g("g"), step(split.var.name_hint() + "_step");
-        std::vector<ir::Var> vars;
-        std::vector<int64_t> shape;
-        Expr body = r->body;
-        std::vector<ir::Axis> axes = r->axes;
-        for (size_t j = 0; j < stage.domain.size(); ++j) {
-          ir::Var v(stage.domain[j].var.name_hint());
-          vars.push_back(v);
-          shape.push_back(extents[j]);
-          body = substitute(body, stage.domain[j].var.get(), v);
-          for (ir::Axis& a : axes) {
-            a.start = substitute(a.start, stage.domain[j].var.get(), v);
-            a.extent = substitute(a.extent, stage.domain[j].var.get(), v);
-          }
-        }
-        body = substitute(body, split.var.get(),
-                          ir::BinaryNode::make(ir::BinaryOp::kAdd, g,
-                                               ir::BinaryNode::make(ir::BinaryOp::kMul, step,
-                                                                    index_constant(partials))));
-        axes[axis] = ir::Axis{step, index_constant(0), index_constant(extent / partials)};
-        if (g_innermost) {
-          vars.push_back(g);
-          shape.push_back(partials);
-        } else {
-          vars.insert(vars.begin(), g);
-          shape.insert(shape.begin(), partials);
-        }
-        ir::Tensor partial_tensor = ir::make_tensor(
-            unique_tensor_name(out, stage.target->name + "_partials"), r->dtype, shape,
-            ir::TensorRole::kTemporary);
+        ir::Tensor partial_tensor;
+        ir::Kernel partials_kernel =
+            make_partials_kernel(kernel.name, stage, *r, axis, partials, extents, g_innermost,
+                                 unique_tensor_name(out, stage.target->name + "_partials"),
+                                 partial_tensor);
         out.temporaries.push_back(partial_tensor);
-        ir::Kernel partials_kernel{
-            kernel.name + "_" + stage.target->name + "_partials",
-            {ir::compute(partial_tensor, ir::over(partial_tensor, vars),
-                         ir::ReduceNode::make(r->op, axes, body, r->dtype))},
-            {}};
         // The combine: the same reduction over g = 0..G-1 of the partials, in order (a
         // fma_sum's partials are plain values: they combine as a sum).
         ir::Var combine("g");

@@ -45,6 +45,15 @@ struct ReductionSplitOptions {
   /// accumulators busy, and every partial costs the whole output again in traffic.
   ThreadTileOptions tiles;
   int64_t tiled_thread_divisor = 8;
+  /// true (ADJOINT_TUNE_SPLIT_COUNT_VECTOR=1): a tiled kernel counts the threads its partials
+  /// kernel launches for each G, points x G / (R x V) with that kernel's own tile R (which
+  /// grows with its points, thread_tiles' min_threads) and vector width V (as derive_grid gives
+  /// it, R x V at most tiles.max_accumulators), and aims at target_threads /
+  /// vector_thread_divisor of them (2^16: the 65,536 threads of mhc_pre_backward's x_mix
+  /// partials at n = 4; at n = 6, R = 16 and V = 4, the count above leaves 36,864 and this one
+  /// takes G from 8 to 16). false (the default until measured on the H100): the count above.
+  bool count_vector = false;
+  int64_t vector_thread_divisor = 16;
   /// Kernels with a block reduction (block_reductions.h) are split into contiguous ranges, G
   /// doubling while (token tiles x G) is below this many blocks, up to block_max_partials (the
   /// combine reads G partials per point in one thread), every partial at least

@@ -87,6 +87,7 @@ struct TuningKnobs {
   bool tile_prefer_vector = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
+  bool split_count_vector = false;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int unroll_budget = 0;
@@ -158,6 +159,11 @@ TuningKnobs read_tuning_knobs() {
   knobs.split_threads_log2 = integer_knob(
       "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
       "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
+  knobs.split_count_vector =
+      integer_knob(
+          "ADJOINT_TUNE_SPLIT_COUNT_VECTOR", 0, [](int v) { return v == 0 || v == 1; },
+          "1 (a thread-tiled split counts the threads it launches, points x G / (R x V)) or 0 "
+          "(points x G / R: the count before)") == 1;
   knobs.partial_unroll = integer_knob(
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
@@ -656,6 +662,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
   options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
+  options.split_count_vector = tuning_knobs().split_count_vector;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
   options.row_schedule = tuning_knobs().row_schedule;

@@ -384,6 +384,8 @@ struct Variant {
   bool shared_vectors = true;
   /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
   int64_t split_warp_combine = 1024;
+  /// ReductionSplitOptions::count_vector: a tiled split counts R x V per thread.
+  bool split_count_vector = false;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -427,6 +429,7 @@ struct Variant {
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
+           (split_count_vector ? "_cv" : "") +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule);
   }
@@ -466,6 +469,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
   split.warp_combine_points = variant.split_warp_combine;
+  split.count_vector = variant.split_count_vector;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1206,6 +1210,11 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},
                          2e-2);
+  // Splits that count R x V per thread (ReductionSplitOptions::count_vector): derived tiles and
+  // G, against the interpreter.
+  Variant counted = Variant::tile(0, -1);
+  counted.split_count_vector = true;
+  expect_host_runs_match(programs, {counted}, 2e-2);
 }
 
 /// fma_sums whose fused and unfused results differ: per row, p[0] * q[0] = -(1 + 2u) and

@@ -153,5 +153,37 @@ TEST(SplitReductions, TokenSumsOfTheMhcBackwardPutPartialsOutermost) {
   EXPECT_NE(notes.at("mhc_rms_grad").find("serial"), std::string::npos);
 }
 
+/// The partials count with count_vector for x_mix (mhc_pre_backward, bf16) at a shape.
+int64_t counted_x_mix_partials(const std::string& spec, std::string* note = nullptr) {
+  ir::Program p = ops::parse_specialization(spec).build_program();
+  ReductionSplitOptions options;
+  options.count_vector = true;
+  ScheduleNotes notes;
+  ir::Program split = split_reductions(p, options, &notes);
+  if (note) *note = notes.at("mhc_x_mix");
+  ir::Tensor partials = split.find_tensor("x_mix_partials");
+  return partials ? partials->shape.front() : 1;
+}
+
+TEST(SplitReductions, CountVectorCountsTheThreadsThePartialsKernelLaunches) {
+  // n = 6: x_mix's 48 k tiled 16 at a time with groups of 4 d: G = 8 launched 36,864 threads;
+  // counted, G = 16 launches 73,728 (target 2^20 / 16).
+  std::string note;
+  EXPECT_EQ(counted_x_mix_partials("mhc_pre_backward batch=2 seq=2048 n=6 dim=1024 dtype=bf16",
+                                   &note),
+            16);
+  EXPECT_NE(note.find("launches 73728 threads (threads of R=16 points x V=4)"),
+            std::string::npos)
+      << note;
+  // n = 4: R = 24 with V = 2 already launched 65,536 threads: G unchanged. At S65536 D512,
+  // G = 32 would shrink the partials kernel's tile to 12 with V = 4 (32,768 threads): 64 stays.
+  EXPECT_EQ(counted_x_mix_partials("mhc_pre_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16"),
+            8);
+  EXPECT_EQ(counted_x_mix_partials("mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16"),
+            16);
+  EXPECT_EQ(counted_x_mix_partials("mhc_pre_backward batch=1 seq=65536 n=4 dim=512 dtype=bf16"),
+            64);
+}
+
 }  // namespace
 }  // namespace adjoint::compiler
