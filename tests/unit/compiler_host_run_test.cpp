@@ -1792,7 +1792,9 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
   options.taps_walks_max = 35;
   ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[5]), &claims, options);
   for (const ir::Tensor& t : lowered.temporaries) {
-    if (t->name.find("_bin_factor") != std::string::npos) EXPECT_EQ(t->rank(), 1) << t->name;
+    if (t->name.find("_bin_factor") != std::string::npos) {
+      EXPECT_EQ(t->rank(), 1) << t->name;
+    }
   }
 }
 
