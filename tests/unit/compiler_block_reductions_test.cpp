@@ -62,12 +62,12 @@ TEST(BlockReductions, MhcMixIsASkinnyGemm) {
   BlockReductionOptions before;
   before.max_stage_width = 1;
   before.shared_vectors = false;
-  const ir::GridConfig& scalar = kernel_named(choose_block_reductions(p, before), "mhc_mix").grid;
+  const ir::GridConfig scalar = kernel_named(choose_block_reductions(p, before), "mhc_mix").grid;
   EXPECT_EQ(scalar.block_stage_width, 1);
   EXPECT_EQ(scalar.block_shared_vectors, 0);
   // Rows of 132 d: 8 does not divide them, 4 does (and the chunk of 8 that 264 iterations allow).
   ir::Program odd = program("mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16");
-  const ir::GridConfig& four = kernel_named(choose_block_reductions(odd, {}), "mhc_mix").grid;
+  const ir::GridConfig four = kernel_named(choose_block_reductions(odd, {}), "mhc_mix").grid;
   EXPECT_EQ(four.block_chunk, 8);
   EXPECT_EQ(four.block_stage_width, 4);
   // The other kernels are no skinny GEMM: no block fields, no notes.
