@@ -157,7 +157,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(generic ? kernel_.grid.block_size : d.block[0]) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
-  result.source = head.text() + body_.text() + "}\n";
+  // First, before any memory access: the wait of a programmatic dependent launch (a no-op
+  // unless the runtime launches with it, on sm_90 and later; adjoint_types.cuh).
+  result.source = head.text() + "  adjoint::grid_dependency_prologue();\n" + body_.text() + "}\n";
   result.uses_atomics = uses_float_atomics_;
   return result;
 }
