@@ -447,7 +447,7 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
       args[k.params.size() + i] =
           k.size_param_bytes == 4 ? static_cast<void*>(&narrow_sizes[i]) : &wide_sizes[i];
     }
-    if (programmatic_launch) {
+    if (programmatic_launch && int64_t{l.grid[0]} * l.grid[1] * l.grid[2] <= programmatic_launch_blocks) {
       CUlaunchAttribute attribute{};
       attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       attribute.value.programmaticStreamSerializationAllowed = 1;
@@ -491,6 +491,7 @@ std::shared_ptr<const LoadedProgram> bind_generic_program(
   bound->source = program->source;
   bound->generic = program;
   bound->programmatic_launch = program->programmatic_launch;
+  bound->programmatic_launch_blocks = program->programmatic_launch_blocks;
   bound->buffers = program->buffers;
   for (compiler::BufferInfo& b : bound->buffers) {
     if (b.dynamic_shape.empty()) continue;
@@ -618,6 +619,20 @@ int current_arch() {
   CUdevice device;
   check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
   return compute_capability(device);
+}
+
+/// The most blocks a kernel may have to be launched programmatically: two per multiprocessor of
+/// the current device, about one wave of the short kernels whose launch latency the overlap
+/// hides. Longer kernels launch plainly: on the H100, programmatic launches of every kernel
+/// made mhc_pre_backward B1 S4096 n4 D4096 9% slower (0.623 -> 0.680 ms) while they took a
+/// median 21-23% off grid_sampler programs of short kernels (docs/runtime.md).
+int64_t programmatic_launch_blocks() {
+  CUdevice device;
+  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
+  int sms = 0;
+  check(driver().DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+        "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  return 2 * int64_t{sms};
 }
 
 }  // namespace
@@ -755,6 +770,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   program->sizes = compiled.sizes;
   program->programmatic_launch =
       tuning_knobs().programmatic_launch && arch >= 90 && driver().LaunchKernelEx != nullptr;
+  if (program->programmatic_launch) program->programmatic_launch_blocks = programmatic_launch_blocks();
 
   step = Clock::now();
   BinaryRequest request;
