@@ -75,6 +75,14 @@ struct EmitOptions {
   /// per trip): 0 derives it (up to 4, about 256 updates per unrolled body), N in [1, 64] that
   /// factor (ADJOINT_TUNE_TILE_UNROLL: more of x_mix's token loads in flight per thread).
   int tile_unroll = 0;
+  /// Thread-tiled kernels (ADJOINT_TUNE_TILE_PREFETCH): 0 emits every span load and group
+  /// store with its own alignment check (the kernel of before); 1 emits the body twice, behind
+  /// one test that every base pointer spanned is aligned: the aligned copy loads and stores
+  /// without a branch per access (so the loads of several iterations can be in flight), the
+  /// other is the body of before; N >= 2 also loads, in the aligned copy, the spans of a long
+  /// tiled reduction loop that do not move with the tile axis (x_mix's x) for P iterations
+  /// ahead of their multiply-adds, P the largest power of two <= N dividing the trip count.
+  int tile_prefetch = 8;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

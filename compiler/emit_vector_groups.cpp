@@ -170,8 +170,23 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   std::vector<CodeWriter::Block> loops;
   // Warp kernels: lanes stride over the last axis (plan_group_reduction gives them no windows).
   const bool cooperative = !lane_.empty() && !windowed;
+  // The aligned copy of a tiled kernel: the innermost loop may run in chunks of P iterations
+  // whose streamed spans are loaded ahead (emit_prefetched_iterations).
+  const int64_t prefetch =
+      cooperative || windowed ? 0 : prefetch_depth(n, x, bounds, pragmas, uniform_axes);
+  std::string chunk, prefetched_name;
   for (size_t i = 0; i < uniform_axes; ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
+    if (prefetch > 0 && i + 1 == uniform_axes) {  // bound by the chunk's iteration loops
+      chunk = names_.fresh(n.axes[i].var.name_hint() + "_chunk");
+      prefetched_name = v;
+      out_->line("#pragma unroll 1");
+      loops.push_back(out_->block("for (" + index_type_ + " " + chunk + " = " +
+                                  strip_parens(bounds[i].start) + "; " + chunk + " < " +
+                                  bounds[i].end + "; " + chunk + " += " +
+                                  std::to_string(prefetch) + ") {"));
+      break;
+    }
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
     const bool strided = cooperative && i + 1 == n.axes.size();
@@ -193,27 +208,35 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   const std::string element_acc = row + "[" + e + "]";
   // With a thread tile the tile loop runs inside the reduction's loops: loads that do not move
   // with the tile axis are the same in every unrolled iteration and read once.
-  span_reduction_ = &n;
-  if (tile_) emit_tile_spans(n.body, lanes, false);
-  span_reduction_ = nullptr;
-  for_each_tile_point(tile_ ? tile_->var : nullptr, tile_ ? tile_name_ : std::string(), [&] {
+  auto iteration = [&] {
     span_reduction_ = &n;
-    if (tile_) emit_tile_spans(n.body, lanes, true);
-    else emit_spans(n.body, lanes);
+    if (tile_) emit_tile_spans(n.body, lanes, false);
     span_reduction_ = nullptr;
-    for_each_element(x, x_name, [&] {
-      if (!windowed) {
-        out_->line(accumulate_body(n, element_acc));
-        return;
-      }
-      const std::string& j = vector_->offset;
-      emit_scoped_loop(
-          "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j +
-              ") {",
-          windowed->var.get(), window_var, window_base, j,
-          [&] { out_->line(accumulate_body(n, element_acc)); });
+    for_each_tile_point(tile_ ? tile_->var : nullptr, tile_ ? tile_name_ : std::string(), [&] {
+      span_reduction_ = &n;
+      if (tile_) emit_tile_spans(n.body, lanes, true);
+      else emit_spans(n.body, lanes);
+      span_reduction_ = nullptr;
+      for_each_element(x, x_name, [&] {
+        if (!windowed) {
+          out_->line(accumulate_body(n, element_acc));
+          return;
+        }
+        const std::string& j = vector_->offset;
+        emit_scoped_loop(
+            "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j +
+                ") {",
+            windowed->var.get(), window_var, window_base, j,
+            [&] { out_->line(accumulate_body(n, element_acc)); });
+      });
     });
-  });
+  };
+  if (prefetch > 0) {
+    emit_prefetched_iterations(n, lanes, n.axes[uniform_axes - 1].var.get(), prefetched_name,
+                               chunk, prefetch, iteration);
+  } else {
+    iteration();
+  }
   --reduce_depth_;
   spans_ = std::move(outer_spans);
   scopes_.pop_back();
@@ -234,6 +257,70 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     out_->line(element_acc + " = " + lane_broadcast(element_acc) + ";");
   }
   return row;
+}
+
+int64_t KernelEmitter::prefetch_depth(const ir::ReduceNode& n, const ir::VarNode* x,
+                                      const std::vector<LoopBounds>& bounds,
+                                      const std::vector<std::string>& pragmas,
+                                      size_t uniform_axes) const {
+  // Only the aligned copy of a tiled kernel (its loads have no branch that would keep the
+  // prefetched ones apart), and only a long loop of constant trips: x_mix's token loop.
+  if (!aligned_twin_ || !tile_ || options_.tile_prefetch < 2 || uniform_axes == 0) return 0;
+  const size_t last = uniform_axes - 1;
+  auto* extent = n.axes[last].extent.as<ir::IntConstNode>();
+  if (!bounds[last].long_constant || !extent || !pragmas[last].empty()) return 0;
+  // The bytes per iteration that would be held P times: the loads that move with the group's
+  // axis x but not with the tile axis (x_mix's 2 bf16 of x; dx's 8 floats of phi).
+  int64_t bytes = 0;
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const Expr&)> walk = [&](const Expr& node) {
+    if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
+    ir::for_each_child(node, walk);
+    auto* load = node.as<ir::LoadNode>();
+    if (load && depends_on(node, x) && !depends_on(node, tile_->var))
+      bytes += vector_->width * ir::dtype_bytes(load->tensor->dtype);
+  };
+  walk(n.body);
+  if (bytes == 0) return 0;
+  int64_t depth = 1;
+  while (2 * depth <= options_.tile_prefetch && extent->value % (2 * depth) == 0 &&
+         2 * depth * bytes <= kPrefetchBytes)
+    depth *= 2;
+  return depth >= 4 ? depth : 0;
+}
+
+void KernelEmitter::emit_prefetched_iterations(
+    const ir::ReduceNode& n, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
+    const ir::VarNode* var, const std::string& name, const std::string& chunk, int64_t depth,
+    const std::function<void()>& iteration) {
+  const std::string u = names_.fresh("u");
+  const std::string header = "for (int " + u + " = 0; " + u + " < " + std::to_string(depth) +
+                             "; ++" + u + ") {";
+  // First the spans that do not move with the tile axis, for all P iterations: their arrays
+  // are declared before the loop that fills them, so the loads have no dependence between them.
+  CodeWriter declarations(out_->indent()), loads(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &loads;
+  prefetch_ = Prefetch{u, depth, &declarations, 0};
+  emit_scoped_loop(header, var, name, chunk, u, [&] {
+    span_reduction_ = &n;
+    emit_tile_spans(n.body, lanes, false);
+    span_reduction_ = nullptr;
+  });
+  const int64_t spans = prefetch_->spans;
+  prefetch_.reset();
+  out_ = saved;
+  if (spans > 0) {
+    out_->line("// the spans that do not move with " + tile_name_ + ", " + std::to_string(depth) +
+               " iterations ahead of their multiply-adds");
+    out_->append(declarations.text());
+    out_->append(loads.text());
+    prefetch_notes_.push_back(std::to_string(depth) + " iterations of " + name +
+                              " per chunk: the loads that do not move with " + tile_name_ +
+                              " are issued for all of them before their multiply-adds");
+  }
+  // Then each iteration as before, reading those spans at [u].
+  emit_scoped_loop(header, var, name, chunk, u, iteration);
 }
 
 void KernelEmitter::emit_tile_spans(const Expr& e,
@@ -279,6 +366,7 @@ void KernelEmitter::emit_spans(const Expr& e,
     if (tile_ && spans_moving_with_tile_ && *spans_moving_with_tile_ &&
         !depends_on(node, tile_->var))
       return;
+    if (prefetch_ && tile_ && depends_on(node, tile_->var)) return;  // loaded per iteration
     const ir::Tensor& t = load->tensor;
     int lane_dim = -1;
     for (size_t d = 0; d < load->indices.size(); ++d) {
@@ -321,9 +409,22 @@ void KernelEmitter::emit_spans(const Expr& e,
         offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
     const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
     std::string name = names_.fresh(t->name + "_span");
-    out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
-               std::to_string(lane.count) + "];");
-    if (span_alignment_claims_) {  // the caller checks the base once (block staging)
+    std::string target = name;
+    if (prefetch_) {  // one array per prefetched iteration, declared before their loop
+      prefetch_->declarations->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
+                                    std::to_string(prefetch_->depth) + "][" +
+                                    std::to_string(lane.count) + "];");
+      target = name + "[" + prefetch_->index + "]";
+      ++prefetch_->spans;
+    } else {
+      out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
+                 std::to_string(lane.count) + "];");
+    }
+    if (aligned_twin_) {  // the kernel checks every base once (emit: the aligned copy)
+      out_->line("adjoint::" + aligned_helper("load_elements", read_by_many_points(*load)) + "<" +
+                 std::to_string(bytes) + ">(" + target + ", &" + element(t, first) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+    } else if (span_alignment_claims_) {  // the caller checks the base once (block staging)
       out_->line("adjoint::load_elements_aligned<" + std::to_string(bytes) + ">(" + name + ", &" +
                  element(t, first) + ");");
       span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
@@ -332,7 +433,7 @@ void KernelEmitter::emit_spans(const Expr& e,
                  std::to_string(bytes) + ">(" + name + ", &" + element(t, first) + ");");
     }
     uses_memory_helpers_ = true;
-    spans_[ids_.id(node)] = Span{name, lane.index};
+    spans_[ids_.id(node)] = Span{target, lane.index};
   };
   walk(e);
 }
@@ -440,9 +541,14 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
     const int64_t alignment =
         offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
     const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
+    std::string helper = memory_helper("store_elements");
+    if (aligned_twin_) {  // the kernel checks the base once
+      helper = aligned_helper("store_elements");
+      span_alignment_claims_->emplace_back(params_.at(target.get()), bytes);
+    }
     out_->line((lane_.empty() ? std::string() : "if (" + lane_ + " == 0) ") + "adjoint::" +
-               memory_helper("store_elements") + "<" + std::to_string(bytes) +
-               ">(&" + element(target, group_point) + ", " + values + ");");
+               helper + "<" + std::to_string(bytes) + ">(&" + element(target, group_point) +
+               ", " + values + ");");
     uses_memory_helpers_ = true;
   }
 }

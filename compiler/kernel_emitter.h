@@ -349,6 +349,47 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// load_elements_aligned and records here each base pointer and the access width it
   /// assumed, for the one alignment check the kernel makes before taking that path.
   std::vector<std::pair<std::string, int>>* span_alignment_claims_ = nullptr;
+  /// The aligned copy of a thread-tiled kernel's body (EmitOptions::tile_prefetch >= 1; emit()
+  /// writes it behind one test of every base it claims, in twin_claims_): span loads and group
+  /// stores take the adjoint_memory.cuh helpers without a check per access.
+  bool aligned_twin_ = false;
+  std::vector<std::pair<std::string, int>> twin_claims_;
+  /// The `_aligned` variant of memory_helper(base, reused).
+  std::string aligned_helper(const std::string& base, bool reused = false) const {
+    const std::string helper = memory_helper(base, reused);
+    return base + "_aligned" + helper.substr(base.size());
+  }
+  /// While set (emit_prefetched_iterations): emit_spans skips the loads that move with the
+  /// tile axis and loads the others into `name[depth][count]` arrays declared in
+  /// `declarations`, at [index]; `spans` counts them.
+  struct Prefetch {
+    std::string index;
+    int64_t depth = 0;
+    CodeWriter* declarations = nullptr;
+    int64_t spans = 0;
+  };
+  std::optional<Prefetch> prefetch_;
+  /// Notes on the prefetched loops, for the unit's `// Schedule:` lines.
+  std::vector<std::string> prefetch_notes_;
+  /// P, the iterations of a tiled group reduction's innermost loop whose spans not moving with
+  /// the tile axis are loaded ahead (0: no prefetch): in the aligned copy, for a long loop of
+  /// constant trips that gets no other unroll pragma, the largest power of two
+  /// <= EmitOptions::tile_prefetch dividing its trip count whose P iterations hold at most
+  /// kPrefetchBytes of such loads per thread; no prefetch below P = 4.
+  int64_t prefetch_depth(const ir::ReduceNode& n, const ir::VarNode* x,
+                         const std::vector<LoopBounds>& bounds,
+                         const std::vector<std::string>& pragmas, size_t uniform_axes) const;
+  /// The registers a thread may spend on prefetched loads: 64 bytes (16 registers; x_mix's
+  /// 8 tokens of 2 bf16 take 32, dx's 8 floats of phi per k would take 64 for only 2 k).
+  static constexpr int64_t kPrefetchBytes = 64;
+  /// The innermost loop's body (`iteration`) for the P iterations chunk + u, u < P: first a
+  /// loop loading their spans that do not move with the tile axis, then a loop of the
+  /// iterations reading them. `var` is the loop's variable, named `name` in both loops.
+  void emit_prefetched_iterations(const ir::ReduceNode& n,
+                                  const std::unordered_map<const ir::VarNode*, Lane>& lanes,
+                                  const ir::VarNode* var, const std::string& name,
+                                  const std::string& chunk, int64_t depth,
+                                  const std::function<void()>& iteration);
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
   /// Warp-cooperative kernels (GridConfig::reduction_lanes > 1): the name of the lane index

@@ -107,6 +107,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "got " + std::to_string(options.tile_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.tile_prefetch < 0 || options.tile_prefetch > 64) {
+    throw Error("LowerOptions.tile_prefetch: expected 0 (a check per access), 1 (one check) or "
+                "a prefetch depth in [2, 64], got " + std::to_string(options.tile_prefetch),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
     throw Error("LowerOptions.unroll_budget: expected 0 (no budget) or a number of IR "
                 "nodes in [1, 1048576], got " + std::to_string(options.unroll_budget),
@@ -259,6 +264,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.tile_unroll = options.tile_unroll;
+    emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.outer_size = options.outer_size;
     if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())

@@ -70,6 +70,10 @@ struct LowerOptions {
   /// EmitOptions::tile_unroll: 0 derived, N in [1, 64] the unroll factor of thread-tiled
   /// reduction loops (ADJOINT_TUNE_TILE_UNROLL).
   int tile_unroll = 0;
+  /// EmitOptions::tile_prefetch: 0 the tiled kernels of before (an alignment check per access),
+  /// 1 one alignment check per kernel, N in [2, 64] also N iterations' streamed spans loaded
+  /// ahead (ADJOINT_TUNE_TILE_PREFETCH).
+  int tile_prefetch = 8;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
   /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts

@@ -90,6 +90,7 @@ struct TuningKnobs {
   bool split_count_vector = false;
   int partial_unroll = 0;
   int tile_unroll = 0;
+  int tile_prefetch = 8;
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
@@ -171,6 +172,10 @@ TuningKnobs read_tuning_knobs() {
   knobs.tile_unroll = integer_knob(
       "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
+  knobs.tile_prefetch = integer_knob(
+      "ADJOINT_TUNE_TILE_PREFETCH", knobs.tile_prefetch, [](int v) { return v >= 0 && v <= 64; },
+      "0 (an alignment check per access, the tiled kernels of before), 1 (one check per "
+      "kernel) or the iterations of streamed spans loaded ahead, in [2, 64]");
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
@@ -668,6 +673,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.row_schedule = tuning_knobs().row_schedule;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.tile_unroll = tuning_knobs().tile_unroll;
+  options.tile_prefetch = tuning_knobs().tile_prefetch;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;

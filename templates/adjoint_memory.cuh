@@ -148,6 +148,48 @@ ADJOINT_DEVICE void load_elements_aligned(T (&values)[N], const T* address) {
   memcpy(values, words, sizeof values);
 }
 
+/// load_elements_aligned with the evict-first streaming hint: a thread-tiled kernel's aligned
+/// path (emit_cuda, "one alignment check") reads streamed spans with it.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements_aligned_streaming(T (&values)[N], const T* address) {
+  using Word = typename AccessWord<AccessBytes>::type;
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  Word words[kWords];
+#pragma unroll
+  for (int k = 0; k < kWords; ++k)
+    words[k] = load_word<CacheHint::kStreaming>(reinterpret_cast<const Word*>(address) + k);
+  memcpy(values, words, sizeof values);
+}
+
+/// address[k] = values[k] for k < N in accesses of AccessBytes bytes (with cache hint Hint),
+/// without the check: the caller checked the base pointer once for the whole kernel.
+template <int AccessBytes, CacheHint Hint, typename T, int N>
+ADJOINT_DEVICE void store_elements_aligned_hinted(T* address, const T (&values)[N]) {
+  using Word = typename AccessWord<AccessBytes>::type;
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  Word words[kWords];
+  memcpy(words, values, sizeof values);
+#pragma unroll
+  for (int k = 0; k < kWords; ++k)
+    store_word<Hint>(reinterpret_cast<Word*>(address) + k, words[k]);
+}
+
+/// store_elements without the check (the caller checked the base once).
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void store_elements_aligned(T* address, const T (&values)[N]) {
+  store_elements_aligned_hinted<AccessBytes, CacheHint::kNormal>(address, values);
+}
+
+/// store_elements_streaming without the check (the caller checked the base once).
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void store_elements_aligned_streaming(T* address, const T (&values)[N]) {
+  store_elements_aligned_hinted<AccessBytes, CacheHint::kStreaming>(address, values);
+}
+
 /// address[k] = values[k] for k < N, in plain accesses of AccessBytes bytes when aligned.
 template <int AccessBytes, typename T, int N>
 ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {
