@@ -202,8 +202,10 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   if (uses_atomics_) head.line("#include \"adjoint_atomics.cuh\"");
   if (uses_memory_helpers_) head.line("#include \"adjoint_memory.cuh\"");
   head.line("");
+  const bool min_blocks = options_.tile_min_blocks > 0 && kernel_.grid.tile_points > 1 && tile_;
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
-            std::to_string(generic ? kernel_.grid.block_size : d.block[0]) + ")");
+            std::to_string(generic ? kernel_.grid.block_size : d.block[0]) +
+            (min_blocks ? ", " + std::to_string(options_.tile_min_blocks) : std::string()) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body + "}\n";
   result.uses_atomics = uses_float_atomics_;

@@ -83,6 +83,15 @@ struct EmitOptions {
   /// tiled reduction loop that do not move with the tile axis (x_mix's x) for P iterations
   /// ahead of their multiply-adds, P the largest power of two <= N dividing the trip count.
   int tile_prefetch = 8;
+  /// Thread-tiled kernels' aligned copy (tile_prefetch >= 1): the spans a stage reads per tile
+  /// point after its reductions (dx's x and grad_h_in) are copied to shared memory (cp.async)
+  /// before the reductions, their DRAM latency overlapping the multiply-adds
+  /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
+  bool tile_early_copies = true;
+  /// Thread-tiled kernels get `__launch_bounds__(block, N)` (ptxas keeps their registers to
+  /// what N resident blocks per SM allow) with N = tile_min_blocks; 0 (default): no minimum
+  /// (ADJOINT_TUNE_TILE_MIN_BLOCKS, for measuring).
+  int tile_min_blocks = 0;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

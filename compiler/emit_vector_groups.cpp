@@ -174,17 +174,11 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   // whose streamed spans are loaded ahead (emit_prefetched_iterations).
   const int64_t prefetch =
       cooperative || windowed ? 0 : prefetch_depth(n, x, bounds, pragmas, uniform_axes);
-  std::string chunk, prefetched_name;
+  std::string prefetched_name;
   for (size_t i = 0; i < uniform_axes; ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
-    if (prefetch > 0 && i + 1 == uniform_axes) {  // bound by the chunk's iteration loops
-      chunk = names_.fresh(n.axes[i].var.name_hint() + "_chunk");
+    if (prefetch > 0 && i + 1 == uniform_axes) {  // emit_prefetched_iterations opens it
       prefetched_name = v;
-      out_->line("#pragma unroll 1");
-      loops.push_back(out_->block("for (" + index_type_ + " " + chunk + " = " +
-                                  strip_parens(bounds[i].start) + "; " + chunk + " < " +
-                                  bounds[i].end + "; " + chunk + " += " +
-                                  std::to_string(prefetch) + ") {"));
       break;
     }
     var_names_[n.axes[i].var.get()] = v;
@@ -233,7 +227,8 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   };
   if (prefetch > 0) {
     emit_prefetched_iterations(n, lanes, n.axes[uniform_axes - 1].var.get(), prefetched_name,
-                               chunk, prefetch, iteration);
+                               strip_parens(bounds[uniform_axes - 1].start),
+                               bounds[uniform_axes - 1].end, prefetch, iteration);
   } else {
     iteration();
   }
@@ -284,43 +279,103 @@ int64_t KernelEmitter::prefetch_depth(const ir::ReduceNode& n, const ir::VarNode
   if (bytes == 0) return 0;
   int64_t depth = 1;
   while (2 * depth <= options_.tile_prefetch && extent->value % (2 * depth) == 0 &&
-         2 * depth * bytes <= kPrefetchBytes)
+         2 * (2 * depth) * bytes <= kPrefetchBytes)
     depth *= 2;
   return depth >= 4 ? depth : 0;
 }
 
 void KernelEmitter::emit_prefetched_iterations(
     const ir::ReduceNode& n, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
-    const ir::VarNode* var, const std::string& name, const std::string& chunk, int64_t depth,
-    const std::function<void()>& iteration) {
+    const ir::VarNode* var, const std::string& name, const std::string& start,
+    const std::string& end, int64_t depth, const std::function<void()>& iteration) {
   const std::string u = names_.fresh("u");
-  const std::string header = "for (int " + u + " = 0; " + u + " < " + std::to_string(depth) +
-                             "; ++" + u + ") {";
-  // First the spans that do not move with the tile axis, for all P iterations: their arrays
-  // are declared before the loop that fills them, so the loads have no dependence between them.
-  CodeWriter declarations(out_->indent()), loads(out_->indent());
+  const std::string p = std::to_string(depth);
+  const std::string header = "for (int " + u + " = 0; " + u + " < " + p + "; ++" + u + ") {";
+  const std::string chunk = names_.fresh(name + "_chunk");
+  const std::string buffer = names_.fresh("ring_buffer");
+  // The copies of the spans that do not move with the tile axis for P iterations from `first`
+  // into ring buffer `into` (emit_spans in prefetch mode), one group of cp.async.
+  CodeWriter declarations(out_->indent());
+  prefetch_ = Prefetch{u, depth, &declarations, 0, "0", {}};
+  auto copies = [&](const std::string& first) {
+    const std::unordered_map<int, Span> saved = spans_;
+    emit_scoped_loop(header, var, name, first, u, [&] {
+      span_reduction_ = &n;
+      emit_tile_spans(n.body, lanes, false);
+      span_reduction_ = nullptr;
+    });
+    spans_ = saved;
+  };
+  CodeWriter prologue(out_->indent());
   CodeWriter* saved = out_;
-  out_ = &loads;
-  prefetch_ = Prefetch{u, depth, &declarations, 0};
-  emit_scoped_loop(header, var, name, chunk, u, [&] {
-    span_reduction_ = &n;
-    emit_tile_spans(n.body, lanes, false);
-    span_reduction_ = nullptr;
-  });
-  const int64_t spans = prefetch_->spans;
-  prefetch_.reset();
+  out_ = &prologue;
+  copies(start);
   out_ = saved;
-  if (spans > 0) {
-    out_->line("// the spans that do not move with " + tile_name_ + ", " + std::to_string(depth) +
-               " iterations ahead of their multiply-adds");
-    out_->append(declarations.text());
-    out_->append(loads.text());
-    prefetch_notes_.push_back(std::to_string(depth) + " iterations of " + name +
-                              " per chunk: the loads that do not move with " + tile_name_ +
-                              " are issued for all of them before their multiply-adds");
+  Prefetch ring = std::move(*prefetch_);
+  prefetch_.reset();
+  if (ring.spans == 0) {  // nothing to prefetch after all: the plain loop
+    out_->line("#pragma unroll 1");
+    CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start +
+                                         "; " + chunk + " < " + end + "; " + chunk + " += " + p +
+                                         ") {");
+    emit_scoped_loop(header, var, name, chunk, u, iteration);
+    return;
   }
-  // Then each iteration as before, reading those spans at [u].
+  out_->line("// the spans that do not move with " + tile_name_ + " go through shared memory, " +
+             p + " iterations a group of cp.async, a group ahead of their multiply-adds");
+  out_->append(declarations.text());
+  out_->append(prologue.text());
+  out_->line("adjoint::commit_async();");
+  out_->line("int " + buffer + " = 0;");
+  out_->line("#pragma unroll 1");
+  CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start + "; " +
+                                       chunk + " < " + end + "; " + chunk + " += " + p + ") {");
+  {
+    CodeWriter::Block next = out_->block("if (" + chunk + " + " + p + " < " + end + ") {");
+    prefetch_ = std::move(ring);
+    prefetch_->buffer = buffer + " ^ 1";
+    copies(chunk + " + " + p);
+    ring = std::move(*prefetch_);
+    prefetch_.reset();
+  }
+  out_->line("adjoint::commit_async();");
+  out_->line("adjoint::wait_async<1>();  // this chunk's copies have landed");
+  for (const auto& [id, slot] : ring.rings)
+    spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "][threadIdx.x]", slot.index};
   emit_scoped_loop(header, var, name, chunk, u, iteration);
+  out_->line(buffer + " ^= 1;");
+  prefetch_notes_.push_back(
+      p + " iterations of " + name + " per chunk: the spans that do not move with " +
+      tile_name_ + " are copied to shared memory (cp.async) a chunk ahead of their multiply-adds");
+}
+
+std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
+    const ir::Stage& stage, const ir::VarNode* x) {
+  CodeWriter declarations(out_->indent()), copies(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &copies;
+  const std::unordered_map<int, Span> saved_spans = spans_;
+  prefetch_ = Prefetch{tile_->index, tile_->points, &declarations, 0, "", {}, true, 0};
+  for_each_tile_point(tile_->var, tile_name_,
+                      [&] { emit_tile_spans(stage.value, {{x, x_lane()}}, true); });
+  Prefetch copied = std::move(*prefetch_);
+  prefetch_.reset();
+  spans_ = saved_spans;
+  out_ = saved;
+  std::unordered_map<int, Span> early;
+  const int64_t block_bytes = copied.bytes * tile_->points * launch_.block[0];
+  if (copied.spans == 0 || block_bytes > kEarlyCopyBytes) return early;
+  out_->line("// the spans read per point of " + tile_name_ +
+             " after the reductions, copied to shared memory (cp.async) before them");
+  out_->append(declarations.text());
+  out_->append(copies.text());
+  out_->line("adjoint::commit_async();");
+  for (const auto& [id, ring] : copied.rings)
+    early[id] = Span{ring.name + "[" + tile_->index + "][threadIdx.x]", ring.index};
+  prefetch_notes_.push_back("the spans read per point of " + tile_name_ +
+                            " after the reductions (" + std::to_string(block_bytes / 1024) +
+                            " KB a block) are copied to shared memory (cp.async) before them");
+  return early;
 }
 
 void KernelEmitter::emit_tile_spans(const Expr& e,
@@ -366,7 +421,8 @@ void KernelEmitter::emit_spans(const Expr& e,
     if (tile_ && spans_moving_with_tile_ && *spans_moving_with_tile_ &&
         !depends_on(node, tile_->var))
       return;
-    if (prefetch_ && tile_ && depends_on(node, tile_->var)) return;  // loaded per iteration
+    if (prefetch_ && !prefetch_->early && tile_ && depends_on(node, tile_->var))
+      return;  // loaded per iteration
     const ir::Tensor& t = load->tensor;
     int lane_dim = -1;
     for (size_t d = 0; d < load->indices.size(); ++d) {
@@ -408,18 +464,36 @@ void KernelEmitter::emit_spans(const Expr& e,
     const int64_t alignment =
         offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
     const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
-    std::string name = names_.fresh(t->name + "_span");
-    std::string target = name;
-    if (prefetch_) {  // one array per prefetched iteration, declared before their loop
-      prefetch_->declarations->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
-                                    std::to_string(prefetch_->depth) + "][" +
-                                    std::to_string(lane.count) + "];");
-      target = name + "[" + prefetch_->index + "]";
+    if (prefetch_ && bytes < 4) return;  // cp.async moves 4, 8 or 16 bytes: loaded per iteration
+    if (prefetch_) {  // a cp.async into this load's ring of shared memory
+      auto [slot, fresh] = prefetch_->rings.try_emplace(ids_.id(node));
+      const std::string dims =
+          prefetch_->early ? "[" + std::to_string(prefetch_->depth) + "]"
+                           : "[2][" + std::to_string(prefetch_->depth) + "]";
+      const std::string at = prefetch_->early
+                                 ? "[" + prefetch_->index + "]"
+                                 : "[" + prefetch_->buffer + "][" + prefetch_->index + "]";
+      if (fresh) {
+        slot->second.name = names_.fresh(t->name + (prefetch_->early ? "_early" : "_ring"));
+        slot->second.index = lane.index;
+        prefetch_->declarations->line(
+            "alignas(16) __shared__ " + std::string(cuda_storage_type(t->dtype)) + " " +
+            slot->second.name + dims + "[" + std::to_string(launch_.block[0]) + "][" +
+            std::to_string(lane.count) + "];");
+        prefetch_->bytes += lane.count * ir::dtype_bytes(t->dtype);
+      }
+      out_->line("adjoint::copy_elements_async<" + std::to_string(bytes) + ", " +
+                 std::to_string(lane.count) + ">(&" + slot->second.name + at +
+                 "[threadIdx.x][0], &" + element(t, first) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+      uses_memory_helpers_ = true;
       ++prefetch_->spans;
-    } else {
-      out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
-                 std::to_string(lane.count) + "];");
+      return;
     }
+    std::string name = names_.fresh(t->name + "_span");
+    const std::string target = name;
+    out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
+               std::to_string(lane.count) + "];");
     if (aligned_twin_) {  // the kernel checks every base once (emit: the aligned copy)
       out_->line("adjoint::" + aligned_helper("load_elements", read_by_many_points(*load)) + "<" +
                  std::to_string(bytes) + ">(" + target + ", &" + element(t, first) + ");");
@@ -481,10 +555,18 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   out_->line("// compute " + target->name + "[" + join(comment_point, ", ") + "], " +
              vector_->element + " < " + width +
              (tile_ ? ", " + tile_->index + " < " + std::to_string(tile_->points) : ""));
-  for (const ir::ReduceNode* reduce : unconditional_reductions(stage.value)) {
+  std::unordered_map<int, Span> early;
+  const std::vector<const ir::ReduceNode*> reductions = unconditional_reductions(stage.value);
+  if (aligned_twin_ && tile_ && options_.tile_early_copies && !reductions.empty())
+    early = emit_early_copies(stage, x);
+  for (const ir::ReduceNode* reduce : reductions) {
     std::optional<GroupWindows> windows;
     if (plan_group_reduction(*reduce, x, windows))
       group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
+  }
+  if (!early.empty()) {
+    out_->line("adjoint::wait_async<0>();  // the early copies have landed");
+    for (auto& [id, span] : early) spans_[id] = span;
   }
   if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, false);
   for_each_tile_point(tile_ ? tile_->var : nullptr, tile_name_, [&] {

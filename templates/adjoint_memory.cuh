@@ -190,6 +190,53 @@ ADJOINT_DEVICE void store_elements_aligned_streaming(T* address, const T (&value
   store_elements_aligned_hinted<AccessBytes, CacheHint::kStreaming>(address, values);
 }
 
+/// shared[k] = address[k] for k < N, asynchronously (cp.async, AccessBytes of 4, 8 or 16 per
+/// copy; both addresses aligned to it, which the caller checked once): the data waits in
+/// shared memory, not in registers, until wait_async says it has landed. A thread-tiled
+/// kernel's prefetched spans (emit_cuda) go through it. Host emulation copies at once.
+template <int AccessBytes, int N, typename T>
+ADJOINT_DEVICE void copy_elements_async(T* shared, const T* address) {
+  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
+  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
+                "the access width must divide the group");
+  static_assert(AccessBytes == 4 || AccessBytes == 8 || AccessBytes == 16,
+                "cp.async copies 4, 8 or 16 bytes");
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) {
+    const char* from = reinterpret_cast<const char*>(address) + k * AccessBytes;
+    unsigned to;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }"
+        : "=r"(to)
+        : "l"(reinterpret_cast<char*>(shared) + k * AccessBytes));
+    if constexpr (AccessBytes == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from) : "memory");
+    } else {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(from),
+                   "n"(AccessBytes)
+                   : "memory");
+    }
+  }
+#else
+  memcpy(shared, address, N * sizeof(T));
+#endif
+}
+
+/// Closes the group of this thread's cp.async copies issued since the last commit.
+ADJOINT_DEVICE void commit_async() {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+/// Waits until at most `Pending` of this thread's committed groups are still in flight.
+template <int Pending>
+ADJOINT_DEVICE void wait_async() {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+#endif
+}
+
 /// address[k] = values[k] for k < N, in plain accesses of AccessBytes bytes when aligned.
 template <int AccessBytes, typename T, int N>
 ADJOINT_DEVICE void store_elements(T* address, const T (&values)[N]) {

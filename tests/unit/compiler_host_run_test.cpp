@@ -81,7 +81,7 @@ constexpr const char* kPrelude = R"(// Host emulation of the CUDA built-ins gene
 #include <vector>
 #define ADJOINT_HOST_EMULATION 1
 #define __global__
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)
 // Shared memory: one array for every host thread. Only warp-private tiles use it (tiled
 // transpositions), and a warp's 32 lanes run as 32 host threads that meet at __syncwarp.
 #define __shared__ static
@@ -1201,8 +1201,9 @@ TEST(HostRun, ThreadTilesMatchTheInterpreterBitForBit) {
 }
 
 /// The aligned copy of a tiled kernel (one alignment test, EmitOptions::tile_prefetch >= 1) and
-/// its prefetched token loop: the same points in the same order, so the bits of the kernel of
-/// before, on aligned buffers (the aligned copy runs) and misaligned ones (the checked copy).
+/// its prefetched token loop (x through a ring of shared memory, copied a chunk ahead): the
+/// same points in the same order, so the bits of the kernel of before, on aligned buffers (the
+/// aligned copy runs) and misaligned ones (the checked copy).
 TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
   ir::ProgramBuilder b("prefetch");
   ir::Tensor x = b.input("x", DType::kBF16, {64, 3, 16});  // s, i, d
@@ -1220,9 +1221,27 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
   const std::string& source = probe.front().source;
   EXPECT_NE(source.find("one alignment test"), std::string::npos) << source;
   EXPECT_NE(source.find("s_chunk += 8"), std::string::npos) << source;
-  EXPECT_NE(source.find("x_span[8][2]"), std::string::npos) << source;
-  EXPECT_NE(source.find("load_elements_aligned<4>(x_span[u]"), std::string::npos) << source;
+  EXPECT_NE(source.find("__shared__ adjoint::bfloat16 x_ring[2][8]["), std::string::npos) << source;
+  EXPECT_NE(source.find("copy_elements_async<4, 2>(&x_ring[0][u][threadIdx.x][0]"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("adjoint::wait_async<1>();"), std::string::npos) << source;
   EXPECT_NE(source.find("} else {  // a misaligned base"), std::string::npos) << source;
+  // mhc_pre_backward's dx reads x and grad_h_in per point of s after its reduction: copied to
+  // shared memory before it (EmitOptions::tile_early_copies; 8 tokens x 2 spans of 4 floats x
+  // 128 threads = 32 KB, kEarlyCopyBytes), and the same bits.
+  ir::Program mhc =
+      ops::parse_specialization("mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32").build_program();
+  Variant early_copies(4, 128, 0, false), late(4, 128, 0, false);
+  early_copies.thread_tile = late.thread_tile = 8;
+  late.tile_prefetch = 0;
+  bool early = false;
+  for (const CompiledKernel& k : compile_kernels(mhc, early_copies, "probe"))
+    early = early || (k.source.find("copy_elements_async<16, 4>(&x_early[r][threadIdx.x][0], &x[") !=
+                          std::string::npos &&
+                      k.source.find("adjoint::wait_async<0>();") != std::string::npos);
+  EXPECT_TRUE(early);
+  expect_host_runs_match({mhc}, {late, early_copies}, 2e-2);
   std::vector<CompiledKernel> before =
       compile_kernels(programs[0], Variant::prefetch(2, 8, 0, 0), "probe");
   ASSERT_FALSE(before.empty());
