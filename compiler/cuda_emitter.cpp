@@ -99,6 +99,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   // A thread-tiled kernel's body again, behind one alignment test (EmitOptions::tile_prefetch).
   std::string body = body_.text();
   std::string aligned_note;
+  int min_blocks = kernel_.grid.tile_points > 1 && tile_ ? std::max(options_.tile_min_blocks, 0) : 0;
   if (!aligned_twin_ && options_.tile_prefetch > 0 && kernel_.grid.tile_points > 1 && !generic &&
       kernel_.row_axes == 0 && kernel_.grid.block_tokens == 0 && !options_.tiled_transpose &&
       !options_.transposed_store && tile_) {
@@ -133,6 +134,19 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                      " base pointer(s)): the aligned copy of the body loads its spans and " +
                      "stores its groups without a branch per access (else the body of before)";
       for (const std::string& note : twin.prefetch_notes_) aligned_note += "\nprefetch: " + note;
+      // A prefetched ring holds the streamed spans in shared memory, not registers: such a
+      // kernel with few accumulators is held to 640 resident threads per SM (5 blocks of 128;
+      // measured on the H100: x_mix's partials at B1 S4096 n4 D2560, 640 blocks, 168 -> 103 us).
+      const int64_t accumulators = tile_->points * vector_->width;
+      if (options_.tile_min_blocks < 0 && twin.prefetch_rings_ > 0 &&
+          accumulators <= kMinBlocksAccumulators && launch_.block[0] > 0 &&
+          640 / static_cast<int>(launch_.block[0]) >= 2) {
+        min_blocks = 640 / static_cast<int>(launch_.block[0]);
+        aligned_note += "\nminimum " + std::to_string(min_blocks) + " blocks per SM (" +
+                        std::to_string(accumulators) + " accumulators, x in a ring of shared " +
+                        "memory): __launch_bounds__(" + std::to_string(launch_.block[0]) + ", " +
+                        std::to_string(min_blocks) + ")";
+      }
     }
   }
   const LaunchDims& d = result.launch;
@@ -202,10 +216,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   if (uses_atomics_) head.line("#include \"adjoint_atomics.cuh\"");
   if (uses_memory_helpers_) head.line("#include \"adjoint_memory.cuh\"");
   head.line("");
-  const bool min_blocks = options_.tile_min_blocks > 0 && kernel_.grid.tile_points > 1 && tile_;
   head.line("extern \"C\" __global__ void __launch_bounds__(" +
             std::to_string(generic ? kernel_.grid.block_size : d.block[0]) +
-            (min_blocks ? ", " + std::to_string(options_.tile_min_blocks) : std::string()) + ")");
+            (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
   result.source = head.text() + body + "}\n";
   result.uses_atomics = uses_float_atomics_;

@@ -19,6 +19,10 @@
 // no-contraction rule requires; the one fused multiply-add is the IR's own, a fma_sum's
 // accumulation step, written as fmaf/fma (correctly rounded on the device and the host alike). With EmitOptions::streaming_loads / streaming_stores the span
 // loads / group stores of vector-group kernels use the evict-first helpers of adjoint_memory.cuh.
+// A thread-tiled kernel's body is written twice (EmitOptions::tile_prefetch >= 1): behind one
+// test that every base pointer it spans is aligned, a copy without a check per access (with its
+// long tiled loop's streamed spans, and the spans read after its reductions, copied to shared
+// memory with cp.async ahead of their use), else the body with a check per access.
 #pragma once
 
 #include <optional>
@@ -88,10 +92,12 @@ struct EmitOptions {
   /// before the reductions, their DRAM latency overlapping the multiply-adds
   /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
   bool tile_early_copies = true;
-  /// Thread-tiled kernels get `__launch_bounds__(block, N)` (ptxas keeps their registers to
-  /// what N resident blocks per SM allow) with N = tile_min_blocks; 0 (default): no minimum
-  /// (ADJOINT_TUNE_TILE_MIN_BLOCKS, for measuring).
-  int tile_min_blocks = 0;
+  /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to
+  /// what N resident blocks per SM allow; ADJOINT_TUNE_TILE_MIN_BLOCKS). -1 (default): derived,
+  /// N = 640 / block (5 blocks of 128) for a kernel whose aligned copy has a prefetched ring
+  /// and at most kMinBlocksAccumulators accumulators a thread (x_mix's partials at n = 4 and
+  /// 6: 48), none for the others; 0: none (the kernels of before); N >= 1: every tiled kernel.
+  int tile_min_blocks = -1;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

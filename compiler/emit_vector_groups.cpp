@@ -344,6 +344,7 @@ void KernelEmitter::emit_prefetched_iterations(
     spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "][threadIdx.x]", slot.index};
   emit_scoped_loop(header, var, name, chunk, u, iteration);
   out_->line(buffer + " ^= 1;");
+  ++prefetch_rings_;
   prefetch_notes_.push_back(
       p + " iterations of " + name + " per chunk: the spans that do not move with " +
       tile_name_ + " are copied to shared memory (cp.async) a chunk ahead of their multiply-adds");

@@ -390,6 +390,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::optional<Prefetch> prefetch_;
   /// Notes on the prefetched loops, for the unit's `// Schedule:` lines.
   std::vector<std::string> prefetch_notes_;
+  /// Rings of prefetched spans emitted (emit_prefetched_iterations).
+  int prefetch_rings_ = 0;
+  /// The most accumulators (R x V) a thread of a ring-prefetched kernel may keep for the
+  /// derived minimum of 5 blocks of 128 (EmitOptions::tile_min_blocks): 48, x_mix at n = 4, 6.
+  static constexpr int64_t kMinBlocksAccumulators = 48;
   /// P, the iterations of a tiled group reduction's innermost loop whose spans not moving with
   /// the tile axis are copied ahead (0: no prefetch): in the aligned copy, for a long loop of
   /// constant trips that gets no other unroll pragma, the largest power of two

@@ -113,8 +113,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "a prefetch depth in [2, 64], got " + std::to_string(options.tile_prefetch),
                 ErrorCode::kInvalidArgument);
   }
-  if (options.tile_min_blocks < 0 || options.tile_min_blocks > 32) {
-    throw Error("LowerOptions.tile_min_blocks: expected 0 (none) or a block count in [1, 32], "
+  if (options.tile_min_blocks < -1 || options.tile_min_blocks > 32) {
+    throw Error("LowerOptions.tile_min_blocks: expected -1 (derived), 0 (none) or a block count "
+                "in [1, 32], "
                 "got " + std::to_string(options.tile_min_blocks),
                 ErrorCode::kInvalidArgument);
   }

@@ -76,8 +76,9 @@ struct LowerOptions {
   int tile_prefetch = 8;
   /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
   bool tile_early_copies = true;
-  /// EmitOptions::tile_min_blocks (ADJOINT_TUNE_TILE_MIN_BLOCKS): 0 or N in [1, 32].
-  int tile_min_blocks = 0;
+  /// EmitOptions::tile_min_blocks (ADJOINT_TUNE_TILE_MIN_BLOCKS): -1 derived, 0 none or N in
+  /// [1, 32].
+  int tile_min_blocks = -1;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
   /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts

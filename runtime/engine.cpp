@@ -93,7 +93,7 @@ struct TuningKnobs {
   int tile_unroll = 0;
   int tile_prefetch = 8;
   bool tile_early_copies = true;
-  int tile_min_blocks = 0;
+  int tile_min_blocks = -1;
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
@@ -184,9 +184,10 @@ TuningKnobs read_tuning_knobs() {
                    "1 (a tiled stage's spans per tile point copied to shared memory before its "
                    "reductions) or 0 (loaded after them)") == 1;
   knobs.tile_min_blocks = integer_knob(
-      "ADJOINT_TUNE_TILE_MIN_BLOCKS", 0, [](int v) { return v >= 0 && v <= 32; },
-      "0 (no minimum) or the resident blocks per SM a thread-tiled kernel's registers must "
-      "allow (__launch_bounds__), in [1, 32]");
+      "ADJOINT_TUNE_TILE_MIN_BLOCKS", -1, [](int v) { return v >= -1 && v <= 32; },
+      "-1 (derived: 5 blocks of 128 for tiled kernels with a prefetched ring and at most 48 "
+      "accumulators), 0 (no minimum) or the resident blocks per SM every thread-tiled kernel's "
+      "registers must allow (__launch_bounds__), in [1, 32]");
   knobs.tile_few_parts = integer_knob(
       "ADJOINT_TUNE_TILE_FEW_PARTS", 2, [](int v) { return v >= 0 && v <= 8; },
       "2 (default: an axis taken in at most 2 parts keeps its tile, 24 included), N in [1, 8] "

@@ -15,7 +15,9 @@
 // declares them even with -minimal); their misaligned fallback moves plain elements. Host
 // emulation has no caches: there they are plain loads and stores. memcpy between the words and
 // the element array is a register move once compiled (NVRTC declares memcpy itself; host
-// emulation includes <cstring>).
+// emulation includes <cstring>). copy_elements_async / commit_async / wait_async wrap cp.async
+// (global to shared memory without registers; sm_80+), which a thread-tiled kernel's aligned
+// copy uses for prefetched spans; host emulation copies at once.
 #pragma once
 
 #include "adjoint_types.cuh"
@@ -201,7 +203,7 @@ ADJOINT_DEVICE void copy_elements_async(T* shared, const T* address) {
                 "the access width must divide the group");
   static_assert(AccessBytes == 4 || AccessBytes == 8 || AccessBytes == 16,
                 "cp.async copies 4, 8 or 16 bytes");
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 #pragma unroll
   for (int k = 0; k < kWords; ++k) {
     const char* from = reinterpret_cast<const char*>(address) + k * AccessBytes;
@@ -217,14 +219,14 @@ ADJOINT_DEVICE void copy_elements_async(T* shared, const T* address) {
                    : "memory");
     }
   }
-#else
+#else  // host emulation, or a GPU without cp.async (before sm_80): a plain copy
   memcpy(shared, address, N * sizeof(T));
 #endif
 }
 
 /// Closes the group of this thread's cp.async copies issued since the last commit.
 ADJOINT_DEVICE void commit_async() {
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
@@ -232,7 +234,7 @@ ADJOINT_DEVICE void commit_async() {
 /// Waits until at most `Pending` of this thread's committed groups are still in flight.
 template <int Pending>
 ADJOINT_DEVICE void wait_async() {
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#if (defined(__CUDACC__) || defined(__CUDACC_RTC__)) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 #endif
 }
