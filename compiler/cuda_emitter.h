@@ -19,6 +19,10 @@
 // no-contraction rule requires; the one fused multiply-add is the IR's own, a fma_sum's
 // accumulation step, written as fmaf/fma (correctly rounded on the device and the host alike). With EmitOptions::streaming_loads / streaming_stores the span
 // loads / group stores of vector-group kernels use the evict-first helpers of adjoint_memory.cuh.
+// A thread-tiled kernel's body is written twice (EmitOptions::tile_prefetch >= 1): behind one
+// test that every base pointer it spans is aligned, a copy without a check per access (with its
+// long tiled loop's streamed spans, and the spans read after its reductions, copied to shared
+// memory with cp.async ahead of their use), else the body with a check per access.
 #pragma once
 
 #include <optional>
@@ -75,6 +79,25 @@ struct EmitOptions {
   /// per trip): 0 derives it (up to 4, about 256 updates per unrolled body), N in [1, 64] that
   /// factor (ADJOINT_TUNE_TILE_UNROLL: more of x_mix's token loads in flight per thread).
   int tile_unroll = 0;
+  /// Thread-tiled kernels (ADJOINT_TUNE_TILE_PREFETCH): 0 emits every span load and group
+  /// store with its own alignment check (the kernel of before); 1 emits the body twice, behind
+  /// one test that every base pointer spanned is aligned: the aligned copy loads and stores
+  /// without a branch per access (so the loads of several iterations can be in flight), the
+  /// other is the body of before; N >= 2 also loads, in the aligned copy, the spans of a long
+  /// tiled reduction loop that do not move with the tile axis (x_mix's x) for P iterations
+  /// ahead of their multiply-adds, P the largest power of two <= N dividing the trip count.
+  int tile_prefetch = 8;
+  /// Thread-tiled kernels' aligned copy (tile_prefetch >= 1): the spans a stage reads per tile
+  /// point after its reductions (dx's x and grad_h_in) are copied to shared memory (cp.async)
+  /// before the reductions, their DRAM latency overlapping the multiply-adds
+  /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
+  bool tile_early_copies = true;
+  /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to
+  /// what N resident blocks per SM allow; ADJOINT_TUNE_TILE_MIN_BLOCKS). -1 (default): derived,
+  /// N = 640 / block (5 blocks of 128) for a kernel whose aligned copy has a prefetched ring
+  /// and at most kMinBlocksAccumulators accumulators a thread (x_mix's partials at n = 4 and
+  /// 6: 48), none for the others; 0: none (the kernels of before); N >= 1: every tiled kernel.
+  int tile_min_blocks = -1;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

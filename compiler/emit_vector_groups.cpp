@@ -170,8 +170,17 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   std::vector<CodeWriter::Block> loops;
   // Warp kernels: lanes stride over the last axis (plan_group_reduction gives them no windows).
   const bool cooperative = !lane_.empty() && !windowed;
+  // The aligned copy of a tiled kernel: the innermost loop may run in chunks of P iterations
+  // whose streamed spans are loaded ahead (emit_prefetched_iterations).
+  const int64_t prefetch =
+      cooperative || windowed ? 0 : prefetch_depth(n, x, bounds, pragmas, uniform_axes);
+  std::string prefetched_name;
   for (size_t i = 0; i < uniform_axes; ++i) {
     std::string v = names_.fresh(n.axes[i].var.name_hint());
+    if (prefetch > 0 && i + 1 == uniform_axes) {  // emit_prefetched_iterations opens it
+      prefetched_name = v;
+      break;
+    }
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
     const bool strided = cooperative && i + 1 == n.axes.size();
@@ -193,27 +202,36 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   const std::string element_acc = row + "[" + e + "]";
   // With a thread tile the tile loop runs inside the reduction's loops: loads that do not move
   // with the tile axis are the same in every unrolled iteration and read once.
-  span_reduction_ = &n;
-  if (tile_) emit_tile_spans(n.body, lanes, false);
-  span_reduction_ = nullptr;
-  for_each_tile_point(tile_ ? tile_->var : nullptr, tile_ ? tile_name_ : std::string(), [&] {
+  auto iteration = [&] {
     span_reduction_ = &n;
-    if (tile_) emit_tile_spans(n.body, lanes, true);
-    else emit_spans(n.body, lanes);
+    if (tile_) emit_tile_spans(n.body, lanes, false);
     span_reduction_ = nullptr;
-    for_each_element(x, x_name, [&] {
-      if (!windowed) {
-        out_->line(accumulate_body(n, element_acc));
-        return;
-      }
-      const std::string& j = vector_->offset;
-      emit_scoped_loop(
-          "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j +
-              ") {",
-          windowed->var.get(), window_var, window_base, j,
-          [&] { out_->line(accumulate_body(n, element_acc)); });
+    for_each_tile_point(tile_ ? tile_->var : nullptr, tile_ ? tile_name_ : std::string(), [&] {
+      span_reduction_ = &n;
+      if (tile_) emit_tile_spans(n.body, lanes, true);
+      else emit_spans(n.body, lanes);
+      span_reduction_ = nullptr;
+      for_each_element(x, x_name, [&] {
+        if (!windowed) {
+          out_->line(accumulate_body(n, element_acc));
+          return;
+        }
+        const std::string& j = vector_->offset;
+        emit_scoped_loop(
+            "for (int " + j + " = " + window_begin + "; " + j + " < " + window_end + "; ++" + j +
+                ") {",
+            windowed->var.get(), window_var, window_base, j,
+            [&] { out_->line(accumulate_body(n, element_acc)); });
+      });
     });
-  });
+  };
+  if (prefetch > 0) {
+    emit_prefetched_iterations(n, lanes, n.axes[uniform_axes - 1].var.get(), prefetched_name,
+                               strip_parens(bounds[uniform_axes - 1].start),
+                               bounds[uniform_axes - 1].end, prefetch, iteration);
+  } else {
+    iteration();
+  }
   --reduce_depth_;
   spans_ = std::move(outer_spans);
   scopes_.pop_back();
@@ -234,6 +252,131 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
     out_->line(element_acc + " = " + lane_broadcast(element_acc) + ";");
   }
   return row;
+}
+
+int64_t KernelEmitter::prefetch_depth(const ir::ReduceNode& n, const ir::VarNode* x,
+                                      const std::vector<LoopBounds>& bounds,
+                                      const std::vector<std::string>& pragmas,
+                                      size_t uniform_axes) const {
+  // Only the aligned copy of a tiled kernel (its loads have no branch that would keep the
+  // prefetched ones apart), and only a long loop of constant trips: x_mix's token loop.
+  if (!aligned_twin_ || !tile_ || options_.tile_prefetch < 2 || uniform_axes == 0) return 0;
+  const size_t last = uniform_axes - 1;
+  auto* extent = n.axes[last].extent.as<ir::IntConstNode>();
+  if (!bounds[last].long_constant || !extent || !pragmas[last].empty()) return 0;
+  // The bytes per iteration that would be held P times: the loads that move with the group's
+  // axis x but not with the tile axis (x_mix's 2 bf16 of x; dx's 8 floats of phi).
+  int64_t bytes = 0;
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const Expr&)> walk = [&](const Expr& node) {
+    if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
+    ir::for_each_child(node, walk);
+    auto* load = node.as<ir::LoadNode>();
+    if (load && depends_on(node, x) && !depends_on(node, tile_->var))
+      bytes += vector_->width * ir::dtype_bytes(load->tensor->dtype);
+  };
+  walk(n.body);
+  if (bytes == 0) return 0;
+  int64_t depth = 1;
+  while (2 * depth <= options_.tile_prefetch && extent->value % (2 * depth) == 0 &&
+         2 * (2 * depth) * bytes <= kPrefetchBytes)
+    depth *= 2;
+  return depth >= 4 ? depth : 0;
+}
+
+void KernelEmitter::emit_prefetched_iterations(
+    const ir::ReduceNode& n, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
+    const ir::VarNode* var, const std::string& name, const std::string& start,
+    const std::string& end, int64_t depth, const std::function<void()>& iteration) {
+  const std::string u = names_.fresh("u");
+  const std::string p = std::to_string(depth);
+  const std::string header = "for (int " + u + " = 0; " + u + " < " + p + "; ++" + u + ") {";
+  const std::string chunk = names_.fresh(name + "_chunk");
+  const std::string buffer = names_.fresh("ring_buffer");
+  // The copies of the spans that do not move with the tile axis for P iterations from `first`
+  // into ring buffer `into` (emit_spans in prefetch mode), one group of cp.async.
+  CodeWriter declarations(out_->indent());
+  prefetch_ = Prefetch{u, depth, &declarations, 0, "0", {}};
+  auto copies = [&](const std::string& first) {
+    const std::unordered_map<int, Span> saved = spans_;
+    emit_scoped_loop(header, var, name, first, u, [&] {
+      span_reduction_ = &n;
+      emit_tile_spans(n.body, lanes, false);
+      span_reduction_ = nullptr;
+    });
+    spans_ = saved;
+  };
+  CodeWriter prologue(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &prologue;
+  copies(start);
+  out_ = saved;
+  Prefetch ring = std::move(*prefetch_);
+  prefetch_.reset();
+  if (ring.spans == 0) {  // nothing to prefetch after all: the plain loop
+    out_->line("#pragma unroll 1");
+    CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start +
+                                         "; " + chunk + " < " + end + "; " + chunk + " += " + p +
+                                         ") {");
+    emit_scoped_loop(header, var, name, chunk, u, iteration);
+    return;
+  }
+  out_->line("// the spans that do not move with " + tile_name_ + " go through shared memory, " +
+             p + " iterations a group of cp.async, a group ahead of their multiply-adds");
+  out_->append(declarations.text());
+  out_->append(prologue.text());
+  out_->line("adjoint::commit_async();");
+  out_->line("int " + buffer + " = 0;");
+  out_->line("#pragma unroll 1");
+  CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start + "; " +
+                                       chunk + " < " + end + "; " + chunk + " += " + p + ") {");
+  {
+    CodeWriter::Block next = out_->block("if (" + chunk + " + " + p + " < " + end + ") {");
+    prefetch_ = std::move(ring);
+    prefetch_->buffer = buffer + " ^ 1";
+    copies(chunk + " + " + p);
+    ring = std::move(*prefetch_);
+    prefetch_.reset();
+  }
+  out_->line("adjoint::commit_async();");
+  out_->line("adjoint::wait_async<1>();  // this chunk's copies have landed");
+  for (const auto& [id, slot] : ring.rings)
+    spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "][threadIdx.x]", slot.index};
+  emit_scoped_loop(header, var, name, chunk, u, iteration);
+  out_->line(buffer + " ^= 1;");
+  ++prefetch_rings_;
+  prefetch_notes_.push_back(
+      p + " iterations of " + name + " per chunk: the spans that do not move with " +
+      tile_name_ + " are copied to shared memory (cp.async) a chunk ahead of their multiply-adds");
+}
+
+std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
+    const ir::Stage& stage, const ir::VarNode* x) {
+  CodeWriter declarations(out_->indent()), copies(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &copies;
+  const std::unordered_map<int, Span> saved_spans = spans_;
+  prefetch_ = Prefetch{tile_->index, tile_->points, &declarations, 0, "", {}, true, 0};
+  for_each_tile_point(tile_->var, tile_name_,
+                      [&] { emit_tile_spans(stage.value, {{x, x_lane()}}, true); });
+  Prefetch copied = std::move(*prefetch_);
+  prefetch_.reset();
+  spans_ = saved_spans;
+  out_ = saved;
+  std::unordered_map<int, Span> early;
+  const int64_t block_bytes = copied.bytes * tile_->points * launch_.block[0];
+  if (copied.spans == 0 || block_bytes > kEarlyCopyBytes) return early;
+  out_->line("// the spans read per point of " + tile_name_ +
+             " after the reductions, copied to shared memory (cp.async) before them");
+  out_->append(declarations.text());
+  out_->append(copies.text());
+  out_->line("adjoint::commit_async();");
+  for (const auto& [id, ring] : copied.rings)
+    early[id] = Span{ring.name + "[" + tile_->index + "][threadIdx.x]", ring.index};
+  prefetch_notes_.push_back("the spans read per point of " + tile_name_ +
+                            " after the reductions (" + std::to_string(block_bytes / 1024) +
+                            " KB a block) are copied to shared memory (cp.async) before them");
+  return early;
 }
 
 void KernelEmitter::emit_tile_spans(const Expr& e,
@@ -279,6 +422,8 @@ void KernelEmitter::emit_spans(const Expr& e,
     if (tile_ && spans_moving_with_tile_ && *spans_moving_with_tile_ &&
         !depends_on(node, tile_->var))
       return;
+    if (prefetch_ && !prefetch_->early && tile_ && depends_on(node, tile_->var))
+      return;  // loaded per iteration
     const ir::Tensor& t = load->tensor;
     int lane_dim = -1;
     for (size_t d = 0; d < load->indices.size(); ++d) {
@@ -320,10 +465,41 @@ void KernelEmitter::emit_spans(const Expr& e,
     const int64_t alignment =
         offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
     const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
+    if (prefetch_ && bytes < 4) return;  // cp.async moves 4, 8 or 16 bytes: loaded per iteration
+    if (prefetch_) {  // a cp.async into this load's ring of shared memory
+      auto [slot, fresh] = prefetch_->rings.try_emplace(ids_.id(node));
+      const std::string dims =
+          prefetch_->early ? "[" + std::to_string(prefetch_->depth) + "]"
+                           : "[2][" + std::to_string(prefetch_->depth) + "]";
+      const std::string at = prefetch_->early
+                                 ? "[" + prefetch_->index + "]"
+                                 : "[" + prefetch_->buffer + "][" + prefetch_->index + "]";
+      if (fresh) {
+        slot->second.name = names_.fresh(t->name + (prefetch_->early ? "_early" : "_ring"));
+        slot->second.index = lane.index;
+        prefetch_->declarations->line(
+            "alignas(16) __shared__ " + std::string(cuda_storage_type(t->dtype)) + " " +
+            slot->second.name + dims + "[" + std::to_string(launch_.block[0]) + "][" +
+            std::to_string(lane.count) + "];");
+        prefetch_->bytes += lane.count * ir::dtype_bytes(t->dtype);
+      }
+      out_->line("adjoint::copy_elements_async<" + std::to_string(bytes) + ", " +
+                 std::to_string(lane.count) + ">(&" + slot->second.name + at +
+                 "[threadIdx.x][0], &" + element(t, first) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+      uses_memory_helpers_ = true;
+      ++prefetch_->spans;
+      return;
+    }
     std::string name = names_.fresh(t->name + "_span");
+    const std::string target = name;
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(lane.count) + "];");
-    if (span_alignment_claims_) {  // the caller checks the base once (block staging)
+    if (aligned_twin_) {  // the kernel checks every base once (emit: the aligned copy)
+      out_->line("adjoint::" + aligned_helper("load_elements", read_by_many_points(*load)) + "<" +
+                 std::to_string(bytes) + ">(" + target + ", &" + element(t, first) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+    } else if (span_alignment_claims_) {  // the caller checks the base once (block staging)
       out_->line("adjoint::load_elements_aligned<" + std::to_string(bytes) + ">(" + name + ", &" +
                  element(t, first) + ");");
       span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
@@ -332,7 +508,7 @@ void KernelEmitter::emit_spans(const Expr& e,
                  std::to_string(bytes) + ">(" + name + ", &" + element(t, first) + ");");
     }
     uses_memory_helpers_ = true;
-    spans_[ids_.id(node)] = Span{name, lane.index};
+    spans_[ids_.id(node)] = Span{target, lane.index};
   };
   walk(e);
 }
@@ -380,10 +556,18 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   out_->line("// compute " + target->name + "[" + join(comment_point, ", ") + "], " +
              vector_->element + " < " + width +
              (tile_ ? ", " + tile_->index + " < " + std::to_string(tile_->points) : ""));
-  for (const ir::ReduceNode* reduce : unconditional_reductions(stage.value)) {
+  std::unordered_map<int, Span> early;
+  const std::vector<const ir::ReduceNode*> reductions = unconditional_reductions(stage.value);
+  if (aligned_twin_ && tile_ && options_.tile_early_copies && !reductions.empty())
+    early = emit_early_copies(stage, x);
+  for (const ir::ReduceNode* reduce : reductions) {
     std::optional<GroupWindows> windows;
     if (plan_group_reduction(*reduce, x, windows))
       group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
+  }
+  if (!early.empty()) {
+    out_->line("adjoint::wait_async<0>();  // the early copies have landed");
+    for (auto& [id, span] : early) spans_[id] = span;
   }
   if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, false);
   for_each_tile_point(tile_ ? tile_->var : nullptr, tile_name_, [&] {
@@ -440,9 +624,14 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
     const int64_t alignment =
         offset_alignment(target, point, static_cast<size_t>(vector_->axis), vector_->width);
     const int bytes = access_bytes(alignment, vector_->width, ir::dtype_bytes(target->dtype));
+    std::string helper = memory_helper("store_elements");
+    if (aligned_twin_) {  // the kernel checks the base once
+      helper = aligned_helper("store_elements");
+      span_alignment_claims_->emplace_back(params_.at(target.get()), bytes);
+    }
     out_->line((lane_.empty() ? std::string() : "if (" + lane_ + " == 0) ") + "adjoint::" +
-               memory_helper("store_elements") + "<" + std::to_string(bytes) +
-               ">(&" + element(target, group_point) + ", " + values + ");");
+               helper + "<" + std::to_string(bytes) + ">(&" + element(target, group_point) +
+               ", " + values + ");");
     uses_memory_helpers_ = true;
   }
 }

@@ -349,6 +349,73 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// load_elements_aligned and records here each base pointer and the access width it
   /// assumed, for the one alignment check the kernel makes before taking that path.
   std::vector<std::pair<std::string, int>>* span_alignment_claims_ = nullptr;
+  /// The aligned copy of a thread-tiled kernel's body (EmitOptions::tile_prefetch >= 1; emit()
+  /// writes it behind one test of every base it claims, in twin_claims_): span loads and group
+  /// stores take the adjoint_memory.cuh helpers without a check per access.
+  bool aligned_twin_ = false;
+  std::vector<std::pair<std::string, int>> twin_claims_;
+  /// The `_aligned` variant of memory_helper(base, reused).
+  std::string aligned_helper(const std::string& base, bool reused = false) const {
+    const std::string helper = memory_helper(base, reused);
+    return base + "_aligned" + helper.substr(base.size());
+  }
+  /// While set (emit_prefetched_iterations): emit_spans skips the loads that move with the
+  /// tile axis and copies each of the others (cp.async) into its ring
+  /// `name[2][depth][block][count]` of shared memory (declared in `declarations` when first
+  /// met), at [buffer][index][threadIdx.x]; `spans` counts the copies.
+  struct Prefetch {
+    std::string index;
+    int64_t depth = 0;
+    CodeWriter* declarations = nullptr;
+    int64_t spans = 0;
+    std::string buffer;
+    struct Ring {
+      std::string name, index;  ///< the ring's name, and the lane index of its elements
+    };
+    std::unordered_map<int, Ring> rings;  ///< by structural id of the load
+    /// Early copies (emit_early_copies): the loads that move with the tile axis, into
+    /// `name[R][block][count]` at [r][threadIdx.x]; `bytes` sums their bytes per thread.
+    bool early = false;
+    int64_t bytes = 0;
+  };
+  /// The aligned copy of a tiled stage whose values read spans per tile point after its
+  /// reductions (dx reads x and grad_h_in for each of its 8 tokens): those spans are copied to
+  /// shared memory (cp.async) before the reductions run, so that their DRAM latency overlaps
+  /// the multiply-adds (EmitOptions::tile_early_copies). Returns the loads' spans to use after
+  /// the reductions and the wait (none: nothing copied, or more than kEarlyCopyBytes a block).
+  std::unordered_map<int, Span> emit_early_copies(const ir::Stage& stage, const ir::VarNode* x);
+  /// The shared memory the early copies of a block may take: 32 KB (dx's 8 tokens x 2 spans
+  /// of 16 bytes x 128 threads).
+  static constexpr int64_t kEarlyCopyBytes = 32 * 1024;
+  std::optional<Prefetch> prefetch_;
+  /// Notes on the prefetched loops, for the unit's `// Schedule:` lines.
+  std::vector<std::string> prefetch_notes_;
+  /// Rings of prefetched spans emitted (emit_prefetched_iterations).
+  int prefetch_rings_ = 0;
+  /// The most accumulators (R x V) a thread of a ring-prefetched kernel may keep for the
+  /// derived minimum of 5 blocks of 128 (EmitOptions::tile_min_blocks): 48, x_mix at n = 4, 6.
+  static constexpr int64_t kMinBlocksAccumulators = 48;
+  /// P, the iterations of a tiled group reduction's innermost loop whose spans not moving with
+  /// the tile axis are copied ahead (0: no prefetch): in the aligned copy, for a long loop of
+  /// constant trips that gets no other unroll pragma, the largest power of two
+  /// <= EmitOptions::tile_prefetch dividing its trip count whose two ring buffers of P
+  /// iterations hold at most kPrefetchBytes of such spans per thread; none below P = 4.
+  int64_t prefetch_depth(const ir::ReduceNode& n, const ir::VarNode* x,
+                         const std::vector<LoopBounds>& bounds,
+                         const std::vector<std::string>& pragmas, size_t uniform_axes) const;
+  /// The shared memory a thread's rings may take: 128 bytes (16 KB for a block of 128; x_mix's
+  /// 2 x 16 tokens of 2 bf16, dx's 8 floats of phi per k would allow 2 k: no prefetch).
+  static constexpr int64_t kPrefetchBytes = 128;
+  /// The innermost loop [start, end) in chunks of P iterations: a prologue copies the first
+  /// chunk's spans that do not move with the tile axis into ring buffer 0 (cp.async, one
+  /// group); each chunk then copies the next chunk's into the other buffer, waits for its own
+  /// group, and runs its P iterations (`iteration`) reading those spans from shared memory.
+  /// `var` is the loop's variable, named `name` in every loop over u < P.
+  void emit_prefetched_iterations(const ir::ReduceNode& n,
+                                  const std::unordered_map<const ir::VarNode*, Lane>& lanes,
+                                  const ir::VarNode* var, const std::string& name,
+                                  const std::string& start, const std::string& end,
+                                  int64_t depth, const std::function<void()>& iteration);
   /// The group reduction whose body emit_spans is loading, if any.
   const ir::ReduceNode* span_reduction_ = nullptr;
   /// Warp-cooperative kernels (GridConfig::reduction_lanes > 1): the name of the lane index

@@ -89,6 +89,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   }
   split_options.warp_combine_points = options.split_warp_combine_points;
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
+  split_options.tiles.few_parts = options.tile_few_parts;
   split_options.count_vector = options.split_count_vector;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
@@ -106,6 +107,17 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   if (options.tile_unroll < 0 || options.tile_unroll > 64) {
     throw Error("LowerOptions.tile_unroll: expected 0 (derived) or an unroll factor in [1, 64], "
                 "got " + std::to_string(options.tile_unroll),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.tile_prefetch < 0 || options.tile_prefetch > 64) {
+    throw Error("LowerOptions.tile_prefetch: expected 0 (a check per access), 1 (one check) or "
+                "a prefetch depth in [2, 64], got " + std::to_string(options.tile_prefetch),
+                ErrorCode::kInvalidArgument);
+  }
+  if (options.tile_min_blocks < -1 || options.tile_min_blocks > 32) {
+    throw Error("LowerOptions.tile_min_blocks: expected -1 (derived), 0 (none) or a block count "
+                "in [1, 32], "
+                "got " + std::to_string(options.tile_min_blocks),
                 ErrorCode::kInvalidArgument);
   }
   if (options.unroll_budget < 0 || options.unroll_budget > (int64_t{1} << 20)) {
@@ -260,6 +272,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
     emit_options.tile_unroll = options.tile_unroll;
+    emit_options.tile_prefetch = options.tile_prefetch;
+    emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.outer_size = options.outer_size;
     if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())

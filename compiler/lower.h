@@ -73,6 +73,15 @@ struct LowerOptions {
   /// EmitOptions::tile_unroll: 0 derived, N in [1, 64] the unroll factor of thread-tiled
   /// reduction loops (ADJOINT_TUNE_TILE_UNROLL).
   int tile_unroll = 0;
+  /// EmitOptions::tile_prefetch: 0 the tiled kernels of before (an alignment check per access),
+  /// 1 one alignment check per kernel, N in [2, 64] also N iterations' streamed spans loaded
+  /// ahead (ADJOINT_TUNE_TILE_PREFETCH).
+  int tile_prefetch = 8;
+  /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
+  bool tile_early_copies = true;
+  /// EmitOptions::tile_min_blocks (ADJOINT_TUNE_TILE_MIN_BLOCKS): -1 derived, 0 none or N in
+  /// [1, 32].
+  int tile_min_blocks = -1;
   /// The unroll policy's budget (unroll_policy.h, EmitOptions::unroll): the IR nodes an
   /// unrolled reduction nest may hold, in [0, 2^20]; 0 (default) switches it off (NVVM unrolls
   /// long constant loops completely, partial_unroll applies): kSuggestedUnrollBudget cuts
@@ -135,6 +144,8 @@ struct LowerOptions {
   /// Derived tiles that take their axis in parts give way to the vector width
   /// (ThreadTileOptions::prefer_vector; ADJOINT_TUNE_TILE_PREFER_VECTOR, 0 for the tiles before).
   bool tile_prefer_vector = true;
+  /// ThreadTileOptions::few_parts (ADJOINT_TUNE_TILE_FEW_PARTS; 0 for the tiles before).
+  int tile_few_parts = 2;
   /// Set by lower_outer_generic only (compiler/lower_outer_generic.h): every kernel's
   /// outermost linear extent, the value of a generic program's batch size, is emitted as that
   /// size's kernel parameter (EmitOptions::outer_size).

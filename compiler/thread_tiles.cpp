@@ -125,10 +125,12 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
   const size_t inner = innermost_axis(kernel);
   int64_t points = 1;
   for (int64_t e : extents) points *= e;
-  // The tile an axis of this extent gets: all of it up to max_points, else 16, 8, 4 or 2.
+  // The tile an axis of this extent gets: all of it up to max_points, else 24 (when that takes
+  // it in at most few_parts parts), 16, 8, 4 or 2.
   auto natural_tile = [&](int64_t extent) -> int64_t {
     if (extent <= options.max_points) return extent;
-    for (int64_t candidate : {16, 8, 4, 2}) {
+    for (int64_t candidate : {24, 16, 8, 4, 2}) {
+      if (candidate == 24 && (options.few_parts < 1 || extent > 24 * options.few_parts)) continue;
       if (candidate <= options.max_points && extent % candidate == 0) return candidate;
     }
     return 1;
@@ -164,7 +166,8 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
     if (r > 1 && points / r < options.min_threads) r = 1;
     // An axis taken in parts: the vector width first (see the header).
     std::string halved;
-    if (options.prefer_vector && r > 1 && r < extent) {
+    const bool few_parts = options.few_parts > 0 && r > 1 && extent <= r * options.few_parts;
+    if (options.prefer_vector && r > 1 && r < extent && !few_parts) {
       ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
       linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
       const int v = derived_vector_width(

@@ -50,6 +50,11 @@ struct ThreadTileOptions {
   /// (ADJOINT_TUNE_TILE_PREFER_VECTOR=1, the default); false keeps R and lets derive_grid halve
   /// V (the tiles before, for measuring).
   bool prefer_vector = true;
+  /// An axis whose natural tile takes it in at most this many parts keeps its R (derive_grid
+  /// halves V instead), and 24 is a natural tile (so that x_mix's 48 k at n = 6 are taken in 2
+  /// parts of 24, x read twice, not 3 parts of 16); 0: the tiles before (16, 8, 4, 2 and the
+  /// vector-first halving everywhere; ADJOINT_TUNE_TILE_FEW_PARTS=0).
+  int few_parts = 2;
   /// derive_grid's group bytes (DeriveGridOptions::vector_bytes, 0: kDefaultGroupBytes), for V.
   int group_bytes = 0;
 };

@@ -85,6 +85,7 @@ struct TuningKnobs {
   int reduction_split = -1;
   int thread_tile = -1;
   bool tile_prefer_vector = true;
+  int tile_few_parts = 2;
   int row_groups = -1;
   int split_threads_log2 = 0;
   bool split_count_vector = false;
@@ -92,6 +93,9 @@ struct TuningKnobs {
   bool programmatic_launch = true;
   int partial_unroll = 0;
   int tile_unroll = 0;
+  int tile_prefetch = 8;
+  bool tile_early_copies = true;
+  int tile_min_blocks = -1;
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
@@ -183,6 +187,23 @@ TuningKnobs read_tuning_knobs() {
   knobs.tile_unroll = integer_knob(
       "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
+  knobs.tile_prefetch = integer_knob(
+      "ADJOINT_TUNE_TILE_PREFETCH", knobs.tile_prefetch, [](int v) { return v >= 0 && v <= 64; },
+      "0 (an alignment check per access, the tiled kernels of before), 1 (one check per "
+      "kernel) or the iterations of streamed spans loaded ahead, in [2, 64]");
+  knobs.tile_early_copies =
+      integer_knob("ADJOINT_TUNE_TILE_EARLY_COPIES", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (a tiled stage's spans per tile point copied to shared memory before its "
+                   "reductions) or 0 (loaded after them)") == 1;
+  knobs.tile_min_blocks = integer_knob(
+      "ADJOINT_TUNE_TILE_MIN_BLOCKS", -1, [](int v) { return v >= -1 && v <= 32; },
+      "-1 (derived: 5 blocks of 128 for tiled kernels with a prefetched ring and at most 48 "
+      "accumulators), 0 (no minimum) or the resident blocks per SM every thread-tiled kernel's "
+      "registers must allow (__launch_bounds__), in [1, 32]");
+  knobs.tile_few_parts = integer_knob(
+      "ADJOINT_TUNE_TILE_FEW_PARTS", 2, [](int v) { return v >= 0 && v <= 8; },
+      "2 (default: an axis taken in at most 2 parts keeps its tile, 24 included), N in [1, 8] "
+      "that many parts, or 0 (the tiles before)");
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
@@ -708,6 +729,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.reduction_split = tuning_knobs().reduction_split;
   options.thread_tile = tuning_knobs().thread_tile;
   options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
+  options.tile_few_parts = tuning_knobs().tile_few_parts;
   options.split_count_vector = tuning_knobs().split_count_vector;
   options.split_tail = tuning_knobs().split_tail;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
@@ -715,6 +737,9 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.row_schedule = tuning_knobs().row_schedule;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.tile_unroll = tuning_knobs().tile_unroll;
+  options.tile_prefetch = tuning_knobs().tile_prefetch;
+  options.tile_early_copies = tuning_knobs().tile_early_copies;
+  options.tile_min_blocks = tuning_knobs().tile_min_blocks;
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;

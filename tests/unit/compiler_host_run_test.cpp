@@ -81,7 +81,7 @@ constexpr const char* kPrelude = R"(// Host emulation of the CUDA built-ins gene
 #include <vector>
 #define ADJOINT_HOST_EMULATION 1
 #define __global__
-#define __launch_bounds__(threads)
+#define __launch_bounds__(...)
 // Shared memory: one array for every host thread. Only warp-private tiles use it (tiled
 // transpositions), and a warp's 32 lanes run as 32 host threads that meet at __syncwarp.
 #define __shared__ static
@@ -411,6 +411,15 @@ struct Variant {
     v.reduction_split = partials;
     return v;
   }
+  /// EmitOptions::tile_prefetch: 0 a check per access, 1 one alignment test per tiled kernel,
+  /// N >= 2 also N iterations' spans loaded ahead (8, the default, everywhere else).
+  int tile_prefetch = 8;
+  /// tile(width, points, partials) with the prefetch knob.
+  static Variant prefetch(int width, int points, int depth, int partials = -1) {
+    Variant v = tile(width, points, partials);
+    v.tile_prefetch = depth;
+    return v;
+  }
 
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
@@ -425,6 +434,7 @@ struct Variant {
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
+           (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
@@ -506,6 +516,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
+    options.tile_prefetch = variant.tile_prefetch;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
     if (auto f = fused.find(p.kernels[k].name); f != fused.end())
@@ -1191,6 +1202,61 @@ TEST(HostRun, ThreadTilesMatchTheInterpreterBitForBit) {
                          0);
 }
 
+/// The aligned copy of a tiled kernel (one alignment test, EmitOptions::tile_prefetch >= 1) and
+/// its prefetched token loop (x through a ring of shared memory, copied a chunk ahead): the
+/// same points in the same order, so the bits of the kernel of before, on aligned buffers (the
+/// aligned copy runs) and misaligned ones (the checked copy).
+TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
+  ir::ProgramBuilder b("prefetch");
+  ir::Tensor x = b.input("x", DType::kBF16, {64, 3, 16});  // s, i, d
+  ir::Tensor w = b.input("w", DType::kF32, {64, 8});
+  ir::Tensor sums = b.output("sums", DType::kF32, {8, 3, 16});
+  Var k("k"), i("i"), d("d"), s("s");
+  b.kernel("token_sums",
+           {ir::compute(sums, ir::over(sums, {k, i, d}),
+                        ir::fma_sum({ir::range(s, Expr(64))}, ir::load(w, {s, k}),
+                                    ir::cast(DType::kF32, ir::load(x, {s, i, d})), DType::kF32))});
+  std::vector<ir::Program> programs = {std::move(b).build(), tile_program(DType::kBF16)};
+  std::vector<CompiledKernel> probe =
+      compile_kernels(programs[0], Variant::prefetch(2, 8, 8, 0), "probe");
+  ASSERT_FALSE(probe.empty());
+  const std::string& source = probe.front().source;
+  EXPECT_NE(source.find("one alignment test"), std::string::npos) << source;
+  EXPECT_NE(source.find("s_chunk += 8"), std::string::npos) << source;
+  EXPECT_NE(source.find("__shared__ adjoint::bfloat16 x_ring[2][8]["), std::string::npos) << source;
+  EXPECT_NE(source.find("copy_elements_async<4, 2>(&x_ring[0][u][threadIdx.x][0]"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("adjoint::wait_async<1>();"), std::string::npos) << source;
+  EXPECT_NE(source.find("} else {  // a misaligned base"), std::string::npos) << source;
+  // mhc_pre_backward's dx reads x and grad_h_in per point of s after its reduction: copied to
+  // shared memory before it (EmitOptions::tile_early_copies; 8 tokens x 2 spans of 4 floats x
+  // 128 threads = 32 KB, kEarlyCopyBytes), and the same bits.
+  ir::Program mhc =
+      ops::parse_specialization("mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32").build_program();
+  Variant early_copies(4, 128, 0, false), late(4, 128, 0, false);
+  early_copies.thread_tile = late.thread_tile = 8;
+  late.tile_prefetch = 0;
+  bool early = false;
+  for (const CompiledKernel& k : compile_kernels(mhc, early_copies, "probe"))
+    early = early || (k.source.find("copy_elements_async<16, 4>(&x_early[r][threadIdx.x][0], &x[") !=
+                          std::string::npos &&
+                      k.source.find("adjoint::wait_async<0>();") != std::string::npos);
+  EXPECT_TRUE(early);
+  expect_host_runs_match({mhc}, {late, early_copies}, 2e-2);
+  std::vector<CompiledKernel> before =
+      compile_kernels(programs[0], Variant::prefetch(2, 8, 0, 0), "probe");
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.front().source.find("one alignment test"), std::string::npos);
+  EXPECT_EQ(before.front().source.find("_aligned"), std::string::npos);
+  expect_host_runs_match(programs,
+                         {Variant::prefetch(2, 8, 0, 0), Variant::prefetch(2, 8, 1, 0),
+                          Variant::prefetch(2, 8, 4, 0), Variant::prefetch(2, 8, 8, 0),
+                          Variant::prefetch(4, 4, 16, 0), Variant::prefetch(1, 2, 8, 2),
+                          Variant::prefetch(2, 4, 8, 2)},
+                         0);
+}
+
 TEST(HostRun, ThreadTilesOfTheMhcOps) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=2 seq=8 n=4 dim=16 dtype=bf16",
@@ -1208,6 +1274,10 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   // (ThreadTileOptions::prefer_vector halves R = 16 so that R x V stays at 64).
   expect_host_runs_match(programs, {Variant::tile(0, 0), Variant::tile(0, 2), Variant::tile(0, 4),
                                     Variant::tile(0, 8), Variant::tile(1, 4), Variant::tile(8, 8)},
+                         2e-2);
+  // The tiled kernels of before (a check per access) and the aligned copy without prefetch.
+  expect_host_runs_match(programs, {Variant::prefetch(0, -1, 0), Variant::prefetch(0, -1, 1),
+                                    Variant::prefetch(0, -1, 16)},
                          2e-2);
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},

@@ -173,8 +173,32 @@ TEST(ThreadTiles, VerifierAndCoverageProofCheckTheTile) {
   EXPECT_THROW(ir::verify(p), Error);
 }
 
+TEST(ThreadTiles, AnAxisOfFewPartsKeepsItsTile) {
+  // 48 k (x_mix at n = 6): 2 parts of 24 (few_parts = 2), kept though 24 x 4 exceeds 64
+  // accumulators (derive_grid halves V to 2); before (few_parts = 0), 3 parts of 16 with V = 4.
+  ScheduleNotes notes;
+  ir::Program p = choose_thread_tiles(token_sums(48, 1 << 20, 64), {}, &notes);
+  EXPECT_EQ(p.kernels.front().grid.tile_axis, 0);
+  EXPECT_EQ(p.kernels.front().grid.tile_points, 24);
+  EXPECT_EQ(notes.at("sums").find("halved"), std::string::npos) << notes.at("sums");
+  CompiledProgram lowered = lower(token_sums(48, 1 << 20, 64), {});
+  EXPECT_NE(lowered.kernels.front().source.find("float acc[24][2]"), std::string::npos)
+      << lowered.kernels.front().source;
+  ThreadTileOptions before;
+  before.few_parts = 0;
+  EXPECT_EQ(choose_thread_tiles(token_sums(48, 1 << 20, 64), before).kernels.front().grid.tile_points,
+            16);
+  // 72 k: 3 parts of 24 are not few; 8 (the largest of 16, 8, ... dividing 72).
+  EXPECT_EQ(choose_thread_tiles(token_sums(72, 1 << 20, 64), {}).kernels.front().grid.tile_points,
+            8);
+  // 80 k (n = 8): 16, as before.
+  EXPECT_EQ(choose_thread_tiles(token_sums(80, 1 << 20, 64), {}).kernels.front().grid.tile_points,
+            16);
+}
+
 TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   LowerOptions options;
+  options.tile_prefetch = 0;  // one body with a check per access (the aligned copy: below)
   CompiledProgram c = lower(token_sums(24, 1 << 20, 64), options);
   ASSERT_EQ(c.kernels.size(), 1u);
   const std::string& src = c.kernels.front().source;
@@ -197,6 +221,25 @@ TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   const size_t token_loop = src.find("for (int t = 0; t < 64; ++t)");
   ASSERT_NE(token_loop, std::string::npos) << src;
   EXPECT_NE(src.rfind("#pragma unroll 4", token_loop), std::string::npos) << src;
+  // The default (tile_prefetch 8): that body behind one alignment test, after an aligned copy
+  // whose token loop runs in chunks of 8, x copied into a ring of shared memory a chunk ahead.
+  options.tile_prefetch = 8;
+  const std::string aligned = lower(token_sums(24, 1 << 20, 64), options).kernels.front().source;
+  const size_t test = aligned.find("if (adjoint::is_aligned<4>(x) && adjoint::is_aligned<16>(w)");
+  const size_t chunks = aligned.find("for (int t_chunk = 0; t_chunk < 64; t_chunk += 8) {");
+  const size_t checked = aligned.find("} else {  // a misaligned base: a check per access");
+  ASSERT_NE(test, std::string::npos) << aligned;
+  ASSERT_NE(chunks, std::string::npos) << aligned;
+  ASSERT_NE(checked, std::string::npos) << aligned;
+  EXPECT_LT(test, chunks);
+  EXPECT_LT(chunks, checked);
+  EXPECT_NE(aligned.find("alignas(16) __shared__ adjoint::bfloat16 x_ring[2][8][128][2];"),
+            std::string::npos)
+      << aligned;
+  EXPECT_NE(aligned.find("acc[r][e] += w_span[r] * adjoint::to_float(x_ring[ring_buffer][u][threadIdx.x][e]);"),
+            std::string::npos)
+      << aligned;
+  EXPECT_NE(aligned.find("for (int t = 0; t < 64; ++t)", checked), std::string::npos) << aligned;
 }
 
 TEST(ThreadTiles, TiledKernelsGetDerivedBlocksOf128Threads) {
