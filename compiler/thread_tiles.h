@@ -14,14 +14,15 @@
 // the one whose tile saves the most bytes per reduction iteration (the loads of the reductions'
 // bodies that move with the reduction but not with that axis; a load contiguous along the
 // innermost axis counts 8 times), times R - 1 for the R that axis would get; R is the whole
-// extent up to max_points, else the largest of 16, 8, 4, 2 that divides it, halved while fewer
-// than min_threads points per tile would remain. Where R takes its axis in parts (R < extent:
+// extent up to max_points, else 24 if that takes it in at most few_parts parts, else the largest
+// of 16, 8, 4, 2 that divides it, halved while fewer than min_threads points per tile would
+// remain. Where R takes its axis in more than few_parts parts (R < extent:
 // dx's 16 of 4096 tokens), R is halved further while R x V exceeds max_accumulators, V being
 // the vector width derive_grid would give the kernel: the wide loads and stores of the streamed
 // tensors are worth more than the shared element's reuse, which the tile's other parts repeat
 // anyway (on the H100 dx went from R = 16, V = 4 to R = 8, V = 8: 261 -> 212 us at B1 S4096 n4
-// D4096). A tile that takes its whole axis (x_mix's 24 k: x read once) keeps R and derive_grid
-// halves V instead. ADJOINT_TUNE_THREAD_TILE (runtime::lower_options) switches tiles off
+// D4096). A tile that takes its whole axis (x_mix's 24 k: x read once) or few parts of it (48 k
+// at n = 6 in 2 tiles of 24: x read twice, not 3 times) keeps R and derive_grid halves V instead. ADJOINT_TUNE_THREAD_TILE (runtime::lower_options) switches tiles off
 // (0) or forces R. Runs after split_reductions (which asks choose_thread_tile first, so that a
 // split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V.
 #pragma once
