@@ -103,6 +103,7 @@ struct TuningKnobs {
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int binned_taps_walks_max = 16;
+  bool binned_scan_digits = true;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
@@ -202,6 +203,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
       "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
       "bins one record per point and walks a bucket per tap");
+  knobs.binned_scan_digits =
+      integer_knob(
+          "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
+          "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -710,6 +716,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
+  options.binned_scan_digits = tuning_knobs().binned_scan_digits;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.transposed_store = tuning_knobs().transposed_store;
