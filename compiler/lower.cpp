@@ -195,10 +195,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
+  binned_options.scan_digits = options.binned_scan_digits;
   ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
-      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes);
+      return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
+                                            &schedule_options.preferred_kernels);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);

@@ -119,6 +119,10 @@ struct LowerOptions {
   /// taps x channels) for which a binned gather bins one record per point and walks a bucket
   /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).
   int64_t binned_taps_walks_max = 16;
+  /// BinnedGatherOptions::scan_digits: the binned gather's offsets scanned by base-32 digits
+  /// (K + 1 kernels for K levels of chunk sums); false: the chained levels, 2K + 1 kernels
+  /// (ADJOINT_TUNE_BINNED_SCAN=0).
+  bool binned_scan_digits = true;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;

@@ -393,7 +393,9 @@ class Rewriter {
 
   /// Appends kernels computing the exclusive scan of `x` (n entries): n + 1 entries, the last
   /// one the total. Every thread adds at most kScanChunk (or, at the top, fewer) terms, in
-  /// index order: integers, so any order gives the same result anyway.
+  /// index order: integers, so any order gives the same result anyway. The chained levels:
+  /// 2 kernels per level of 32 (the level's chunk sums on the way up, its entries on the way
+  /// down); `exclusive_scan_digits` is the default.
   Tensor exclusive_scan(const Tensor& x, int64_t n, const std::string& prefix,
                         std::vector<ir::Kernel>& kernels, int level = 0) {
     const std::string name = prefix + "_scan" + std::to_string(level);
@@ -408,18 +410,89 @@ class Rewriter {
     }
     const int64_t groups = (n + kScanChunk - 1) / kScanChunk;
     Tensor partial = temporary(name + "_partial", groups);
-    Var g("g"), k("k");
-    Expr chunk_start = Expr(g) * Expr(kScanChunk);
-    Expr chunk = ir::sum({ir::range(k, Expr(int64_t{0}),
-                                    ir::min(Expr(kScanChunk), Expr(n) - chunk_start))},
-                         ir::load(x, {chunk_start + Expr(k)}), DType::kI32);
-    kernels.push_back(ir::Kernel{name + "_partial",
-                                 {ir::compute(partial, ir::over({g}, {groups}), chunk)}, {}});
+    kernels.push_back(chunk_sums_kernel(x, n, partial, groups, name + "_partial",
+                                        /*constant_when_whole=*/false));
     Tensor upper = exclusive_scan(partial, groups, prefix, kernels, level + 1);
     Expr start = (Expr(i) / Expr(kScanChunk)) * Expr(kScanChunk);
     Expr value = ir::load(upper, {Expr(i) / Expr(kScanChunk)}) +
                  ir::sum({ir::range(j, start, Expr(i) - start)}, ir::load(x, {Expr(j)}),
                          DType::kI32);
+    kernels.push_back(ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + 1}), value)}, {}});
+    return offsets;
+  }
+
+  /// `partial[g]` = the sum of x[32g, 32g + 32) (x has n entries): min(32, n - 32g) terms, or
+  /// (`constant_when_whole`, the scan by digits) a constant 32 where n is a multiple of 32.
+  ir::Kernel chunk_sums_kernel(const Tensor& x, int64_t n, const Tensor& partial, int64_t groups,
+                               const std::string& name, bool constant_when_whole) {
+    Var g("g"), k("k");
+    const Expr chunk_start = Expr(g) * Expr(kScanChunk);
+    const Expr extent = constant_when_whole && n % kScanChunk == 0
+                            ? Expr(kScanChunk)
+                            : ir::min(Expr(kScanChunk), Expr(n) - chunk_start);
+    const Expr chunk = ir::sum({ir::range(k, Expr(int64_t{0}), extent)},
+                               ir::load(x, {chunk_start + Expr(k)}), DType::kI32);
+    return ir::Kernel{name, {ir::compute(partial, ir::over({g}, {groups}), chunk)}, {}};
+  }
+
+  /// The exclusive scan of `x` (n entries, n + 1 results) by digits: levels L0 = x and
+  /// L(k+1)[g] = the sum of L(k)[32g, 32g + 32), one kernel each, until a level has at most 32
+  /// entries (L_K). With i_k = i / 32^k, the base-32 digits of i give
+  ///   offset[i] = sum over k < K of L(k)[32 (i_k / 32), i_k) + L_K[0, i_K),
+  /// at most 31 terms per level (32 at the top). Up to K = 2 (n <= 32^3) one kernel adds them
+  /// all for every entry: K + 1 kernels. From K = 3 on, every entry's loads of the upper
+  /// levels would repeat those of its 31 neighbours (the loads, not the bytes, bound that
+  /// kernel: 25 us for 1.6 M entries on the H100), so a kernel adds the upper levels' digits
+  /// once per chunk of 32, `coarse[g]` = the exclusive scan of L1 at g, and the last one
+  /// `offset[i] = coarse[i / 32] + L0[32 (i / 32), i)`: K + 2 kernels against the chained
+  /// levels' 2K + 1. Integer sums: the result is the chained scan's.
+  Tensor exclusive_scan_digits(const Tensor& x, int64_t n, const std::string& prefix,
+                               std::vector<ir::Kernel>& kernels) {
+    std::vector<std::pair<Tensor, int64_t>> levels = {{x, n}};
+    while (levels.back().second > kScanChunk) {
+      const auto [lower, m] = levels.back();
+      const int64_t groups = (m + kScanChunk - 1) / kScanChunk;
+      const std::string name =
+          prefix + "_scan" + std::to_string(levels.size() - 1) + "_partial";
+      Tensor partial = temporary(name, groups);
+      kernels.push_back(chunk_sums_kernel(lower, m, partial, groups, name,
+                                          /*constant_when_whole=*/true));
+      levels.push_back({partial, groups});
+    }
+    // The digits of levels [first, K] for an index i in units of level `first`.
+    auto digits = [&](size_t first, const Var& i) {
+      Expr value;
+      int64_t weight = 1;  // 32^(k - first)
+      for (size_t k = first; k < levels.size(); ++k, weight *= kScanChunk) {
+        Var j("j" + std::to_string(k));
+        const Expr digit_end = weight == 1 ? Expr(i) : Expr(i) / Expr(weight);
+        const Expr start = k + 1 == levels.size()
+                               ? Expr(int64_t{0})
+                               : (digit_end / Expr(kScanChunk)) * Expr(kScanChunk);
+        const Expr terms = ir::sum({ir::range(j, start, digit_end - start)},
+                                   ir::load(levels[k].first, {Expr(j)}), DType::kI32);
+        value = value.defined() ? value + terms : terms;
+      }
+      return value;
+    };
+    const std::string name = prefix + "_scan0";
+    Tensor offsets = temporary(name, n + 1);
+    Var i("i");
+    Expr value;
+    if (levels.size() <= 3) {
+      value = digits(0, i);
+    } else {
+      const int64_t m = levels[1].second;
+      Tensor coarse = temporary(prefix + "_scan1", m + 1);
+      Var g("g");
+      kernels.push_back(ir::Kernel{
+          coarse->name, {ir::compute(coarse, ir::over({g}, {m + 1}), digits(1, g))}, {}});
+      Var j("j0");
+      const Expr start = (Expr(i) / Expr(kScanChunk)) * Expr(kScanChunk);
+      value = ir::load(coarse, {Expr(i) / Expr(kScanChunk)}) +
+              ir::sum({ir::range(j, start, Expr(i) - start)}, ir::load(x, {Expr(j)}),
+                      DType::kI32);
+    }
     kernels.push_back(ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + 1}), value)}, {}});
     return offsets;
   }
@@ -496,7 +569,7 @@ class Rewriter {
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
-               ScheduleNotes* notes) {
+               ScheduleNotes* notes, LaneKernels* lane_kernels) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr condition = record_condition(b, stage);
@@ -505,13 +578,27 @@ class Rewriter {
     if (notes && !b.note.empty()) add_schedule_note(*notes, prefix + "_count", b.note);
 
     // Counts per cell.
-    Tensor count = temporary(prefix + "_count", b.cells);
+    // Padded to a multiple of 32 (zeros: no record's key reaches the padding) for the scan by
+    // digits, whose first chunk sums then have a constant 32 terms.
+    const int64_t count_size =
+        options.scan_digits ? (b.cells + kScanChunk - 1) / kScanChunk * kScanChunk : b.cells;
+    Tensor count = temporary(prefix + "_count", count_size);
     kernels.push_back(ir::Kernel{
         prefix + "_count",
         {ir::scatter_add(count, {key}, one, record_domain(b, stage), DType::kI32, condition)},
         {}});
     // Offsets: bucket c is [offset[c], offset[c + 1]).
-    Tensor offset = exclusive_scan(count, b.cells, prefix, kernels);
+    const size_t scan_first = kernels.size();
+    Tensor offset = options.scan_digits
+                        ? exclusive_scan_digits(count, count_size, prefix, kernels)
+                        : exclusive_scan(count, b.cells, prefix, kernels);
+    if (options.scan_digits && lane_kernels) {  // the chunk sums read rows of 32 on lanes
+      for (size_t k = scan_first; k < kernels.size(); ++k) {
+        if (kernels[k].name.size() > 8 &&
+            kernels[k].name.compare(kernels[k].name.size() - 8, 8, "_partial") == 0)
+          lane_kernels->insert(kernels[k].name);
+      }
+    }
     // Fill: every record claims a slot of its bucket (counting bin_count down to zero).
     Tensor unsorted = temporary(prefix + "_unsorted", b.records);
     const Expr id = record_id(b, stage);
@@ -733,7 +820,8 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
 
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options,
-                                           StoreScatterTargets* stores, ScheduleNotes* notes) {
+                                           StoreScatterTargets* stores, ScheduleNotes* notes,
+                                           LaneKernels* lane_kernels) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -751,7 +839,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       continue;
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
-                     notes);
+                     notes, lane_kernels);
     changed = true;
   }
   return changed ? out : program;

@@ -11,7 +11,10 @@
 //   bin_count     scatter_add bin_count[key(r)] += 1 if cond(r), over R
 //                 (integer atomics: the final counts do not depend on their order)
 //   bin_scan_*    bin_offset = exclusive scan of bin_count (cells + 1 entries), integer
-//                 reductions of at most kScanChunk terms per thread, one level per kernel
+//                 reductions of at most kScanChunk terms per thread: by default one kernel
+//                 per level of chunk sums of 32 and one that adds, for every entry, at most
+//                 31 terms of each level (the base-32 digits of its index); scan_digits off,
+//                 the chained levels (two kernels per level)
 //   bin_fill      bin_unsorted[bin_offset[key(r)] + claim(bin_count[key(r)])] += r
 //                 where claim is the emitter's fetch-and-decrement (EmitOptions::
 //                 claim_slot_tensor): each record takes a distinct slot of its bucket, in an
@@ -78,6 +81,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "compiler/schedule_notes.h"
@@ -104,7 +108,16 @@ struct BinnedGatherOptions {
   /// records where taps x broadcast elements (the bucket walks per cell) are at most this; 0
   /// never. LowerOptions::binned_taps_walks_max carries it.
   int64_t taps_walks_max = 16;
+  /// The offsets' exclusive scan by base-32 digits (one kernel per level of chunk sums and one
+  /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
+  /// LowerOptions::binned_scan_digits carries it.
+  bool scan_digits = true;
 };
+
+/// Kernels the binned gather wants on warp lanes (ReductionScheduleOptions::preferred_kernels):
+/// the scan by digits' chunk sums, each point a sum of 32 consecutive counts, which lanes read
+/// as one contiguous row instead of one thread's 32 loads of a row of its own.
+using LaneKernels = std::set<std::string>;
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
 /// fills `claims` (may be null) for the fill kernels it adds, and `stores` (may be null) for
@@ -113,6 +126,7 @@ struct BinnedGatherOptions {
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options = {},
                                            StoreScatterTargets* stores = nullptr,
-                                           ScheduleNotes* notes = nullptr);
+                                           ScheduleNotes* notes = nullptr,
+                                           LaneKernels* lane_kernels = nullptr);
 
 }  // namespace adjoint::compiler

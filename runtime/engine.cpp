@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
@@ -90,7 +91,7 @@ struct TuningKnobs {
   int split_threads_log2 = 0;
   bool split_count_vector = false;
   bool split_tail = true;
-  bool programmatic_launch = true;
+  int programmatic_launch = 1;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int tile_prefetch = 8;
@@ -107,6 +108,7 @@ struct TuningKnobs {
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int binned_taps_walks_max = 16;
+  bool binned_scan_digits = true;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
@@ -175,11 +177,10 @@ TuningKnobs read_tuning_knobs() {
           "ADJOINT_TUNE_SPLIT_TAIL", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a split's G need not divide the axis: the combine sums the tail) or 0 (G divides "
           "it: the splits before)") == 1;
-  knobs.programmatic_launch =
-      integer_knob(
-          "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 1, [](int v) { return v == 0 || v == 1; },
-          "1 (launch with programmatic stream serialization on sm_90 and later) or 0 (plain "
-          "launches)") == 1;
+  knobs.programmatic_launch = integer_knob(
+      "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 1, [](int v) { return v >= 0 && v <= 2; },
+      "1 (kernels of at most two blocks per SM launched with programmatic stream serialization "
+      "on sm_90 and later), 2 (every kernel so) or 0 (plain launches)");
   knobs.partial_unroll = integer_knob(
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
@@ -223,6 +224,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
       "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
       "bins one record per point and walks a bucket per tap");
+  knobs.binned_scan_digits =
+      integer_knob(
+          "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
+          "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -750,6 +756,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
+  options.binned_scan_digits = tuning_knobs().binned_scan_digits;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.transposed_store = tuning_knobs().transposed_store;
@@ -794,8 +801,12 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   program->deterministic = compiled.deterministic;
   program->sizes = compiled.sizes;
   program->programmatic_launch =
-      tuning_knobs().programmatic_launch && arch >= 90 && driver().LaunchKernelEx != nullptr;
-  if (program->programmatic_launch) program->programmatic_launch_blocks = programmatic_launch_blocks();
+      tuning_knobs().programmatic_launch > 0 && arch >= 90 && driver().LaunchKernelEx != nullptr;
+  if (program->programmatic_launch) {
+    program->programmatic_launch_blocks = tuning_knobs().programmatic_launch == 2
+                                              ? std::numeric_limits<int64_t>::max()
+                                              : programmatic_launch_blocks();
+  }
 
   step = Clock::now();
   BinaryRequest request;

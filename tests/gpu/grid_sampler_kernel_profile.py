@@ -8,6 +8,8 @@ moved. Not collected by pytest.
     python3 tests/gpu/grid_sampler_kernel_profile.py [--modes bilinear,...] [--dtypes f32,...]
         [--shapes 0,1,2] [--one-cell]
 The layout knobs (ADJOINT_TUNE_BINNED_CHANNELS_LAST, ADJOINT_TUNE_GATHERED_ROWS) apply as set.
+Programmatic launches are off (ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=0) unless set: a kernel launched
+early waits inside its own duration, so with them the per-kernel times overlap.
 """
 
 import argparse
@@ -15,6 +17,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Per-kernel times need plain launches: under programmatic dependent launch a kernel's duration
+# includes its wait for the one before (docs/results/h100-2026-11-26-gridbf/call2/
+# profile_defaults.txt: 252 us of kernels in a 183 us program). Read at the first prepare.
+os.environ.setdefault("ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "0")
 
 import harness  # noqa: E402
 from harness import adjoint, torch  # noqa: E402

@@ -2,13 +2,17 @@
 and mhc_pre) at three of issue 9's shapes (all five with --all): five
 launches of each program under torch.profiler (CUPTI sees the driver-API launches), the mean
 time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
-with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest.
+with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest. Programmatic launches
+are off (ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=0) unless set: with them the per-kernel times overlap.
 """
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Per-kernel times need plain launches: under programmatic dependent launch a kernel's duration
+# includes its wait for the one before. Read at the first prepare.
+os.environ.setdefault("ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "0")
 
 import harness  # noqa: E402
 from harness import adjoint, torch  # noqa: E402

@@ -312,6 +312,14 @@ struct Variant {
     return v;
   }
   int64_t gather_chunk = BinnedGatherOptions{}.gather_chunk;
+  /// BinnedGatherOptions::scan_digits (false: the chained scan levels).
+  bool scan_digits = BinnedGatherOptions{}.scan_digits;
+  /// Binned gathers whose offsets are scanned by the chained levels (two kernels per level).
+  static Variant binned_chained_scan(int block_size) {
+    Variant v = binned_gather(block_size);
+    v.scan_digits = false;
+    return v;
+  }
   /// BinnedGatherOptions::taps_walks_max (0: every tap a record, the order the atomics
   /// lowering adds in, which the other binned tests compare against bit for bit).
   int64_t taps_walks_max = 0;
@@ -424,7 +432,8 @@ struct Variant {
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
                                     std::to_string(gather_chunk) + "_tp" +
-                                    std::to_string(taps_walks_max) + "_"
+                                    std::to_string(taps_walks_max) + "_" +
+                                    (scan_digits ? "" : "chained_")
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
            (transposed_store ? "ts_" : "") +
@@ -455,15 +464,17 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = simplify(lower_scatter_to_gather(p));
   ClaimSlotTensors claims;
   StoreScatterTargets stores;
+  ReductionScheduleOptions schedule;
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
     binned.gather_chunk = variant.gather_chunk;
     binned.taps_walks_max = variant.taps_walks_max;
-    p = lower_scatter_to_binned_gather(p, &claims, binned, &stores);
+    binned.scan_digits = variant.scan_digits;
+    p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
+                                       &schedule.preferred_kernels);
   }
   p = lower_scatter_to_atomics(p);
-  ReductionScheduleOptions schedule;
   p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
                                             &schedule.preferred_kernels);
   p = copy_gathered_rows_innermost(p, variant.gathered_rows_min);
@@ -1722,13 +1733,49 @@ TEST(HostRun, GatheredReductionsOnSubWarpLanesAreIndependentOfTheLaunch) {
 }
 
 TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
-  // 2 x 40 x 30 = 2400 cells: three scan levels (2400 -> 75 -> 3).
-  ir::Program p = ops::parse_specialization(
-                      "grid_sampler_2d_backward dtype=f32 input_size=2,1,40,30 output_size=9,8 "
-                      "interpolation_mode=nearest padding_mode=border align_corners=false")
-                      .build_program();
-  expect_host_runs_match({p}, {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64)},
+  // 2 x 40 x 30 = 2400 cells: three scan levels (2400 -> 75 -> 3), by digits (the count padded
+  // to 2400 already a multiple of 32: constant chunk sums at the first level, guarded ones at
+  // the second) and chained. 3 x 37 x 29 = 3219 cells (padded to 3232 -> 101 -> 4), and
+  // 1 x 33 x 32 = 1056 (-> 33 -> 2: a top level of 2 entries), 1 x 4 x 8 = 32 (one level),
+  // and 200 x 201 = 40200 (padded to 40224 -> 1257 -> 40 -> 2: three levels, so the upper
+  // levels' digits go through the coarse scan of level 1).
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,1,40,30 output_size=9,8 "
+        "interpolation_mode=nearest padding_mode=border align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=3,2,37,29 output_size=11,7 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,1,33,32 output_size=10,12 "
+        "interpolation_mode=nearest padding_mode=reflection align_corners=true",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,1,4,8 output_size=5,6 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,2,200,201 output_size=9,13 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64),
+                          Variant::binned_chained_scan(64)},
                          1e-5, rounding_inputs);
+  // By digits: one kernel per level of chunk sums and one for the offsets.
+  ClaimSlotTensors claims;
+  ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[0]), &claims, {});
+  std::vector<std::string> scans;
+  for (const ir::Kernel& k : lowered.kernels) {
+    if (k.name.find("_bin_scan") != std::string::npos) scans.push_back(k.name);
+  }
+  EXPECT_EQ(scans, (std::vector<std::string>{"grad_input_bin_scan0_partial",
+                                             "grad_input_bin_scan1_partial",
+                                             "grad_input_bin_scan0"}));
+  ir::Program coarse = lower_scatter_to_binned_gather(simplify(programs[4]), &claims, {});
+  scans.clear();
+  for (const ir::Kernel& k : coarse.kernels) {
+    if (k.name.find("_bin_scan") != std::string::npos) scans.push_back(k.name);
+  }
+  EXPECT_EQ(scans, (std::vector<std::string>{
+                       "grad_input_bin_scan0_partial", "grad_input_bin_scan1_partial",
+                       "grad_input_bin_scan2_partial", "grad_input_bin_scan1",
+                       "grad_input_bin_scan0"}));
 }
 
 /// grid_sampler inputs whose every grid coordinate is `coordinate`: every point of a batch

@@ -476,14 +476,25 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   planar.taps_walks_max = 0;  // every tap a record (taps in the gather: below)
   ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
-  // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3.
+  // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3, by digits: the two levels of chunk
+  // sums, then the offsets.
   EXPECT_EQ(kernel_names(out),
             (std::vector<std::string>{
                 "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
-                "grad_input_bin_scan1_partial", "grad_input_bin_scan2", "grad_input_bin_scan1",
-                "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
-                "grad_input_bin_factors", "grad_input_bin_chunk_sums", "grad_input",
-                "grad_grid"}));
+                "grad_input_bin_scan1_partial", "grad_input_bin_scan0", "grad_input_bin_fill",
+                "grad_input_bin_sort", "grad_input_bin_factors", "grad_input_bin_chunk_sums",
+                "grad_input", "grad_grid"}));
+  {  // The chained levels (ADJOINT_TUNE_BINNED_SCAN=0): two kernels per level.
+    BinnedGatherOptions chained = planar;
+    chained.scan_digits = false;
+    EXPECT_EQ(kernel_names(lower_scatter_to_binned_gather(p, nullptr, chained)),
+              (std::vector<std::string>{
+                  "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
+                  "grad_input_bin_scan1_partial", "grad_input_bin_scan2", "grad_input_bin_scan1",
+                  "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
+                  "grad_input_bin_factors", "grad_input_bin_chunk_sums", "grad_input",
+                  "grad_grid"}));
+  }
   EXPECT_EQ(claims, (ClaimSlotTensors{{"grad_input_bin_fill", "grad_input_bin_count"}}));
   // Records are (n, h_out, w_out, tap): 2 x 5 x 4 x 16, channels excluded; cells (n, y, x).
   ir::Tensor count = out.find_tensor("grad_input_bin_count");
@@ -493,16 +504,16 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   EXPECT_EQ(sorted->shape, (std::vector<int64_t>{2 * 5 * 4 * 16}));
   EXPECT_EQ(out.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{2401}));
   // The tap weight (no channel in it) is computed once per record, in bucket order.
-  ASSERT_EQ(out.kernels[9].stages.size(), 1u);
-  EXPECT_EQ(out.kernels[9].stages[0].target->name, "grad_input_bin_factor");
-  EXPECT_EQ(out.kernels[9].stages[0].target->dtype, DType::kF32);
+  ASSERT_EQ(out.kernels[7].stages.size(), 1u);
+  EXPECT_EQ(out.kernels[7].stages[0].target->name, "grad_input_bin_factor");
+  EXPECT_EQ(out.kernels[7].stages[0].target->dtype, DType::kF32);
   // Chunk sums of 64 slots (640 / 64 = 10 chunks) per channel, in the f32 accumulation dtype.
-  ASSERT_EQ(out.kernels[10].stages.size(), 1u);
-  const ir::Tensor chunk_sums = out.kernels[10].stages[0].target;
+  ASSERT_EQ(out.kernels[8].stages.size(), 1u);
+  const ir::Tensor chunk_sums = out.kernels[8].stages[0].target;
   EXPECT_EQ(chunk_sums->name, "grad_input_bin_chunk_sums");
   EXPECT_EQ(chunk_sums->shape, (std::vector<int64_t>{10, 3}));
   EXPECT_EQ(chunk_sums->dtype, DType::kF32);
-  const ir::Stage& gather = out.kernels[11].stages[0];
+  const ir::Stage& gather = out.kernels[9].stages[0];
   EXPECT_EQ(gather.kind, ir::StageKind::kCompute);
   EXPECT_EQ(gather.target->name, "grad_input");
   EXPECT_EQ(gather.domain.size(), 4u);
@@ -524,7 +535,8 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   planar.taps_walks_max = 48;
   ir::Program taps = lower_scatter_to_binned_gather(p, nullptr, planar);
   ir::verify(taps);
-  EXPECT_EQ(taps.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{2 * 43 * 33}));
+  // (The count padded to a multiple of 32 for the scan by digits: 2838 -> 2848.)
+  EXPECT_EQ(taps.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{2848}));
   EXPECT_EQ(taps.find_tensor("grad_input_bin_sorted")->shape, (std::vector<int64_t>{2 * 5 * 4}));
   EXPECT_EQ(taps.find_tensor("grad_input_bin_factor")->shape, (std::vector<int64_t>{40, 16}));
   EXPECT_FALSE(taps.find_tensor("grad_input_bin_valid"));
