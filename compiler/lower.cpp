@@ -91,6 +91,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
   split_options.tiles.few_parts = options.tile_few_parts;
   split_options.count_vector = options.split_count_vector;
+  split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);

@@ -61,6 +61,9 @@ struct LowerOptions {
   /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
   /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t split_warp_combine_points = 1024;
+  /// ReductionSplitOptions::tail: G need not divide the split axis (the combine sums the
+  /// tail). ADJOINT_TUNE_SPLIT_TAIL (1, the default; 0: G divides the axis, as before).
+  bool split_tail = true;
   /// EmitOptions::partial_unroll: the unroll factor of loops with a long constant trip count
   /// (0: NVVM's choice, full unrolling). In [0, 64]. 0 by default: 4 cut mhc_pre_backward's
   /// cold compile at B*S=4096, D=2560 from seconds to ~0.2 s on the H100 but made its kernels

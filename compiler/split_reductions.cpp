@@ -81,6 +81,65 @@ int64_t trips(const ir::ReduceNode& r) {
   return n;
 }
 
+/// Iterations per partial when G partials share an axis of `extent`: floor(extent / G), rounded
+/// down to a multiple of `multiple`; 0 when G partials do not fit. Without `tail` G must divide
+/// the extent exactly (the split before tails: an odd token count then got no split at all).
+/// With it the iterations [G * q, extent) left over go to the combine (tail_reduction), as long
+/// as they are no more than one partial's share: the combine stays a small part of the work.
+int64_t iterations_per_partial(int64_t extent, int64_t partials, int64_t multiple, bool tail) {
+  const int64_t q = extent / partials / multiple * multiple;
+  if (q < 1) return 0;
+  if (!tail) return extent % partials == 0 && extent / partials == q ? q : 0;
+  return extent - partials * q <= q ? q : 0;
+}
+
+/// The iterations of `r` that its partials leave over: `r` itself with the split axis limited
+/// to [covered, extent) (fresh variables for every axis, so that the expression may stand next
+/// to the partials' combine in one stage value), or an undefined Expr when covered == extent.
+/// The combine adds it after the partials, in the axes' order: deterministic like the rest.
+Expr tail_reduction(const ir::ReduceNode& r, size_t axis, int64_t covered) {
+  const int64_t extent = *constant(r.axes[axis].extent);
+  if (covered >= extent) return Expr();
+  std::vector<ir::Axis> axes;
+  Expr body = r.body;
+  for (size_t a = 0; a < r.axes.size(); ++a) {
+    ir::Var v(r.axes[a].var.name_hint() + (a == axis ? "_tail" : "_t"));
+    axes.push_back(r.axes[a]);
+    axes.back().var = v;
+  }
+  // The split axis runs over the tail, offset by `covered`.
+  axes[axis].start = index_constant(0);
+  axes[axis].extent = index_constant(extent - covered);
+  for (size_t a = 0; a < r.axes.size(); ++a) {
+    const Expr value = a == axis ? ir::BinaryNode::make(ir::BinaryOp::kAdd, index_constant(covered),
+                                                        axes[a].var)
+                                 : Expr(axes[a].var);
+    body = substitute(body, r.axes[a].var.get(), value);
+    for (ir::Axis& other : axes) {
+      other.start = substitute(other.start, r.axes[a].var.get(), value);
+      other.extent = substitute(other.extent, r.axes[a].var.get(), value);
+    }
+  }
+  return ir::ReduceNode::make(r.op, axes, body, r.dtype);
+}
+
+/// ", the tail s in [covered, extent) in the combine" for the dumps, or "" without a tail.
+std::string tail_note(int64_t extent, int64_t covered, const std::string& axis) {
+  if (covered >= extent) return "";
+  return ", the tail " + axis + " in [" + std::to_string(covered) + ", " +
+         std::to_string(extent) + ") summed after them in the combine";
+}
+
+/// The combine of a split: `partials` (their reduction in order g = 0..G-1), then the tail,
+/// joined by the reduction's own operator (a sum's parts add, a max's take the larger).
+Expr with_tail(ir::ReduceOp op, Expr partials, const Expr& tail) {
+  if (!tail.defined()) return partials;
+  const ir::BinaryOp join = op == ir::ReduceOp::kMax   ? ir::BinaryOp::kMax
+                            : op == ir::ReduceOp::kMin ? ir::BinaryOp::kMin
+                                                       : ir::BinaryOp::kAdd;
+  return ir::BinaryNode::make(join, std::move(partials), tail);
+}
+
 /// True when `var` picks consecutive elements of a tensor's innermost, stride-1 dimension in
 /// some load of `body`: consecutive partials then read consecutive addresses.
 bool indexes_contiguously(const Expr& body, const ir::VarNode* var) {
@@ -185,16 +244,16 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   const int64_t extent = *constant(r.axes[axis].extent);
   int64_t partials = 1;
   if (options.forced_partials >= 2) {
-    if (extent % options.forced_partials == 0 && (extent / options.forced_partials) % 8 == 0)
+    if (iterations_per_partial(extent, options.forced_partials, 8, options.tail) > 0)
       partials = options.forced_partials;
     why = "G=" + std::to_string(options.forced_partials) + " forced by ADJOINT_TUNE_REDUCTION_SPLIT";
   } else if (options.forced_partials == 0) {
     why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
   } else {
     while (blocks * partials < options.block_target_blocks &&
-           partials * 2 <= options.block_max_partials && extent % (partials * 2) == 0 &&
-           (extent / (partials * 2)) % 8 == 0 &&
-           extent / (partials * 2) >= options.block_min_iterations)
+           partials * 2 <= options.block_max_partials &&
+           iterations_per_partial(extent, partials * 2, 8, options.tail) >=
+               options.block_min_iterations)
       partials *= 2;
     why = blocks >= options.block_target_blocks
               ? "the token tiles alone give " + std::to_string(blocks) + " >= " +
@@ -208,7 +267,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     return std::nullopt;
   }
   const ir::Axis& split = r.axes[axis];
-  const int64_t range = extent / partials;
+  const int64_t range = iterations_per_partial(extent, partials, 8, options.tail);
   ir::Var g("g"), step(split.var.name_hint() + "_step");
   std::vector<ir::Var> vars{g};
   std::vector<int64_t> shape_of{partials};
@@ -245,9 +304,12 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   ir::Var combine("g");
   std::vector<Expr> indices{combine};
   for (const ir::Axis& a : stage.domain) indices.push_back(a.var);
-  Expr combined = ir::ReduceNode::make(
-      r.op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
-      ir::LoadNode::make(partial_tensor, indices), r.dtype);
+  const Expr tail = tail_reduction(r, axis, partials * range);
+  Expr combined = with_tail(
+      r.op,
+      ir::ReduceNode::make(r.op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
+                           ir::LoadNode::make(partial_tensor, indices), r.dtype),
+      tail);
   ir::Kernel rewritten = kernel;
   rewritten.grid = ir::GridConfig{};  // the combine: a thread per point, in order g = 0..G-1
   int64_t points = 1;
@@ -262,7 +324,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
                   " contiguous partials over " + split.var.name_hint() + " (kernel " +
                   partials_kernel.name + ", partial g reduces " + split.var.name_hint() +
                   " in [g*" + std::to_string(range) + ", (g+1)*" + std::to_string(range) +
-                  ")), " + (warp_combine ? "combined by a warp per point (" + std::to_string(points) +
+                  "))" + tail_note(extent, partials * range, split.var.name_hint()) + ", " +
+                  (warp_combine ? "combined by a warp per point (" + std::to_string(points) +
                   " points: lane l sums g = l, l + 32, ..., then the shuffle butterfly)"
                                           : "combined in order g = 0.." + std::to_string(partials - 1)) +
                   "; " + why);
@@ -351,9 +414,13 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         const int64_t extent = *constant(r->axes[axis].extent);
         int64_t partials = 1;
         if (options.forced_partials >= 2) {
-          if (extent % options.forced_partials == 0) partials = options.forced_partials;
+          if (iterations_per_partial(extent, options.forced_partials, 1, options.tail) > 0)
+            partials = options.forced_partials;
           why = "G=" + std::to_string(options.forced_partials) + " forced by ADJOINT_TUNE_REDUCTION_SPLIT";
-          if (partials == 1) why += ", which does not divide " + std::to_string(extent);
+          if (partials == 1)
+            why += options.tail ? ", which leaves a tail longer than a partial of " +
+                                      std::to_string(extent)
+                                : ", which does not divide " + std::to_string(extent);
         } else if (options.forced_partials == 0) {
           why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
         } else if (trips(*r) < options.min_trips) {
@@ -372,8 +439,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
             };
             Launched l = count(1);
             while (l.threads < target && partials * 2 <= options.max_partials &&
-                   extent % (partials * 2) == 0 &&
-                   extent / (partials * 2) >= options.min_iterations) {
+                   iterations_per_partial(extent, partials * 2, 1, options.tail) >=
+                       options.min_iterations) {
               partials *= 2;
               l = count(partials);
             }
@@ -387,8 +454,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                                       std::to_string(target) + ")";
           } else {
             while (points * partials / tile < target && partials * 2 <= options.max_partials &&
-                   extent % (partials * 2) == 0 &&
-                   extent / (partials * 2) >= options.min_iterations)
+                   iterations_per_partial(extent, partials * 2, 1, options.tail) >=
+                       options.min_iterations)
               partials *= 2;
             const std::string tiled =
                 tile > 1 ? " / a thread tile of " + std::to_string(tile) : std::string();
@@ -424,9 +491,13 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         } else {
           indices.insert(indices.begin(), combine);
         }
-        Expr combined = ir::ReduceNode::make(
-            combine_op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
-            ir::LoadNode::make(partial_tensor, indices), r->dtype);
+        const int64_t covered = partials * (extent / partials);
+        Expr combined = with_tail(
+            r->op,
+            ir::ReduceNode::make(combine_op,
+                                 {ir::Axis{combine, index_constant(0), index_constant(partials)}},
+                                 ir::LoadNode::make(partial_tensor, indices), r->dtype),
+            tail_reduction(*r, axis, covered));
         ReplaceReduce replace(r, combined);
         stage.value = replace.mutate(stage.value);
         lines.push_back(what + ": split into G=" + std::to_string(partials) + " partials over " +
@@ -436,8 +507,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                                            "elements"
                                      : "g outermost: neighbouring threads keep neighbouring "
                                        "domain points") +
-                        "), combined in order g = 0.." + std::to_string(partials - 1) + "; " +
-                        why);
+                        "), combined in order g = 0.." + std::to_string(partials - 1) +
+                        tail_note(extent, covered, split.var.name_hint()) + "; " + why);
         if (notes) (*notes)[partials_kernel.name] =
             "split reduction, stage 1 of 2: " + std::to_string(partials) + " partials of " +
             stage.target->name + " per point, each " + std::to_string(trips(*r) / partials) +

@@ -2,7 +2,9 @@
 // fill the GPU and whose value reduces over a long axis (a per-token sum over D, a token sum
 // over B*S) gets the reduction in two stages: a new kernel, run just before, computes G
 // partial results per point into a temporary (partial g reduces the axis' iterations
-// g, g + G, g + 2G, ...), and the stage itself combines the G partials in order g = 0..G-1.
+// g, g + G, g + 2G, ... below G * floor(E / G)), and the stage itself combines the G partials in
+// order g = 0..G-1, then adds the tail [G * floor(E / G), E) that G leaves when it does not divide
+// the extent E (so a prime token count splits as well as a power of two).
 // Fixed combine order, no atomics: bitwise the same every run. The summation order is not the
 // serial order of the interpreter, so float results may differ from it in the last bits.
 //
@@ -30,7 +32,7 @@ namespace adjoint::compiler {
 
 struct ReductionSplitOptions {
   /// -1: derive G from the shapes; 0: never split; G >= 2: split every eligible reduction
-  /// whose split axis G divides into G partials.
+  /// into G partials (where G divides the split axis, or leaves a tail that `tail` allows).
   int forced_partials = -1;
   /// Derived G doubles while (domain points x G) is below this many threads.
   int64_t target_threads = int64_t{1} << 20;
@@ -68,6 +70,12 @@ struct ReductionSplitOptions {
   /// shuffle-able accumulators (B*S = 1: mhc_pre's inv_rms combined 1024 partials in one
   /// thread); 0: always a thread per point, in order. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t warp_combine_points = 1024;
+  /// true (default): G need not divide the split axis. The partials take floor(E / G)
+  /// iterations each (a multiple of 8 for block splits) and the combine sums the tail
+  /// [G * floor(E / G), E) after them, when that tail is no longer than one partial; a token
+  /// count such as 3 x 6159 gets partials at all. false (ADJOINT_TUNE_SPLIT_TAIL=0): G divides
+  /// E, as before (an odd extent is never split).
+  bool tail = true;
 };
 
 

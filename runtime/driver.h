@@ -41,6 +41,7 @@ namespace adjoint::runtime {
   X(FuncGetAttribute, 2020, true)         \
   X(FuncSetAttribute, 9000, true)         \
   X(LaunchKernel, 4000, true)             \
+  X(LaunchKernelEx, 11060, false)         \
   X(MemGetInfo, 3020, true)               \
   X(MemAlloc, 3020, true)                 \
   X(MemFree, 3020, true)                  \

@@ -89,6 +89,8 @@ struct TuningKnobs {
   int row_groups = -1;
   int split_threads_log2 = 0;
   bool split_count_vector = false;
+  bool split_tail = true;
+  bool programmatic_launch = true;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int tile_prefetch = 8;
@@ -168,6 +170,16 @@ TuningKnobs read_tuning_knobs() {
           "ADJOINT_TUNE_SPLIT_COUNT_VECTOR", 0, [](int v) { return v == 0 || v == 1; },
           "1 (a thread-tiled split counts the threads it launches, points x G / (R x V)) or 0 "
           "(points x G / R: the count before)") == 1;
+  knobs.split_tail =
+      integer_knob(
+          "ADJOINT_TUNE_SPLIT_TAIL", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a split's G need not divide the axis: the combine sums the tail) or 0 (G divides "
+          "it: the splits before)") == 1;
+  knobs.programmatic_launch =
+      integer_knob(
+          "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (launch with programmatic stream serialization on sm_90 and later) or 0 (plain "
+          "launches)") == 1;
   knobs.partial_unroll = integer_knob(
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
@@ -456,9 +468,27 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
       args[k.params.size() + i] =
           k.size_param_bytes == 4 ? static_cast<void*>(&narrow_sizes[i]) : &wide_sizes[i];
     }
-    check(d.LaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                         l.block[2], l.shared_bytes, stream, args, nullptr),
-          "cuLaunchKernel");
+    if (programmatic_launch && int64_t{l.grid[0]} * l.grid[1] * l.grid[2] <= programmatic_launch_blocks) {
+      CUlaunchAttribute attribute{};
+      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attribute.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig config{};
+      config.gridDimX = l.grid[0];
+      config.gridDimY = l.grid[1];
+      config.gridDimZ = l.grid[2];
+      config.blockDimX = l.block[0];
+      config.blockDimY = l.block[1];
+      config.blockDimZ = l.block[2];
+      config.sharedMemBytes = l.shared_bytes;
+      config.hStream = stream;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      check(d.LaunchKernelEx(&config, k.function, args, nullptr), "cuLaunchKernelEx");
+    } else {
+      check(d.LaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                           l.block[2], l.shared_bytes, stream, args, nullptr),
+            "cuLaunchKernel");
+    }
   }
 }
 
@@ -481,6 +511,8 @@ std::shared_ptr<const LoadedProgram> bind_generic_program(
   bound->deterministic = program->deterministic;
   bound->source = program->source;
   bound->generic = program;
+  bound->programmatic_launch = program->programmatic_launch;
+  bound->programmatic_launch_blocks = program->programmatic_launch_blocks;
   bound->buffers = program->buffers;
   for (compiler::BufferInfo& b : bound->buffers) {
     if (b.dynamic_shape.empty()) continue;
@@ -610,6 +642,20 @@ int current_arch() {
   return compute_capability(device);
 }
 
+/// The most blocks a kernel may have to be launched programmatically: two per multiprocessor of
+/// the current device, about one wave of the short kernels whose launch latency the overlap
+/// hides. Longer kernels launch plainly: on the H100, programmatic launches of every kernel
+/// made mhc_pre_backward B1 S4096 n4 D4096 9% slower (0.623 -> 0.680 ms) while they took a
+/// median 21-23% off grid_sampler programs of short kernels (docs/runtime.md).
+int64_t programmatic_launch_blocks() {
+  CUdevice device;
+  check(driver().CtxGetDevice(&device), "cuCtxGetDevice");
+  int sms = 0;
+  check(driver().DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+        "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  return 2 * int64_t{sms};
+}
+
 }  // namespace
 
 std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& spec,
@@ -685,6 +731,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.tile_prefer_vector = tuning_knobs().tile_prefer_vector;
   options.tile_few_parts = tuning_knobs().tile_few_parts;
   options.split_count_vector = tuning_knobs().split_count_vector;
+  options.split_tail = tuning_knobs().split_tail;
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
   options.row_schedule = tuning_knobs().row_schedule;
@@ -746,6 +793,9 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   program->buffers = compiled.buffers;
   program->deterministic = compiled.deterministic;
   program->sizes = compiled.sizes;
+  program->programmatic_launch =
+      tuning_knobs().programmatic_launch && arch >= 90 && driver().LaunchKernelEx != nullptr;
+  if (program->programmatic_launch) program->programmatic_launch_blocks = programmatic_launch_blocks();
 
   step = Clock::now();
   BinaryRequest request;

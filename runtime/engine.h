@@ -84,6 +84,14 @@ struct LoadedProgram {
   /// has them empty and holds the generic program in `generic` (it owns no modules).
   std::vector<std::string> sizes;
   std::shared_ptr<const LoadedProgram> generic;
+  /// Launch kernels with programmatic stream serialization (Hopper's programmatic dependent
+  /// launch: a kernel's launch overlaps the end of the one before; every kernel waits for it in
+  /// its first statement). Set where the device is sm_90 or later, the driver has
+  /// cuLaunchKernelEx and ADJOINT_TUNE_PROGRAMMATIC_LAUNCH is not 0; it applies to the kernels
+  /// of at most `programmatic_launch_blocks` blocks (docs/runtime.md, "Programmatic dependent
+  /// launch": a launch's latency matters next to a short kernel, not a long one).
+  bool programmatic_launch = false;
+  int64_t programmatic_launch_blocks = 0;
 
   /// Index of the buffer named `name`, or -1.
   int buffer_index(const std::string& name) const;

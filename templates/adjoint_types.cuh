@@ -112,6 +112,22 @@ ADJOINT_HOST_DEVICE unsigned int float_bits_from_half_bits(unsigned short h) {
 
 #if defined(ADJOINT_DEVICE_CODE)
 
+// --- programmatic dependent launch (sm_90 and later) ---------------------------------------
+
+/// The first statement of every generated kernel. The runtime launches the kernels of a program
+/// with programmatic stream serialization where the device allows it (docs/runtime.md,
+/// "Programmatic dependent launch"): a kernel may then be scheduled while the kernel before it
+/// in the stream is still running. It waits here until that kernel has completed and its
+/// memory is visible, before it reads or writes anything, and at once lets the next kernel of
+/// the stream be scheduled behind it, so that the launches overlap and the data never does.
+/// Launched without the attribute, or compiled below sm_90 or for the host, it does nothing.
+ADJOINT_DEVICE void grid_dependency_prologue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // --- conversions ----------------------------------------------------------------------------
 
 ADJOINT_DEVICE float to_float(half h) {

@@ -1111,7 +1111,9 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
 /// of one token.
 TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
+  // dim=1000: 2000 iterations, which G = 4 partials of 496 (a multiple of 8) leave a tail of 16.
   for (const char* spec : {"mhc_pre batch=1 seq=2 n=2 dim=256 dtype=f64",
+                           "mhc_pre batch=1 seq=1 n=2 dim=1000 dtype=f64",
                            "mhc_pre batch=1 seq=1 n=2 dim=1024 dtype=f64"}) {
     // Unfused (ADJOINT_TUNE_FMA=0's pass): so these exact inputs sum to the same bits in any
     // partial split. With the ops' fma_sums a split legitimately changes the last bits (seen
@@ -1285,6 +1287,29 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   Variant counted = Variant::tile(0, -1);
   counted.split_count_vector = true;
   expect_host_runs_match(programs, {counted}, 2e-2);
+}
+
+/// Token counts that no power of two divides (1031 is prime, 3 x 37): the token sums split
+/// with a tail that the combine sums after the partials (ReductionSplitOptions::tail), derived
+/// and forced, tiled and not, with the warp combine and without; against the interpreter.
+TEST(HostRun, SplitTailsOfOddTokenCounts) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre_backward batch=1 seq=1031 n=2 dim=8 dtype=bf16",
+                           "mhc_pre_backward batch=3 seq=37 n=2 dim=8 dtype=f32"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  bool tail = false;
+  for (const CompiledKernel& k : compile_kernels(programs.front(), Variant::split(0, -1), "probe"))
+    tail = tail || k.source.find("_tail") != std::string::npos;
+  EXPECT_TRUE(tail) << "the derived split of 1031 tokens has no tail";
+  Variant no_warp_combine = Variant::split(0, 4);
+  no_warp_combine.split_warp_combine = 0;
+  // Each split sums in its own order: each is compared with the interpreter, and a tile of the
+  // same split must give its bits.
+  expect_host_runs_match(programs, {Variant::split(0, -1)}, 2e-2);
+  expect_host_runs_match(programs, {Variant::split(0, 4), Variant::tile(0, 4, 4)}, 2e-2);
+  expect_host_runs_match(programs, {Variant::split(0, 3)}, 2e-2);
+  expect_host_runs_match(programs, {no_warp_combine}, 2e-2);
 }
 
 /// fma_sums whose fused and unfused results differ: per row, p[0] * q[0] = -(1 + 2u) and

@@ -60,6 +60,41 @@ TEST(SplitReductions, DerivesPartialsUntilTheDomainFillsTheGpu) {
   EXPECT_EQ(ir::interpret(split, in).at("out"), ir::interpret(p, in).at("out"));
 }
 
+/// out[p] = max over t of x[p, t].
+ir::Program row_maxima(int64_t points, int64_t trips) {
+  ir::ProgramBuilder b("row_maxima");
+  ir::Tensor x = b.input("x", DType::kF32, {points, trips});
+  ir::Tensor out = b.output("out", DType::kF32, {points});
+  Var p("p"), t("t");
+  b.kernel("maxima", {ir::compute(out, ir::over(out, {p}),
+                                  ir::maximum({ir::range(t, Expr(trips))}, ir::load(x, {p, t}),
+                                              DType::kF32))});
+  return std::move(b).build();
+}
+
+TEST(SplitReductions, ExtentsThatGDoesNotDivideSumTheirTailInTheCombine) {
+  // 4099 is prime: before tails, no G >= 2 divided it and the sum stayed serial.
+  ir::Program p = row_sums(1024, 4099);
+  ScheduleNotes notes;
+  ir::Program split = split_reductions(p, {}, &notes);
+  ASSERT_EQ(split.temporaries.size(), 1u);
+  EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{1024, 256}));
+  EXPECT_NE(notes.at("sums").find("the tail t in [4096, 4099) summed after them in the combine"),
+            std::string::npos)
+      << notes.at("sums");
+  ir::HostBuffers in = exact_inputs(p);
+  EXPECT_EQ(ir::interpret(split, in).at("out"), ir::interpret(p, in).at("out"));
+  ReductionSplitOptions divides;
+  divides.tail = false;
+  EXPECT_TRUE(same_program(split_reductions(p, divides), p));
+  // A max joins its tail with max, not +.
+  ir::Program maxima = row_maxima(16, 1031);
+  ir::Program split_max = split_reductions(maxima, {});
+  ASSERT_EQ(split_max.temporaries.size(), 1u);
+  ir::HostBuffers values = exact_inputs(maxima);
+  EXPECT_EQ(ir::interpret(split_max, values).at("out"), ir::interpret(maxima, values).at("out"));
+}
+
 TEST(SplitReductions, EveryPartialKeepsAMinimumOfIterations) {
   // One point: G stops at 4096 / 16 = 256 so that each partial still loops 16 times.
   ir::Program split = split_reductions(row_sums(1, 4096), {});
@@ -86,8 +121,17 @@ TEST(SplitReductions, KnobForcesOrSwitchesOff) {
   EXPECT_EQ(split.temporaries[0]->shape, (std::vector<int64_t>{8, 6}));
   ir::HostBuffers in = exact_inputs(p);
   EXPECT_EQ(ir::interpret(split, in).at("out"), ir::interpret(p, in).at("out"));
-  forced.forced_partials = 5;  // does not divide 96
+  forced.forced_partials = 5;  // does not divide 96: 19 iterations each, the tail of 1 combined
+  ir::Program tailed = split_reductions(p, forced);
+  ASSERT_EQ(tailed.temporaries.size(), 1u);
+  EXPECT_EQ(tailed.temporaries[0]->shape, (std::vector<int64_t>{8, 5}));
+  EXPECT_EQ(ir::interpret(tailed, in).at("out"), ir::interpret(p, in).at("out"));
   ScheduleNotes notes;
+  forced.forced_partials = 50;  // 1 iteration each would leave a tail of 46
+  EXPECT_TRUE(same_program(split_reductions(p, forced, &notes), p));
+  EXPECT_NE(notes.at("sums").find("leaves a tail longer than a partial"), std::string::npos);
+  forced.forced_partials = 5;
+  forced.tail = false;  // ADJOINT_TUNE_SPLIT_TAIL=0: G must divide
   EXPECT_TRUE(same_program(split_reductions(p, forced, &notes), p));
   EXPECT_NE(notes.at("sums").find("does not divide 96"), std::string::npos);
   ReductionSplitOptions off;
