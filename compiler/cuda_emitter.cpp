@@ -220,8 +220,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
             std::to_string(generic ? kernel_.grid.block_size : d.block[0]) +
             (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");
   head.line(entry + "(" + join(signature, ",\n    ") + ") {");
-  // First, before any memory access: the wait of a programmatic dependent launch (a no-op
-  // unless the runtime launches with it, on sm_90 and later; adjoint_types.cuh).
+  // First, before any memory access (and before the alignment test of a tiled kernel's two
+  // bodies): the wait of a programmatic dependent launch (a no-op unless the runtime launches
+  // with it, on sm_90 and later; adjoint_types.cuh).
   result.source = head.text() + "  adjoint::grid_dependency_prologue();\n" + body + "}\n";
   result.uses_atomics = uses_float_atomics_;
   return result;
