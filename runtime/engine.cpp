@@ -91,7 +91,7 @@ struct TuningKnobs {
   int split_threads_log2 = 0;
   bool split_count_vector = false;
   bool split_tail = true;
-  int programmatic_launch = 1;
+  int programmatic_launch = 2;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int tile_prefetch = 8;
@@ -178,9 +178,9 @@ TuningKnobs read_tuning_knobs() {
           "1 (a split's G need not divide the axis: the combine sums the tail) or 0 (G divides "
           "it: the splits before)") == 1;
   knobs.programmatic_launch = integer_knob(
-      "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 1, [](int v) { return v >= 0 && v <= 2; },
-      "1 (kernels of at most two blocks per SM launched with programmatic stream serialization "
-      "on sm_90 and later), 2 (every kernel so) or 0 (plain launches)");
+      "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 2, [](int v) { return v >= 0 && v <= 2; },
+      "2 (every kernel launched with programmatic stream serialization on sm_90 and later), 1 "
+      "(only kernels of at most two blocks per SM) or 0 (plain launches)");
   knobs.partial_unroll = integer_knob(
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
@@ -648,11 +648,10 @@ int current_arch() {
   return compute_capability(device);
 }
 
-/// The most blocks a kernel may have to be launched programmatically: two per multiprocessor of
-/// the current device, about one wave of the short kernels whose launch latency the overlap
-/// hides. Longer kernels launch plainly: on the H100, programmatic launches of every kernel
-/// made mhc_pre_backward B1 S4096 n4 D4096 9% slower (0.623 -> 0.680 ms) while they took a
-/// median 21-23% off grid_sampler programs of short kernels (docs/runtime.md).
+/// Under ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=1, the most blocks a kernel may have to be launched
+/// programmatically: two per multiprocessor of the current device, about one wave of the short
+/// kernels whose launch latency the overlap hides. Not the default: on the H100 launching every
+/// kernel so (2) was as fast or faster on the merged main (docs/runtime.md).
 int64_t programmatic_launch_blocks() {
   CUdevice device;
   check(driver().CtxGetDevice(&device), "cuCtxGetDevice");

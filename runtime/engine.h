@@ -88,8 +88,8 @@ struct LoadedProgram {
   /// launch: a kernel's launch overlaps the end of the one before; every kernel waits for it in
   /// its first statement). Set where the device is sm_90 or later, the driver has
   /// cuLaunchKernelEx and ADJOINT_TUNE_PROGRAMMATIC_LAUNCH is not 0; it applies to the kernels
-  /// of at most `programmatic_launch_blocks` blocks (docs/runtime.md, "Programmatic dependent
-  /// launch": a launch's latency matters next to a short kernel, not a long one).
+  /// of at most `programmatic_launch_blocks` blocks (every kernel by default; two blocks per SM
+  /// under ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=1; docs/runtime.md, "Programmatic dependent launch").
   bool programmatic_launch = false;
   int64_t programmatic_launch_blocks = 0;
 
