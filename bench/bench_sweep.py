@@ -36,7 +36,7 @@ import torch  # noqa: E402
 
 import adjoint  # noqa: E402
 import bench  # noqa: E402  (GpuTimer, copy_bandwidth)
-import bench_mhc  # noqa: E402  (the PyTorch formulas of the mHC ops)
+import bench_mhc  # noqa: E402  (the PyTorch formulas of the mHC ops, host_call_us)
 
 DEVICE = torch.device("cuda")
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -56,19 +56,6 @@ def rel_diff(ours, theirs):
         scale = max(b.double().abs().max().item(), 1e-30)
         worst = max(worst, (a.double() - b.double()).abs().max().item() / scale)
     return worst
-
-
-def host_call_us(fn, runs=20, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter_ns()
-        fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter_ns() - start) / 1e3)
-    return statistics.median(samples)
 
 
 # ----- case generators: each returns (name, dtype, shape, adjoint fn, torch fn, bytes,
@@ -174,12 +161,12 @@ def measure(timer, case, family, copy_gbps, runs):
     limit = LIMITS["bf16" if family == "mhc" else dtype]
     record["parity_flag"] = record["max_rel_diff_vs_torch"] > limit
     for key, fn in (("adjoint", ours), ("torch", theirs)):
-        estimate_ms = host_call_us(fn, 2, warmup=1) / 1e3
+        estimate_ms = bench_mhc.host_call_us(fn, 2, warmup=1) / 1e3
         timed = max(5, min(runs, int(1000 / max(estimate_ms, 1e-3))))
         ms = statistics.median(timer.time(fn, timed, min(3, timed)))
         record[key + "_ms"] = ms
         record[key + "_fraction_of_copy"] = moved / (ms * 1e6) / copy_gbps
-        record[key + "_call_us"] = host_call_us(fn, max(5, min(20, int(300 / max(estimate_ms, 1e-3)))))
+        record[key + "_call_us"] = bench_mhc.host_call_us(fn, max(5, min(20, int(300 / max(estimate_ms, 1e-3)))))
     record["ratio"] = record["torch_ms"] / record["adjoint_ms"]
     record["call_ratio"] = record["torch_call_us"] / record["adjoint_call_us"]
     return record
