@@ -133,12 +133,12 @@ ADJOINT_DEVICE void load_elements(T (&values)[N], const T* address) {
   load_elements_hinted<AccessBytes, CacheHint::kNormal>(values, address);
 }
 
-/// values[k] = address[k] for k < N in accesses of AccessBytes bytes, without the check:
-/// the caller checked the base pointer once for the whole kernel (a block reduction's wide
-/// staging, emit_block_reduction.cpp, runs only when every base it spans is aligned), so
-/// consecutive loads have no branch between them and are in flight together.
-template <int AccessBytes, typename T, int N>
-ADJOINT_DEVICE void load_elements_aligned(T (&values)[N], const T* address) {
+/// values[k] = address[k] for k < N in accesses of AccessBytes bytes with cache hint Hint,
+/// without the check: the caller checked the base pointer once for the whole kernel (a block
+/// reduction's wide staging, emit_block_reduction.cpp, runs only when every base it spans is
+/// aligned), so consecutive loads have no branch between them and are in flight together.
+template <int AccessBytes, CacheHint Hint, typename T, int N>
+ADJOINT_DEVICE void load_elements_aligned_hinted(T (&values)[N], const T* address) {
   using Word = typename AccessWord<AccessBytes>::type;
   constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
   static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
@@ -146,23 +146,21 @@ ADJOINT_DEVICE void load_elements_aligned(T (&values)[N], const T* address) {
   Word words[kWords];
 #pragma unroll
   for (int k = 0; k < kWords; ++k)
-    words[k] = load_word<CacheHint::kNormal>(reinterpret_cast<const Word*>(address) + k);
+    words[k] = load_word<Hint>(reinterpret_cast<const Word*>(address) + k);
   memcpy(values, words, sizeof values);
 }
 
-/// load_elements_aligned with the evict-first streaming hint: a thread-tiled kernel's aligned
-/// path (emit_cuda, "one alignment check") reads streamed spans with it.
+/// load_elements_aligned_hinted with plain loads.
+template <int AccessBytes, typename T, int N>
+ADJOINT_DEVICE void load_elements_aligned(T (&values)[N], const T* address) {
+  load_elements_aligned_hinted<AccessBytes, CacheHint::kNormal>(values, address);
+}
+
+/// load_elements_aligned_hinted with the evict-first streaming hint: a thread-tiled kernel's
+/// aligned path (emit_cuda, "one alignment check") reads streamed spans with it.
 template <int AccessBytes, typename T, int N>
 ADJOINT_DEVICE void load_elements_aligned_streaming(T (&values)[N], const T* address) {
-  using Word = typename AccessWord<AccessBytes>::type;
-  constexpr int kWords = static_cast<int>(N * sizeof(T)) / AccessBytes;
-  static_assert(kWords * AccessBytes == static_cast<int>(N * sizeof(T)),
-                "the access width must divide the group");
-  Word words[kWords];
-#pragma unroll
-  for (int k = 0; k < kWords; ++k)
-    words[k] = load_word<CacheHint::kStreaming>(reinterpret_cast<const Word*>(address) + k);
-  memcpy(values, words, sizeof values);
+  load_elements_aligned_hinted<AccessBytes, CacheHint::kStreaming>(values, address);
 }
 
 /// address[k] = values[k] for k < N in accesses of AccessBytes bytes (with cache hint Hint),
