@@ -166,6 +166,22 @@ def print_grid_sampler_table(cases):
                  "" if c["default_deterministic"] else "  (default not deterministic)"))
 
 
+def _parse_shape_list(text):
+    """[((N, C, H, W), (H_out, W_out)), ...] from "NxCxHxW:H_outxW_out,..." (empty: [])."""
+    shapes = []
+    for item in filter(None, text.split(",")):
+        try:
+            input_text, grid_text = item.split(":")
+            input_size = tuple(int(v) for v in input_text.split("x"))
+            grid_size = tuple(int(v) for v in grid_text.split("x"))
+        except ValueError:
+            input_size, grid_size = (), ()
+        if len(input_size) != 4 or len(grid_size) != 2:
+            raise SystemExit("--shape-list: expected NxCxHxW:H_outxW_out, got %r" % item)
+        shapes.append((input_size, grid_size))
+    return shapes
+
+
 def main():
     """Only the grid_sampler_2d_backward cases: python3 bench/bench_grid_sampler.py
     [--dtypes f32,bf16] [--modes ...] [--paddings ...] [--shapes 0,1,2] [--runs N]
@@ -180,6 +196,9 @@ def main():
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--paddings", default=",".join(PADDINGS))
     parser.add_argument("--shapes", default="0,1,2", help="indices into GRID_SAMPLER_SHAPES")
+    parser.add_argument("--shape-list", default="",
+                        help="shapes instead of --shapes: N x C x H x W : H_out x W_out, comma "
+                             "separated (e.g. 1x2x3x4:297x261,2x32x8x8:256x256)")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
@@ -194,8 +213,9 @@ def main():
                                        copy_gbps, args.runs, args.warmup, l2_bytes,
                                        modes=tuple(args.modes.split(",")),
                                        paddings=tuple(args.paddings.split(",")),
-                                       shapes=[GRID_SAMPLER_SHAPES[int(i)]
-                                               for i in args.shapes.split(",") if i])
+                                       shapes=_parse_shape_list(args.shape_list) or
+                                       [GRID_SAMPLER_SHAPES[int(i)]
+                                        for i in args.shapes.split(",") if i])
     with open(args.out, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(bench.DEVICE), "torch": torch.__version__,
                    "copy_GBps": copy_gbps, "runs": args.runs, "cases": cases, "errors": errors},

@@ -156,6 +156,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_subbucket_records < 0) {
+    throw Error("LowerOptions.binned_subbucket_records: expected 0 (never) or a number of "
+                "records, got " + std::to_string(options.binned_subbucket_records),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_gather_chunk < 0) {
     throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
                 "got " + std::to_string(options.binned_gather_chunk),
@@ -196,6 +201,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;
+  binned_options.subbucket_records = options.binned_subbucket_records;
   ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {

@@ -123,6 +123,9 @@ struct LowerOptions {
   /// (K + 1 kernels for K levels of chunk sums); false: the chained levels, 2K + 1 kernels
   /// (ADJOINT_TUNE_BINNED_SCAN=0).
   bool binned_scan_digits = true;
+  /// BinnedGatherOptions::subbucket_records: the records per sub-bucket a binned sort aims at
+  /// where cells hold many records on average; 0 never cuts buckets.
+  int64_t binned_subbucket_records = 16;
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;

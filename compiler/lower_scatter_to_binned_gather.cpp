@@ -238,6 +238,16 @@ Expr decode_records(const Binning& b, const ir::Stage& stage, const Expr& e, con
   return out;
 }
 
+/// The id ranges each cell's bucket is cut into for the count, fill and sort (the header's
+/// "Sub-buckets"): 1 unless cells hold more than twice options.subbucket_records records on
+/// average; then records / (subbucket_records x cells), so the count table has at most
+/// records / subbucket_records entries.
+int64_t subbuckets_per_cell(const Binning& b, const BinnedGatherOptions& options) {
+  const int64_t target = options.subbucket_records;
+  if (target <= 0 || b.cells <= 0 || b.records < 2 * target * b.cells) return 1;
+  return std::max<int64_t>(1, b.records / (target * b.cells));
+}
+
 std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
   std::vector<ir::Axis> domain;
   for (int a : b.record_axes) domain.push_back(stage.domain[a]);
@@ -245,6 +255,8 @@ std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
 }
 
 Expr as_i64(const Expr& e) { return e.dtype() == DType::kI64 ? e : ir::cast(DType::kI64, e); }
+/// `e * factor`, or `e` itself for a factor of 1 (the IR of before where nothing is cut).
+Expr scaled(const Expr& e, int64_t factor) { return factor == 1 ? e : e * Expr(factor); }
 Expr at(const Tensor& t, Expr i) { return as_i64(ir::load(t, {std::move(i)})); }
 /// A loaded record id or bucket bound, clamped to the range it always has: a no-op on the
 /// values the kernels write, which tells the bounds analysis their range (plain division and
@@ -504,8 +516,8 @@ class Rewriter {
   Expr chunked_walk(const ir::Stage& stage, const Binning& b, const Expr& key,
                     const Tensor& offset, const Tensor& sorted, const Expr& filled,
                     const Expr& body, const Var& q, const Expr& begin, const Expr& end,
-                    const std::vector<Var>& vars, int64_t chunk, const std::string& prefix,
-                    std::vector<ir::Kernel>& kernels) {
+                    const std::vector<Var>& vars, int64_t chunk, int64_t sub,
+                    const std::string& prefix, std::vector<ir::Kernel>& kernels) {
     // With taps in the gather, every chunk has a sum per tap: [chunk, tap, broadcast...].
     std::optional<Var> tap;
     if (b.taps) tap = stage.domain[b.taps->axis].var;
@@ -534,10 +546,11 @@ class Rewriter {
       const Expr record = within(at(sorted, first), 0, b.records - 1);
       const Expr first_cell =
           within(as_i64(decode_records(b, stage, key, record)), 0, b.cells - 1);
-      const Expr interior = first + c <= filled &&
-                            within(at(offset, first_cell), 0, b.records) <= first &&
-                            first + c <= within(at(offset, first_cell + Expr(int64_t{1})), 0,
-                                                b.records);
+      const Expr interior =
+          first + c <= filled &&
+          within(at(offset, scaled(first_cell, sub)), 0, b.records) <= first &&
+          first + c <=
+              within(at(offset, scaled(first_cell + Expr(int64_t{1}), sub)), 0, b.records);
       const Expr value =
           ir::sum({ir::range(k, first, ir::select(interior, c, Expr(int64_t{0})))},
                   substitute(body, q.get(), Expr(k)), stage.accumulation);
@@ -580,18 +593,38 @@ class Rewriter {
     // Counts per cell.
     // Padded to a multiple of 32 (zeros: no record's key reaches the padding) for the scan by
     // digits, whose first chunk sums then have a constant 32 terms.
+    // Sub-buckets: slot key' = cell x sub + id / ids_per_sub, so bucket c is the slots of
+    // keys [c x sub, (c + 1) x sub), each in increasing id (the same slots as without).
+    const int64_t sub = subbuckets_per_cell(b, options);
+    const int64_t ids_per_sub = (b.records + sub - 1) / sub;
+    const int64_t slots = b.cells * sub;
+    const Expr id = record_id(b, stage);
+    auto sub_key = [&](const Expr& cell, const Expr& record) {
+      return sub == 1 ? cell : cell * Expr(sub) + record / Expr(ids_per_sub);
+    };
+    if (notes && sub > 1) {
+      add_schedule_note(
+          *notes, prefix + "_count",
+          "binned sort: " + std::to_string(sub) + " id ranges of " +
+              std::to_string(ids_per_sub) + " records per cell (" + std::to_string(b.records) +
+              " records over " + std::to_string(b.cells) + " cells, > 2 x " +
+              std::to_string(options.subbucket_records) +
+              " per cell, ADJOINT_TUNE_BINNED_SUBBUCKET): a record is ranked within its range");
+    }
+    const Expr slot_key = sub_key(key, id);
     const int64_t count_size =
-        options.scan_digits ? (b.cells + kScanChunk - 1) / kScanChunk * kScanChunk : b.cells;
+        options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk : slots;
     Tensor count = temporary(prefix + "_count", count_size);
     kernels.push_back(ir::Kernel{
         prefix + "_count",
-        {ir::scatter_add(count, {key}, one, record_domain(b, stage), DType::kI32, condition)},
+        {ir::scatter_add(count, {slot_key}, one, record_domain(b, stage), DType::kI32,
+                         condition)},
         {}});
     // Offsets: bucket c is [offset[c], offset[c + 1]).
     const size_t scan_first = kernels.size();
     Tensor offset = options.scan_digits
                         ? exclusive_scan_digits(count, count_size, prefix, kernels)
-                        : exclusive_scan(count, b.cells, prefix, kernels);
+                        : exclusive_scan(count, slots, prefix, kernels);
     if (options.scan_digits && lane_kernels) {  // the chunk sums read rows of 32 on lanes
       for (size_t k = scan_first; k < kernels.size(); ++k) {
         if (kernels[k].name.size() > 8 &&
@@ -601,11 +634,10 @@ class Rewriter {
     }
     // Fill: every record claims a slot of its bucket (counting bin_count down to zero).
     Tensor unsorted = temporary(prefix + "_unsorted", b.records);
-    const Expr id = record_id(b, stage);
     const std::string fill_name = prefix + "_fill";
     kernels.push_back(ir::Kernel{
         fill_name,
-        {ir::scatter_add(unsorted, {at(offset, key) + at(count, key)},
+        {ir::scatter_add(unsorted, {at(offset, slot_key) + at(count, slot_key)},
                          ir::cast(DType::kI32, id), record_domain(b, stage), DType::kI32,
                          condition)},
         {}});
@@ -616,7 +648,8 @@ class Rewriter {
     {
       Var p("p"), q("q");
       const Expr record = ir::load(unsorted, {Expr(p)});
-      const Expr cell = decode_records(b, stage, key, within(as_i64(record), 0, b.records - 1));
+      const Expr record_i64 = within(as_i64(record), 0, b.records - 1);
+      const Expr cell = sub_key(decode_records(b, stage, key, record_i64), record_i64);
       const Expr begin = within(at(offset, cell), 0, b.records);
       const Expr rank =
           ir::sum({ir::range(q, begin,
@@ -629,7 +662,7 @@ class Rewriter {
           prefix + "_sort",
           {ir::scatter_add(sorted, {begin + as_i64(rank)}, record,
                            ir::over({p}, {b.records}), DType::kI32,
-                           Expr(p) < at(offset, Expr(b.cells)))},
+                           Expr(p) < at(offset, Expr(slots)))},
           {}});
     }
     // Gather: every target element sums its bucket in record order.
@@ -648,7 +681,7 @@ class Rewriter {
       if (axis) broadcast.push_back(stage.domain[*axis].var.get());
     }
     std::vector<ir::Stage> factor_stages;
-    const Expr filled = at(offset, Expr(b.cells));
+    const Expr filled = at(offset, Expr(slots));
     Var f("q");  // the factor kernel's slot (one domain variable shared by its stages)
     // With taps in the gather the factors are per slot and tap, [records, taps], and the
     // condition (which depends on the tap) is one more of them, an i32 0/1 per slot and tap.
@@ -739,15 +772,15 @@ class Rewriter {
       }
       cell = simplify(cell);
     }
-    const Expr begin = within(at(offset, cell), 0, b.records);
-    const Expr end = within(at(offset, cell + Expr(int64_t{1})), 0, b.records);
+    const Expr begin = within(at(offset, scaled(cell, sub)), 0, b.records);
+    const Expr end = within(at(offset, scaled(cell + Expr(int64_t{1}), sub)), 0, b.records);
     const int64_t chunk = options.gather_chunk;
     Expr total;
     if (chunk <= 0 || b.records < chunk) {
       total = ir::sum({ir::range(q, begin, end - begin)}, body, stage.accumulation);
     } else {
       total = chunked_walk(stage, b, key, offset, sorted, filled, body, q, begin, end, vars,
-                           chunk, prefix, kernels);
+                           chunk, sub, prefix, kernels);
     }
     // Taps in the gather: the taps in order, each its bucket's sum, written out as adds
     // ((w(0) + w(1)) + w(2)) ...: the bits of a sum from +0 (no bucket sum is -0, as each

@@ -69,6 +69,17 @@
 //   T[t] = (walk(tap 0) + walk(tap 1)) + ...   (written out: no constant-trip reduction)
 // Deterministic and launch-independent like the rest, but not the records layout's order
 // (there a bucket holds a point's taps in record order), so not its bits.
+// Sub-buckets (BinnedGatherOptions::subbucket_records = K > 0): the sort ranks a record among
+// its whole bucket, the square of the bucket's size, which a small input sampled by a large grid
+// makes huge (every cell thousands of records). Where the records exceed 2K x cells, the count,
+// fill and sort use S = records / (K x cells) slots per cell instead of one: record r goes to
+// key' = key(r) x S + r / ceil(records / S), so bucket c is the concatenation of its S
+// sub-buckets in id order, at the same slots as without them (bin_offset has cells x S + 1
+// entries; the gather reads bin_offset[c x S] and bin_offset[(c + 1) x S]), and the sorted
+// slots, hence every sum, are bitwise those of S = 1. The sort ranks within a sub-bucket: at
+// most ceil(records / S) records, and about K on average. A bucket that is huge because the
+// data put every point in one cell (border padding with grids far outside) stays quadratic
+// where cells are many (S = 1 there): the shapes alone cannot tell.
 // The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
 // bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
 // sort scatters write every slot at most once, so they are plain stores into unzeroed
@@ -112,6 +123,12 @@ struct BinnedGatherOptions {
   /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
   /// LowerOptions::binned_scan_digits carries it.
   bool scan_digits = true;
+  /// Sub-buckets by record id ("Sub-buckets" above): where a cell holds more than twice this
+  /// many records on average, each cell's bucket is cut into S = records / (this x cells) id
+  /// ranges for the count, fill and sort, so the sort ranks a record among at most
+  /// ceil(records / S) others instead of its whole bucket. 0 never. LowerOptions::
+  /// binned_subbucket_records carries it.
+  int64_t subbucket_records = 16;
 };
 
 /// Kernels the binned gather wants on warp lanes (ReductionScheduleOptions::preferred_kernels):

@@ -109,6 +109,7 @@ struct TuningKnobs {
   int binned_gather_chunk = 64;
   int binned_taps_walks_max = 16;
   bool binned_scan_digits = true;
+  int binned_subbucket_records = 16;
   int gathered_rows_min = 2;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
@@ -229,6 +230,11 @@ TuningKnobs read_tuning_knobs() {
           "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
           "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
+  knobs.binned_subbucket_records = integer_knob(
+      "ADJOINT_TUNE_BINNED_SUBBUCKET", 16, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (a binned sort ranks each record among its whole bucket) or the records per id range "
+      "that buckets are cut into where cells hold more than twice that many on average, at most "
+      "1048576");
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
@@ -756,6 +762,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;
   options.binned_scan_digits = tuning_knobs().binned_scan_digits;
+  options.binned_subbucket_records = tuning_knobs().binned_subbucket_records;
   options.gathered_rows_min = tuning_knobs().gathered_rows_min;
   options.tiled_transpose_min = tuning_knobs().tiled_transpose_min;
   options.transposed_store = tuning_knobs().transposed_store;

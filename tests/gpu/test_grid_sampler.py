@@ -8,7 +8,8 @@ Grids reach outside [-1, 1] so every padding mode matters. Matrix: 3 interpolati
 grid points per input pixel, so scatter collisions are common) in f32 and bf16, output_mask
 [False, True] (no grad_input), both determinism settings, and bitwise determinism for every
 program that claims it; 32 channels on 64 x 64 cells (WIDE_CASES) reach the vectorized
-channels-last gather with its fused store and grad_grid on lanes. Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
+channels-last gather with its fused store and grad_grid on lanes; small inputs under large grids
+(SMALL_INPUT_CASES) the binned sort's sub-buckets. Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
 edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
 size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
 derivative taken on the other side of a pixel from ATen's shows as an O(1) grad_grid error.
@@ -64,6 +65,12 @@ WIDE_CASES = [Case((2, 32, 64, 64), (64, 64), mode, padding, False, dtype)
               for mode in ("bilinear", "bicubic") for padding in ("zeros", "border")
               for dtype in ("f32", "bf16")]
 
+# Small inputs sampled by large grids: thousands of records per input cell, so the binned sort
+# cuts every bucket into id ranges (lower_scatter_to_binned_gather.h, "Sub-buckets").
+SMALL_INPUT_CASES = [Case((2, 5, 3, 4), (96, 80), mode, padding, False, dtype)
+                     for mode in MODES for padding in ("zeros", "border")
+                     for dtype in ("f32", "bf16")]
+
 
 def matrix():
     cases = []
@@ -76,7 +83,7 @@ def matrix():
         for mode in MODES:
             for padding in PADDINGS:
                 cases.append(Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype))
-    for case in WIDE_CASES:
+    for case in WIDE_CASES + SMALL_INPUT_CASES:
         cases.append(case)
     for mode in MODES:
         cases.append(Case((2, 4, 9, 7), (6, 10), mode, "border", True, "f32", (False, True)))
@@ -150,7 +157,8 @@ def _parity(case):
 
 DETERMINISM_CASES = [Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype)
                      for mode in MODES for padding in PADDINGS
-                     for dtype in ("f16", "bf16", "f32", "f64")] + WIDE_CASES
+                     for dtype in ("f16", "bf16", "f32", "f64")] + WIDE_CASES + \
+    SMALL_INPUT_CASES
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=repr)

@@ -320,6 +320,15 @@ struct Variant {
     v.scan_digits = false;
     return v;
   }
+  /// BinnedGatherOptions::subbucket_records (0: every bucket ranked whole).
+  int64_t subbucket_records = BinnedGatherOptions{}.subbucket_records;
+  /// binned_taps with buckets cut into id ranges of about `records` (0: never cut).
+  static Variant binned_subbuckets(int block_size, int64_t records,
+                                   int64_t channels_last_min = 8) {
+    Variant v = binned_taps(block_size, 64, channels_last_min);
+    v.subbucket_records = records;
+    return v;
+  }
   /// BinnedGatherOptions::taps_walks_max (0: every tap a record, the order the atomics
   /// lowering adds in, which the other binned tests compare against bit for bit).
   int64_t taps_walks_max = 0;
@@ -433,7 +442,8 @@ struct Variant {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
                                     std::to_string(gather_chunk) + "_tp" +
                                     std::to_string(taps_walks_max) + "_" +
-                                    (scan_digits ? "" : "chained_")
+                                    (scan_digits ? "" : "chained_") + "sb" +
+                                    std::to_string(subbucket_records) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
            (transposed_store ? "ts_" : "") +
@@ -471,6 +481,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     binned.gather_chunk = variant.gather_chunk;
     binned.taps_walks_max = variant.taps_walks_max;
     binned.scan_digits = variant.scan_digits;
+    binned.subbucket_records = variant.subbucket_records;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
                                        &schedule.preferred_kernels);
   }
@@ -1936,6 +1947,51 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
   for (const ir::Tensor& t : lowered.temporaries) {
     if (t->name.find("_bin_factor") != std::string::npos) {
       EXPECT_EQ(t->rank(), 1) << t->name;
+    }
+  }
+}
+
+/// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold
+/// tens to hundreds of records per cell, so the count, fill and sort cut each bucket into id
+/// ranges. The sorted slots are those of whole buckets, so every launch, layout and cut gives the
+/// same bits as no cut at all (the first run, within rounding of the interpreter): uniform grids
+/// in [-8, 8] and one-cell grids, records and taps in the gather, 2-d and 3-d.
+TEST(HostRun, BinnedSubBucketsSortLikeWholeBuckets) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,3,4 output_size=29,31 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,2,2,3 output_size=17,13 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,1,1,2 output_size=23,11 "
+        "interpolation_mode=nearest padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,2,2,2,3 output_size=7,9,5 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The cut is what runs, with the id ranges the header gives: records / (K x cells).
+  for (const ir::Program& program : programs) {
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.subbucket_records = 4;
+    ScheduleNotes notes;
+    ir::Program lowered =
+        lower_scatter_to_binned_gather(simplify(program), &claims, options, nullptr, &notes);
+    bool cut = false;
+    for (const auto& [kernel, note] : notes) cut |= note.find("binned sort: ") != std::string::npos;
+    EXPECT_TRUE(cut) << ir::to_string(lowered);
+  }
+  for (auto make_inputs : {rounding_inputs, one_cell_inputs<false>}) {
+    for (int64_t taps : {int64_t{0}, int64_t{1} << 20}) {
+      std::vector<Variant> variants;
+      for (const Variant& v :
+           {Variant::binned_subbuckets(256, 0), Variant::binned_subbuckets(256, 4),
+            Variant::binned_subbuckets(32, 1), Variant::binned_subbuckets(1024, 16, 1),
+            Variant::binned_subbuckets(64, 2, 1)}) {
+        variants.push_back(v);
+        variants.back().taps_walks_max = taps;
+      }
+      expect_host_runs_match(programs, variants, 2e-2, make_inputs);
     }
   }
 }
