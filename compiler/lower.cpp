@@ -161,8 +161,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "records, got " + std::to_string(options.binned_subbucket_records),
                 ErrorCode::kInvalidArgument);
   }
-  if (options.binned_gather_chunk < 0) {
-    throw Error("LowerOptions.binned_gather_chunk: expected 0 (never) or a number of slots, "
+  if (options.binned_gather_chunk < -1) {
+    throw Error("LowerOptions.binned_gather_chunk: expected -1 (derived), 0 (never) or a number "
+                "of slots, "
                 "got " + std::to_string(options.binned_gather_chunk),
                 ErrorCode::kInvalidArgument);
   }

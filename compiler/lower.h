@@ -113,8 +113,9 @@ struct LowerOptions {
   /// (ADJOINT_TUNE_BINNED_RECORDS_PER_CELL).
   int64_t binned_records_per_cell_min = 2;
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
-  /// that hold an aligned chunk add chunk sums); 0 walks every bucket sequentially.
-  int64_t binned_gather_chunk = 64;
+  /// that hold an aligned chunk add chunk sums); -1 derived from the records per cell, 0 walks
+  /// every bucket sequentially.
+  int64_t binned_gather_chunk = -1;
   /// BinnedGatherOptions::taps_walks_max: the most taps x broadcast elements (grid_sampler's
   /// taps x channels) for which a binned gather bins one record per point and walks a bucket
   /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).

@@ -248,6 +248,21 @@ int64_t subbuckets_per_cell(const Binning& b, const BinnedGatherOptions& options
   return std::max<int64_t>(1, b.records / (target * b.cells));
 }
 
+/// The slots per chunk of the gather's walk (BinnedGatherOptions::gather_chunk), derived from
+/// the average bucket L = records / cells when the option is -1: a walk costs about C + L / C
+/// serial terms (half a chunk at each end, a chunk sum per whole chunk), fewest near C = sqrt(L),
+/// and one thread walks it, so crowded buckets on few elements (small inputs, large grids) want
+/// short chunks. Below 32 records per cell it stays 64: there buckets rarely hold a whole chunk
+/// and the walk is the bucket itself, as without chunks.
+int64_t walk_chunk(const Binning& b, const BinnedGatherOptions& options) {
+  if (options.gather_chunk >= 0) return options.gather_chunk;
+  const int64_t average = b.cells > 0 ? b.records / b.cells : 0;
+  if (average < 32) return 64;
+  int64_t chunk = 8;  // the power of two nearest sqrt(average): chunk^2 within [average/2, 2 average)
+  while (chunk < 64 && 2 * chunk * chunk <= average) chunk *= 2;
+  return chunk;
+}
+
 std::vector<ir::Axis> record_domain(const Binning& b, const ir::Stage& stage) {
   std::vector<ir::Axis> domain;
   for (int a : b.record_axes) domain.push_back(stage.domain[a]);
@@ -774,7 +789,15 @@ class Rewriter {
     }
     const Expr begin = within(at(offset, scaled(cell, sub)), 0, b.records);
     const Expr end = within(at(offset, scaled(cell + Expr(int64_t{1}), sub)), 0, b.records);
-    const int64_t chunk = options.gather_chunk;
+    const int64_t chunk = walk_chunk(b, options);
+    if (notes && options.gather_chunk < 0 && chunk != 64) {
+      add_schedule_note(*notes, prefix + "_count",
+                        "binned walk: chunks of " + std::to_string(chunk) + " slots (" +
+                            std::to_string(b.records) + " records over " +
+                            std::to_string(b.cells) +
+                            " cells: a walk of about C + L / C terms for buckets of L, "
+                            "ADJOINT_TUNE_BINNED_GATHER_CHUNK)");
+    }
     Expr total;
     if (chunk <= 0 || b.records < chunk) {
       total = ir::sum({ir::range(q, begin, end - begin)}, body, stage.accumulation);

@@ -113,8 +113,10 @@ struct BinnedGatherOptions {
   /// ... and the fewest records per cell, as records >= records_per_cell_min * cells.
   int64_t records_per_cell_min = 2;
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
-  /// (one sequential walk per bucket, serial in the bucket's size).
-  int64_t gather_chunk = 64;
+  /// (one sequential walk per bucket, serial in the bucket's size); -1 derives it: 64 where
+  /// cells hold fewer than 32 records on average, else the power of two nearest the square
+  /// root of that average, within [8, 64] (a walk of about C + L / C terms for buckets of L).
+  int64_t gather_chunk = -1;
   /// Taps in the gather (binned_taps.h, "Taps in the gather" above): a tap axis leaves the
   /// records where taps x broadcast elements (the bucket walks per cell) are at most this; 0
   /// never. LowerOptions::binned_taps_walks_max carries it.

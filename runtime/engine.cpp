@@ -29,6 +29,7 @@
 #include "runtime/logging.h"
 #include "runtime/memory_cache.h"
 #include "runtime/prepare_profile.h"
+#include "runtime/temporary_arena.h"
 
 namespace adjoint::runtime {
 namespace {
@@ -92,6 +93,7 @@ struct TuningKnobs {
   bool split_count_vector = false;
   bool split_tail = true;
   int programmatic_launch = 2;
+  bool temporary_arena = true;
   int partial_unroll = 0;
   int tile_unroll = 0;
   int tile_prefetch = 8;
@@ -106,7 +108,7 @@ struct TuningKnobs {
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
   int binned_channels_last_min = 2;
-  int binned_gather_chunk = 64;
+  int binned_gather_chunk = -1;
   int binned_taps_walks_max = 16;
   bool binned_scan_digits = true;
   int binned_subbucket_records = 16;
@@ -182,6 +184,12 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 2, [](int v) { return v >= 0 && v <= 2; },
       "2 (every kernel launched with programmatic stream serialization on sm_90 and later), 1 "
       "(only kernels of at most two blocks per SM) or 0 (plain launches)");
+  knobs.temporary_arena =
+      integer_knob(
+          "ADJOINT_TUNE_TEMPORARY_ARENA", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a launch's temporaries share one stream-ordered allocation, those zeroed before "
+          "their first use zeroed by one memset ahead of the first kernel) or 0 (an allocation "
+          "and a memset each, as before: what compute-sanitizer's bounds checks see best)") == 1;
   knobs.partial_unroll = integer_knob(
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
@@ -218,9 +226,10 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   knobs.binned_gather_chunk = integer_knob(
-      "ADJOINT_TUNE_BINNED_GATHER_CHUNK", 64, [](int v) { return v >= 0 && v <= (1 << 20); },
-      "0 (one sequential walk per bucket) or the slots per chunk of a binned gather's walk, "
-      "at most 1048576");
+      "ADJOINT_TUNE_BINNED_GATHER_CHUNK", -1, [](int v) { return v >= -1 && v <= (1 << 20); },
+      "-1 (derived from the records per cell: 64, or fewer where buckets are crowded), 0 (one "
+      "sequential walk per bucket) or the slots per chunk of a binned gather's walk, at most "
+      "1048576");
   knobs.binned_taps_walks_max = integer_knob(
       "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
       "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
@@ -373,6 +382,22 @@ class LaunchTemporaries {
     allocations_.push_back(allocate_device_memory(bytes, stream_));
     return allocations_.back().pointer;
   }
+  /// Places every temporary of `program` in one allocation (temporary_arena.h), sets their
+  /// pointers and zeroes the ones placed first with one memset. Returns, per buffer, whether
+  /// that memset zeroed it.
+  std::vector<char> place_in_arena(const LoadedProgram& program, CUdeviceptr* pointers) {
+    TemporaryArena arena = plan_temporary_arena(program.buffers, program.kernels);
+    if (arena.bytes == 0) return {};
+    const CUdeviceptr base = allocate(arena.bytes);
+    for (size_t i = 0; i < program.buffers.size(); ++i) {
+      const compiler::BufferInfo& b = program.buffers[i];
+      if (b.role == ir::TensorRole::kTemporary && b.bytes > 0) pointers[i] = base + arena.offsets[i];
+    }
+    if (arena.zeroed_bytes > 0) {
+      check(driver().MemsetD8Async(base, 0, arena.zeroed_bytes, stream_), "cuMemsetD8Async");
+    }
+    return std::move(arena.zeroed_at_start);
+  }
 
  private:
   CUstream stream_;
@@ -449,14 +474,20 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
     }
   }
   LaunchTemporaries temporaries(stream);
-  for (size_t i = 0; i < n; ++i) {
-    if (buffers[i].role == ir::TensorRole::kTemporary && buffers[i].bytes > 0) {
-      pointers[i] = temporaries.allocate(static_cast<size_t>(buffers[i].bytes));
+  // Temporaries zeroed at the start: those no kernel reads or writes before their zeroing.
+  std::vector<char> zeroed_at_start;
+  if (tuning_knobs().temporary_arena) {
+    zeroed_at_start = temporaries.place_in_arena(*this, pointers);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (buffers[i].role == ir::TensorRole::kTemporary && buffers[i].bytes > 0) {
+        pointers[i] = temporaries.allocate(static_cast<size_t>(buffers[i].bytes));
+      }
     }
   }
   for (const LoadedKernel& k : kernels) {
     for (int z : k.zero_before) {
-      if (buffers[z].bytes > 0) {
+      if (buffers[z].bytes > 0 && (zeroed_at_start.empty() || !zeroed_at_start[z])) {
         check(d.MemsetD8Async(pointers[z], 0, static_cast<size_t>(buffers[z].bytes), stream),
               "cuMemsetD8Async");
       }

@@ -6,7 +6,7 @@ mean time of every kernel printed by name. Shows which kernel of the binned gath
 moved. Not collected by pytest.
 
     python3 tests/gpu/grid_sampler_kernel_profile.py [--modes bilinear,...] [--dtypes f32,...]
-        [--shapes 0,1,2] [--one-cell]
+        [--shapes 0,1,2 | --shape-list NxCxHxW:HoxWo,...] [--one-cell]
 The layout knobs (ADJOINT_TUNE_BINNED_CHANNELS_LAST, ADJOINT_TUNE_GATHERED_ROWS) apply as set.
 Programmatic launches are off (ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=0) unless set: a kernel launched
 early waits inside its own duration, so with them the per-kernel times overlap.
@@ -78,12 +78,18 @@ def main():
     parser.add_argument("--modes", default="bilinear,nearest,bicubic")
     parser.add_argument("--dtypes", default="f32,bf16")
     parser.add_argument("--shapes", default="0,1,2", help="indices into SHAPES")
+    parser.add_argument("--shape-list", default="",
+                        help="shapes instead of --shapes: NxCxHxW:H_outxW_out, comma separated")
     parser.add_argument("--one-cell", action="store_true",
                         help="also every grid point at one place (the binning's worst case)")
     args = parser.parse_args()
     if args.one_cell:
         profile(SHAPES[0][0], SHAPES[0][1], "bilinear", "f32", one_cell=True)
-    for input_size, grid_size in [SHAPES[int(i)] for i in args.shapes.split(",") if i]:
+    shapes = [SHAPES[int(i)] for i in args.shapes.split(",") if i]
+    if args.shape_list:
+        shapes = [(tuple(int(v) for v in a.split("x")), tuple(int(v) for v in b.split("x")))
+                  for a, b in (item.split(":") for item in args.shape_list.split(",") if item)]
+    for input_size, grid_size in shapes:
         for mode in args.modes.split(","):
             for dtype_name in args.dtypes.split(","):
                 profile(input_size, grid_size, mode, dtype_name)

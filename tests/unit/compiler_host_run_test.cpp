@@ -440,7 +440,9 @@ struct Variant {
 
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
-                                    std::to_string(gather_chunk) + "_tp" +
+                                    (gather_chunk < 0 ? std::string("d")
+                                                      : std::to_string(gather_chunk)) +
+                                    "_tp" +
                                     std::to_string(taps_walks_max) + "_" +
                                     (scan_digits ? "" : "chained_") + "sb" +
                                     std::to_string(subbucket_records) + "_"
@@ -1993,6 +1995,25 @@ TEST(HostRun, BinnedSubBucketsSortLikeWholeBuckets) {
       }
       expect_host_runs_match(programs, variants, 2e-2, make_inputs);
     }
+  }
+  // The derived walk chunk (BinnedGatherOptions::gather_chunk = -1): crowded buckets walk
+  // chunks of 8 to 64 slots by the records per cell, the same at every launch and cut.
+  {
+    ClaimSlotTensors claims;
+    ScheduleNotes notes;
+    lower_scatter_to_binned_gather(simplify(programs[0]), &claims, BinnedGatherOptions{}, nullptr,
+                                   &notes);
+    bool derived = false;
+    for (const auto& [kernel, note] : notes)
+      derived |= note.find("binned walk: chunks of 8 slots") != std::string::npos;
+    EXPECT_TRUE(derived);
+  }
+  for (auto make_inputs : {rounding_inputs, one_cell_inputs<false>}) {
+    std::vector<Variant> variants = {Variant::binned_subbuckets(256, 16),
+                                     Variant::binned_subbuckets(32, 0),
+                                     Variant::binned_subbuckets(1024, 4, 1)};
+    for (Variant& v : variants) v.gather_chunk = -1;
+    expect_host_runs_match(programs, variants, 2e-2, make_inputs);
   }
 }
 

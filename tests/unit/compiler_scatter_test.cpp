@@ -633,7 +633,7 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);
   LowerOptions negative_chunk;
-  negative_chunk.binned_gather_chunk = -1;
+  negative_chunk.binned_gather_chunk = -2;
   try {
     lower(p, negative_chunk);
     ADD_FAILURE() << "a negative binned_gather_chunk was accepted";
