@@ -1,0 +1,247 @@
+// tuning_knobs: parsing the ADJOINT_TUNE_* variables and handing them to the compiler.
+#include "runtime/tuning_knobs.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+
+#include "compiler/block_reductions.h"
+#include "compiler/reduction_schedule.h"
+#include "compiler/row_groups.h"
+#include "ir/error.h"
+
+namespace adjoint::runtime {
+namespace {
+
+/// The integer value of environment variable `name` (`fallback` when unset or empty), which
+/// must be one of the values `accepts` allows; otherwise an adjoint::Error naming the variable
+/// and `valid`.
+template <typename Accepts>
+int parse_integer_knob(const EnvironmentLookup& lookup, const char* name, int fallback,
+                       Accepts accepts, const char* valid) {
+  const char* text = lookup(name);
+  if (!text || !*text) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < INT32_MIN || value > INT32_MAX ||
+      !accepts(static_cast<int>(value))) {
+    throw Error(std::string(name) + ": expected " + valid + ", got '" + text + "'",
+                ErrorCode::kInvalidArgument);
+  }
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
+  TuningKnobs knobs;
+  auto integer_knob = [&](const char* name, int fallback, auto accepts, const char* valid) {
+    return parse_integer_knob(lookup, name, fallback, accepts, valid);
+  };
+  knobs.block_size = integer_knob(
+      "ADJOINT_TUNE_BLOCK_SIZE", 0,
+      [](int v) { return v == 0 || (v >= 32 && v <= 1024 && v % 32 == 0); },
+      "0 (derive) or a multiple of 32 in [32, 1024]");
+  knobs.vector_bytes = integer_knob(
+      "ADJOINT_TUNE_VECTOR_BYTES", 0,
+      [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
+  const int streaming = integer_knob(
+      "ADJOINT_TUNE_STREAMING", 1, [](int v) { return v >= 0 && v <= 3; },
+      "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
+  knobs.streaming_loads = streaming == 1 || streaming == 3;
+  knobs.streaming_stores = streaming == 1 || streaming == 2;
+  knobs.reduction_split = integer_knob(
+      "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
+      "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
+  knobs.thread_tile = integer_knob(
+      "ADJOINT_TUNE_THREAD_TILE", -1, [](int v) { return v >= -1 && v != 1 && v <= 64; },
+      "-1 (derive), 0 (never tile) or a thread tile of 2 to 64 points");
+  knobs.tile_prefer_vector =
+      integer_knob(
+          "ADJOINT_TUNE_TILE_PREFER_VECTOR", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a derived thread tile that takes its axis in parts gives way to the vector "
+          "width) or 0 (it keeps its points and the vector width shrinks: the tiles before)") == 1;
+  knobs.row_groups = integer_knob(
+      "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
+      "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
+  knobs.split_threads_log2 = integer_knob(
+      "ADJOINT_TUNE_SPLIT_THREADS", 0, [](int v) { return v == 0 || (v >= 10 && v <= 24); },
+      "0 (default) or the log2 of the threads a derived split aims at, in [10, 24]");
+  knobs.split_count_vector =
+      integer_knob(
+          "ADJOINT_TUNE_SPLIT_COUNT_VECTOR", 0, [](int v) { return v == 0 || v == 1; },
+          "1 (a thread-tiled split counts the threads it launches, points x G / (R x V)) or 0 "
+          "(points x G / R: the count before)") == 1;
+  knobs.split_tail =
+      integer_knob(
+          "ADJOINT_TUNE_SPLIT_TAIL", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a split's G need not divide the axis: the combine sums the tail) or 0 (G divides "
+          "it: the splits before)") == 1;
+  knobs.programmatic_launch = integer_knob(
+      "ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", 2, [](int v) { return v >= 0 && v <= 2; },
+      "2 (every kernel launched with programmatic stream serialization on sm_90 and later), 1 "
+      "(only kernels of at most two blocks per SM) or 0 (plain launches)");
+  knobs.temporary_arena =
+      integer_knob(
+          "ADJOINT_TUNE_TEMPORARY_ARENA", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a launch's temporaries share one stream-ordered allocation, those zeroed before "
+          "their first use zeroed by one memset ahead of the first kernel) or 0 (an allocation "
+          "and a memset each, as before: what compute-sanitizer's bounds checks see best)") == 1;
+  knobs.partial_unroll = integer_knob(
+      "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
+      "[1, 64]");
+  knobs.tile_unroll = integer_knob(
+      "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
+  knobs.tile_prefetch = integer_knob(
+      "ADJOINT_TUNE_TILE_PREFETCH", knobs.tile_prefetch, [](int v) { return v >= 0 && v <= 64; },
+      "0 (an alignment check per access, the tiled kernels of before), 1 (one check per "
+      "kernel) or the iterations of streamed spans loaded ahead, in [2, 64]");
+  knobs.tile_early_copies =
+      integer_knob("ADJOINT_TUNE_TILE_EARLY_COPIES", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (a tiled stage's spans per tile point copied to shared memory before its "
+                   "reductions) or 0 (loaded after them)") == 1;
+  knobs.tile_min_blocks = integer_knob(
+      "ADJOINT_TUNE_TILE_MIN_BLOCKS", -1, [](int v) { return v >= -1 && v <= 32; },
+      "-1 (derived: 5 blocks of 128 for tiled kernels with a prefetched ring and at most 48 "
+      "accumulators), 0 (no minimum) or the resident blocks per SM every thread-tiled kernel's "
+      "registers must allow (__launch_bounds__), in [1, 32]");
+  knobs.tile_few_parts = integer_knob(
+      "ADJOINT_TUNE_TILE_FEW_PARTS", 2, [](int v) { return v >= 0 && v <= 8; },
+      "2 (default: an axis taken in at most 2 parts keeps its tile, 24 included), N in [1, 8] "
+      "that many parts, or 0 (the tiles before)");
+  knobs.unroll_budget = integer_knob(
+      "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
+      [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (no budget: NVVM unrolls long constant loops completely) or the IR nodes an "
+      "unrolled loop nest may hold, in [1, 1048576] (8192 suggested)");
+  knobs.runtime_unroll = integer_knob(
+      "ADJOINT_TUNE_RUNTIME_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
+      "0 (NVVM's choice), 1 (not unrolled) or an unroll factor in [2, 16]");
+  knobs.binned_channels_last_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
+      "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
+  knobs.binned_gather_chunk = integer_knob(
+      "ADJOINT_TUNE_BINNED_GATHER_CHUNK", -1, [](int v) { return v >= -1 && v <= (1 << 20); },
+      "-1 (derived from the records per cell: 64, or fewer where buckets are crowded), 0 (one "
+      "sequential walk per bucket) or the slots per chunk of a binned gather's walk, at most "
+      "1048576");
+  knobs.binned_taps_walks_max = integer_knob(
+      "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
+      "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
+      "bins one record per point and walks a bucket per tap");
+  knobs.binned_scan_digits =
+      integer_knob(
+          "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
+          "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
+  knobs.binned_subbucket_records = integer_knob(
+      "ADJOINT_TUNE_BINNED_SUBBUCKET", 16, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (a binned sort ranks each record among its whole bucket) or the records per id range "
+      "that buckets are cut into where cells hold more than twice that many on average, at most "
+      "1048576");
+  knobs.gathered_rows_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.fused_multiply_add =
+      integer_knob(
+          "ADJOINT_TUNE_FMA", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (fma_sum reduces accumulate with fused multiply-adds, as the IR says) or 0 (as "
+          "plain sums, each product rounded: for measuring)") == 1;
+  knobs.binned_records_per_cell_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_RECORDS_PER_CELL", 2, [](int v) { return v >= 0; },
+      "the fewest records per cell for a broadcast-innermost binned gather (0 or 1: always)");
+  knobs.gathered_lanes_min = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
+      "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
+  knobs.tiled_transpose_min = integer_knob(
+      "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
+      "0 (never) or the fewest rows and columns of a transposing copy emitted as shared-memory "
+      "tiles");
+  knobs.gathered_lane_width = integer_knob(
+      "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 0,
+      [](int v) { return v == 0 || v == 32 || v == 16 || v == 8 || v == 4; },
+      "0 (derived: 16 lanes per point of a gathered reduction laid out for lanes with at most 4 "
+      "taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes per point");
+  knobs.transposed_store =
+      integer_knob(
+          "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a tiled copy of a kernel's target is fused into that kernel's stores) or 0 (the "
+          "copy kernel of before)") == 1;
+  knobs.split_warp_combine_points = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
+      "0 (a split's combine is a thread per point) or the points below which it is a warp per "
+      "point");
+  knobs.block_shared_vectors =
+      integer_knob(
+          "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a block reduction reads its staged f32 values 16 bytes at a time where C, K and "
+          "the outputs per thread allow) or 0 (one value per shared load, before)") == 1;
+  knobs.block_stage_width = integer_knob(
+      "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
+      "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
+      "(8: vector loads; 1: one element per thread, the schedule of before)");
+  if (const char* text = lookup("ADJOINT_TUNE_REDUCTION"); text && *text) {
+    compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
+    knobs.reduction_schedule = text;
+  }
+  if (const char* text = lookup("ADJOINT_TUNE_BLOCK_REDUCTION"); text && *text) {
+    compiler::parse_block_reduction_mode(text, "ADJOINT_TUNE_BLOCK_REDUCTION");  // throws
+    knobs.block_reduction = text;
+  }
+  if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
+    compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
+    knobs.row_schedule = text;
+  }
+  return knobs;
+}
+
+const TuningKnobs& tuning_knobs() {
+  static const TuningKnobs knobs = read_tuning_knobs([](const char* name) { return std::getenv(name); });
+  return knobs;
+}
+
+void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options) {
+  options.block_size = knobs.block_size;
+  options.vector_bytes = knobs.vector_bytes;
+  options.streaming_loads = knobs.streaming_loads;
+  options.streaming_stores = knobs.streaming_stores;
+  options.reduction_split = knobs.reduction_split;
+  options.thread_tile = knobs.thread_tile;
+  options.tile_prefer_vector = knobs.tile_prefer_vector;
+  options.tile_few_parts = knobs.tile_few_parts;
+  options.split_count_vector = knobs.split_count_vector;
+  options.split_tail = knobs.split_tail;
+  options.fused_multiply_add = knobs.fused_multiply_add;
+  options.row_groups = knobs.row_groups;
+  options.row_schedule = knobs.row_schedule;
+  options.partial_unroll = knobs.partial_unroll;
+  options.tile_unroll = knobs.tile_unroll;
+  options.tile_prefetch = knobs.tile_prefetch;
+  options.tile_early_copies = knobs.tile_early_copies;
+  options.tile_min_blocks = knobs.tile_min_blocks;
+  options.unroll_budget = knobs.unroll_budget;
+  options.runtime_unroll = knobs.runtime_unroll;
+  options.reduction_schedule = knobs.reduction_schedule;
+  options.block_reduction = knobs.block_reduction;
+  options.block_stage_width = knobs.block_stage_width;
+  options.block_shared_vectors = knobs.block_shared_vectors;
+  options.split_warp_combine_points = knobs.split_warp_combine_points;
+  options.binned_channels_last_min = knobs.binned_channels_last_min;
+  options.binned_gather_chunk = knobs.binned_gather_chunk;
+  options.binned_taps_walks_max = knobs.binned_taps_walks_max;
+  options.binned_scan_digits = knobs.binned_scan_digits;
+  options.binned_subbucket_records = knobs.binned_subbucket_records;
+  options.gathered_rows_min = knobs.gathered_rows_min;
+  options.tiled_transpose_min = knobs.tiled_transpose_min;
+  options.transposed_store = knobs.transposed_store;
+  options.gathered_lanes_min = knobs.gathered_lanes_min;
+  options.gathered_lane_width = knobs.gathered_lane_width;
+  options.binned_records_per_cell_min = knobs.binned_records_per_cell_min;
+  if (knobs.split_threads_log2 != 0)
+    options.split_target_threads = int64_t{1} << knobs.split_threads_log2;
+}
+
+}  // namespace adjoint::runtime

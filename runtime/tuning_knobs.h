@@ -1,0 +1,73 @@
+// tuning_knobs: the ADJOINT_TUNE_* environment variables (docs/runtime.md, "Tuning and
+// debugging knobs"). Each overrides one code-generation or launch choice; read once per process,
+// they change the emitted source (so the disk cache and packages, keyed by source, keep the
+// variants apart) or how the runtime launches. An invalid value is an adjoint::Error naming the
+// variable, what it accepts and what it got, on every use.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "compiler/lower.h"
+
+namespace adjoint::runtime {
+
+/// The knobs' values; every default is the compiler's or the runtime's own default
+/// (runtime_tuning_knobs_test checks that they agree with LowerOptions).
+struct TuningKnobs {
+  int block_size = 0;
+  int vector_bytes = 0;
+  bool streaming_loads = false;
+  bool streaming_stores = false;
+  int reduction_split = -1;
+  int thread_tile = -1;
+  bool tile_prefer_vector = true;
+  int tile_few_parts = 2;
+  int row_groups = -1;
+  int split_threads_log2 = 0;
+  bool split_count_vector = false;
+  bool split_tail = true;
+  int programmatic_launch = 2;
+  bool temporary_arena = true;
+  int partial_unroll = 0;
+  int tile_unroll = 0;
+  int tile_prefetch = 8;
+  bool tile_early_copies = true;
+  int tile_min_blocks = -1;
+  int unroll_budget = 0;
+  int runtime_unroll = 0;
+  std::string reduction_schedule = "auto";
+  std::string block_reduction = "auto";
+  std::string row_schedule = "auto";
+  int block_stage_width = 8;
+  bool block_shared_vectors = true;
+  int split_warp_combine_points = 1024;
+  int binned_channels_last_min = 2;
+  int binned_gather_chunk = -1;
+  int binned_taps_walks_max = 16;
+  bool binned_scan_digits = true;
+  int binned_subbucket_records = 16;
+  int gathered_rows_min = 2;
+  bool fused_multiply_add = true;
+  int tiled_transpose_min = 16;
+  bool transposed_store = true;
+  int gathered_lanes_min = 32;
+  int gathered_lane_width = 0;
+  int binned_records_per_cell_min = 2;
+};
+
+/// The value of an environment variable, or null when unset (std::getenv; tests pass a map).
+using EnvironmentLookup = std::function<const char*(const char*)>;
+
+/// Every knob read through `lookup`; throws adjoint::Error (kInvalidArgument) naming the first
+/// invalid one.
+TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup);
+
+/// The process's knobs, read from the environment on first use (an invalid value throws on
+/// every use).
+const TuningKnobs& tuning_knobs();
+
+/// Copies the code-generation knobs into `options` (the launch knobs stay in TuningKnobs).
+void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options);
+
+}  // namespace adjoint::runtime

@@ -1,0 +1,95 @@
+// runtime_tuning_knobs_test: the ADJOINT_TUNE_* variables (runtime/tuning_knobs.h). Unset, they
+// must leave the compiler at its own defaults (the lowered kernels of every op family are the
+// ones LowerOptions{} gives, character for character); set, they parse as documented; invalid,
+// they fail with an error that names the variable, what it accepts and what it got.
+#include "runtime/tuning_knobs.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "compiler/compiled_program.h"
+#include "ir/error.h"
+#include "ops/registry.h"
+
+namespace adjoint::runtime {
+namespace {
+
+EnvironmentLookup environment(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](const char* name) -> const char* {
+    auto it = values.find(name);
+    return it == values.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string all_sources(const compiler::CompiledProgram& program) {
+  std::string text;
+  for (const compiler::CompiledKernel& k : program.kernels) text += k.source;
+  return text;
+}
+
+TEST(TuningKnobs, UnsetKnobsLeaveTheCompilersDefaults) {
+  const TuningKnobs knobs = read_tuning_knobs(environment({}));
+  compiler::LowerOptions from_knobs;
+  apply_tuning_knobs(knobs, from_knobs);
+  for (const char* spec :
+       {"upsample_nearest2d_backward dtype=bf16 input_size=2,3,16,16 output_size=32,24",
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=40,36 "
+        "interpolation_mode=bicubic",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,4,3,4 output_size=64,48",
+        "mhc_pre_backward dtype=bf16 batch=1 seq=512 n=4 dim=1024",
+        "mhc_sinkhorn_backward dtype=f32 batch=1 seq=64 n=4"}) {
+    const ir::Program program = ops::parse_specialization(spec).build_program();
+    EXPECT_EQ(all_sources(compiler::lower(program, compiler::LowerOptions{})),
+              all_sources(compiler::lower(program, from_knobs)))
+        << spec;
+  }
+  EXPECT_TRUE(knobs.temporary_arena);
+  EXPECT_EQ(knobs.programmatic_launch, 2);
+}
+
+TEST(TuningKnobs, SetKnobsParseAsDocumented) {
+  const TuningKnobs knobs = read_tuning_knobs(environment({
+      {"ADJOINT_TUNE_STREAMING", "2"},
+      {"ADJOINT_TUNE_BINNED_GATHER_CHUNK", "-1"},
+      {"ADJOINT_TUNE_BINNED_SUBBUCKET", "0"},
+      {"ADJOINT_TUNE_TEMPORARY_ARENA", "0"},
+      {"ADJOINT_TUNE_REDUCTION", "serial"},
+      {"ADJOINT_TUNE_SPLIT_THREADS", "12"},
+  }));
+  EXPECT_FALSE(knobs.streaming_loads);
+  EXPECT_TRUE(knobs.streaming_stores);
+  EXPECT_FALSE(knobs.temporary_arena);
+  compiler::LowerOptions options;
+  apply_tuning_knobs(knobs, options);
+  EXPECT_EQ(options.binned_gather_chunk, -1);
+  EXPECT_EQ(options.binned_subbucket_records, 0);
+  EXPECT_EQ(options.reduction_schedule, "serial");
+  EXPECT_EQ(options.split_target_threads, int64_t{1} << 12);
+}
+
+TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
+  const std::map<std::string, std::string> invalid = {
+      {"ADJOINT_TUNE_BINNED_SUBBUCKET", "-1"},
+      {"ADJOINT_TUNE_BINNED_GATHER_CHUNK", "-2"},
+      {"ADJOINT_TUNE_TEMPORARY_ARENA", "2"},
+      {"ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "yes"},
+      {"ADJOINT_TUNE_BLOCK_SIZE", "100"},
+      {"ADJOINT_TUNE_SPLIT_TAIL", "1x"},
+  };
+  for (const auto& [name, value] : invalid) {
+    try {
+      read_tuning_knobs(environment({{name, value}}));
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(name + ": expected "), std::string::npos) << what;
+      EXPECT_NE(what.find("got '" + value + "'"), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_REDUCTION", "sideways"}})), Error);
+}
+
+}  // namespace
+}  // namespace adjoint::runtime
