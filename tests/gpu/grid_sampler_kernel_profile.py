@@ -73,6 +73,32 @@ def profile(input_size, grid_size, mode, dtype_name, one_cell=False):
                                                    for k, v in means.items())))
 
 
+def profile_3d(mode, dtype_name):
+    """bench_grid_sampler_3d.py's case (2x16x32^3, a displacement-field grid), per kernel."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "bench"))
+    import bench_grid_sampler_3d as b3
+    dtype = harness.DTYPES[dtype_name]
+    n, c = b3.INPUT_SIZE[:2]
+    grad_output = harness.random_tensor([n, c] + list(b3.OUTPUT_SIZE), dtype, 1)
+    inputs = harness.random_tensor(list(b3.INPUT_SIZE), dtype, 2)
+    grid = b3.displacement_grid(n, b3.OUTPUT_SIZE, dtype, torch.device("cuda"), 3)
+    text = adjoint.spec.grid_sampler_3d_backward(dtype_name, list(b3.INPUT_SIZE),
+                                                 list(b3.OUTPUT_SIZE), mode, "zeros", False,
+                                                 [True, True])
+    title = "3-d %s %s" % (mode, dtype_name)
+    for determinism in ("default", "allow_atomics"):
+        program = adjoint.prepare(text, determinism=determinism)
+        means = kernel_means(lambda: program(grad_output=grad_output, input=inputs, grid=grid))
+        print("== %s  %s: %.1f us in %d kernels" % (title, determinism, sum(means.values()),
+                                                    len(means)))
+        for key, us in means.items():
+            print("  %8.1f us  %s" % (us, key.replace("grid_sampler_3d_backward_", "")[:80]))
+    means = kernel_means(lambda: torch.ops.aten.grid_sampler_3d_backward(
+        grad_output, inputs, grid, MODE_INT[mode], 0, False, [True, True]))
+    print("== %s  aten: %.1f us" % (title, sum(means.values())))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--modes", default="bilinear,nearest,bicubic")
@@ -80,11 +106,17 @@ def main():
     parser.add_argument("--shapes", default="0,1,2", help="indices into SHAPES")
     parser.add_argument("--shape-list", default="",
                         help="shapes instead of --shapes: NxCxHxW:H_outxW_out, comma separated")
+    parser.add_argument("--three-d", action="store_true",
+                        help="also bench_grid_sampler_3d.py's case (trilinear and nearest)")
     parser.add_argument("--one-cell", action="store_true",
                         help="also every grid point at one place (the binning's worst case)")
     args = parser.parse_args()
     if args.one_cell:
         profile(SHAPES[0][0], SHAPES[0][1], "bilinear", "f32", one_cell=True)
+    if args.three_d:
+        for mode in ("bilinear", "nearest"):
+            for dtype_name in args.dtypes.split(","):
+                profile_3d(mode, dtype_name)
     shapes = [SHAPES[int(i)] for i in args.shapes.split(",") if i]
     if args.shape_list:
         shapes = [(tuple(int(v) for v in a.split("x")), tuple(int(v) for v in b.split("x")))
