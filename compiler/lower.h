@@ -95,6 +95,10 @@ struct LowerOptions {
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
+  /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
+  /// warps are fewer than the warp schedule's minimum (1024); false keeps the widest group.
+  /// ADJOINT_TUNE_WARP_GROUP_FILL.
+  bool warp_group_fill = true;
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";

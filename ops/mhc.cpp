@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -183,13 +184,41 @@ struct BackwardTensors {
   TensorRef dalpha_tokens;
 };
 
-/// Whether the parameter gradients go through x_mix: it costs K n D f32 written once and read
-/// twice, and saves dgamma's own pass over x (B S n D elements of x, and K products each); with
-/// few tokens (B S = 1 at D = 16384: x_mix would be 42 MB of traffic for a 0.26 MB x) the
-/// direct token sums move less.
+/// ADJOINT_TUNE_MHC_X_MIX: 1 (default) counts every load of the direct dgamma in
+/// uses_x_mix, 0 only its loads of x (the rule before). Read once per process; an invalid
+/// value throws adjoint::Error naming the variable.
+bool count_direct_phi_loads() {
+  static const int value = [] {
+    const char* text = std::getenv("ADJOINT_TUNE_MHC_X_MIX");
+    if (!text || !*text) return 1;
+    const std::string v(text);
+    if (v != "0" && v != "1")
+      throw Error("ADJOINT_TUNE_MHC_X_MIX: expected 1 (x_mix where the direct dgamma would "
+                  "load more: its phi loads counted) or 0 (its loads of x only, the rule "
+                  "before), got '" + v + "'",
+                  ErrorCode::kInvalidArgument);
+    return v == "1" ? 1 : 0;
+  }();
+  return value == 1;
+}
+
+/// Whether the parameter gradients go through x_mix. Per element (i, d) of a token row, x_mix
+/// costs K f32 written once and read twice (by dphi and dgamma) and dgamma's one read of K phi
+/// values: 4 K parameter words. Without it dgamma sums over the B S tokens itself, and each
+/// token loads x and the K phi values again (dvecx_mm = dh_mix . phi recomputed per token):
+/// B S (x + K phi) (dphi's token sum reads x either way). With few tokens (B S = 1 at
+/// D = 16384: 42 MB of x_mix traffic against phi read once) the direct sums move less; from
+/// B S = 4 on x_mix does (at B1 S181 n8 D4096 the direct dgamma ran 181 x 80 dependent
+/// multiply-adds per thread in 32,768 threads, reloading phi for every token).
+/// ADJOINT_TUNE_MHC_X_MIX=0 counts only the direct dgamma's loads of x (x_mix from
+/// B S > 6 K on), the rule before.
 bool uses_x_mix(const MhcConfig& c) {
-  return static_cast<double>(c.batch) * static_cast<double>(c.seq) * ir::dtype_bytes(c.dtype) >
-         3.0 * static_cast<double>(c.mix_width()) * ir::dtype_bytes(c.param_dtype);
+  const double tokens = static_cast<double>(c.batch) * static_cast<double>(c.seq);
+  const double x_bytes = ir::dtype_bytes(c.dtype);
+  const double p_bytes = ir::dtype_bytes(c.param_dtype);
+  const double k = static_cast<double>(c.mix_width());
+  if (!count_direct_phi_loads()) return tokens * x_bytes > 3.0 * k * p_bytes;
+  return tokens * (x_bytes + k * p_bytes) > 4.0 * k * p_bytes;
 }
 
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {

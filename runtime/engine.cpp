@@ -100,6 +100,7 @@ struct TuningKnobs {
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
+  bool warp_group_fill = true;
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
   int block_stage_width = 8;
@@ -270,6 +271,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
       "(8: vector loads; 1: one element per thread, the schedule of before)");
+  knobs.warp_group_fill =
+      integer_knob(
+          "ADJOINT_TUNE_WARP_GROUP_FILL", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a warp kernel's points per warp halve while its warps are fewer than 1024) or 0 "
+          "(the widest group: the warp kernels before)") == 1;
   if (const char* text = std::getenv("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -748,6 +754,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.unroll_budget = tuning_knobs().unroll_budget;
   options.runtime_unroll = tuning_knobs().runtime_unroll;
   options.reduction_schedule = tuning_knobs().reduction_schedule;
+  options.warp_group_fill = tuning_knobs().warp_group_fill;
   options.block_reduction = tuning_knobs().block_reduction;
   options.block_stage_width = tuning_knobs().block_stage_width;
   options.block_shared_vectors = tuning_knobs().block_shared_vectors;
