@@ -61,6 +61,10 @@ struct LowerOptions {
   /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
   /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t split_warp_combine_points = 1024;
+  /// ReductionSplitOptions::multi_stage_warp_combine_partials: a combine of more partials than
+  /// this in a kernel of several stages runs a warp per point as well (same points
+  /// condition); 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE_STAGES.
+  int64_t split_warp_combine_stages = 256;
   /// ReductionSplitOptions::tail: G need not divide the split axis (the combine sums the
   /// tail). ADJOINT_TUNE_SPLIT_TAIL (1, the default; 0: G divides the axis, as before).
   bool split_tail = true;

@@ -106,6 +106,7 @@ struct TuningKnobs {
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
+  int split_warp_combine_stages = 256;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = 64;
   int binned_taps_walks_max = 16;
@@ -262,6 +263,11 @@ TuningKnobs read_tuning_knobs() {
       "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
       "0 (a split's combine is a thread per point) or the points below which it is a warp per "
       "point");
+  knobs.split_warp_combine_stages = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE_STAGES", 256, [](int v) { return v >= 0; },
+      "0 (a kernel of several stages combines its splits a thread per point, before) or N: "
+      "it runs a warp per point, as a one-stage combine of few points, when a combine sums "
+      "more than N partials");
   knobs.block_shared_vectors =
       integer_knob(
           "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
@@ -759,6 +765,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.block_stage_width = tuning_knobs().block_stage_width;
   options.block_shared_vectors = tuning_knobs().block_shared_vectors;
   options.split_warp_combine_points = tuning_knobs().split_warp_combine_points;
+  options.split_warp_combine_stages = tuning_knobs().split_warp_combine_stages;
   options.binned_channels_last_min = tuning_knobs().binned_channels_last_min;
   options.binned_gather_chunk = tuning_knobs().binned_gather_chunk;
   options.binned_taps_walks_max = tuning_knobs().binned_taps_walks_max;

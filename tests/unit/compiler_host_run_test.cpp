@@ -397,6 +397,8 @@ struct Variant {
   /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
   /// warps are fewer than the minimum (the default), or not (the widest group, before).
   bool warp_group_fill = true;
+  /// ReductionSplitOptions::multi_stage_warp_combine_partials (256; 0: one-stage kernels only).
+  int64_t split_warp_combine_stages = 256;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -452,6 +454,8 @@ struct Variant {
            (shared_vectors ? std::string() : "_nsv") +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
+           (split_warp_combine_stages == 256 ? std::string()
+                                             : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule);
   }
@@ -494,6 +498,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
   split.warp_combine_points = variant.split_warp_combine;
+  split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
@@ -1117,6 +1122,31 @@ TEST(HostRun, FewTokensAtEightStreams) {
   EXPECT_NE(eight.source.find("acc[e]"), std::string::npos) << eight.source;  // 8 a warp
   // f32 sums in another order than the interpreter's f64, bf16 dx: close, not equal.
   expect_host_runs_match(programs, {derived, widest}, 2e-2);
+}
+
+/// B*S = 1 with n = 8 and a long D: dh_pre2's 8 points split into 512 partials over d, and
+/// the gate_grads kernel (dh_pre2's combine and dh_post2, two stages) combines them with a warp
+/// per point (ReductionSplitOptions::multi_stage_warp_combine_partials); 0 keeps one thread per
+/// point. Both against the interpreter.
+TEST(HostRun, WarpCombinesOfSeveralStages) {
+  std::vector<ir::Program> programs = {
+      ops::parse_specialization("mhc_pre_backward batch=1 seq=1 n=8 dim=8192 dtype=f32")
+          .build_program()};
+  Variant derived(0), thread(0);
+  thread.split_warp_combine_stages = 0;
+  auto combine = [](const std::vector<CompiledKernel>& kernels) {
+    for (const CompiledKernel& k : kernels)
+      if (k.source.find("float* __restrict__ dh_pre2,") != std::string::npos) return k;
+    ADD_FAILURE() << "no kernel writes dh_pre2";
+    return kernels.front();
+  };
+  const CompiledKernel warp = combine(compile_kernels(programs[0], derived, "probe"));
+  EXPECT_TRUE(cooperative(warp)) << warp.source;
+  EXPECT_NE(warp.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+      << warp.source;
+  const CompiledKernel one = combine(compile_kernels(programs[0], thread, "probe1"));
+  EXPECT_FALSE(cooperative(one)) << one.source;
+  expect_host_runs_match(programs, {derived, thread}, 2e-2);
 }
 
 /// The block schedule (block_reductions.h) sums each point in the serial order, so mhc_pre's
