@@ -1095,7 +1095,8 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
 /// mhc_pre_backward at few tokens with n = 8 (issue 9's B1 S181 n8 at a host-sized D): at
 /// B*S = 130, dh_pre2's 1040 points take warps of one point each (8 points a warp would leave
 /// 130 warps, ReductionScheduleOptions::fill_warps) and the parameter gradients go through
-/// x_mix (ops/mhc.cpp, uses_x_mix: from B*S = 4 on); B*S = 3 keeps the direct token sums.
+/// x_mix (ops/mhc.cpp, uses_x_mix: from B*S = 4 on); B*S = 3 keeps the direct token sums, with
+/// dvecx = dh_mix . phi stored once for dx and dgamma.
 /// Against the interpreter, with and without the group fill.
 TEST(HostRun, FewTokensAtEightStreams) {
   std::vector<ir::Program> programs;
@@ -1107,6 +1108,7 @@ TEST(HostRun, FewTokensAtEightStreams) {
   EXPECT_TRUE(programs[0].find_tensor("x_mix"));
   EXPECT_TRUE(programs[1].find_tensor("x_mix"));
   EXPECT_FALSE(programs[2].find_tensor("x_mix"));
+  EXPECT_TRUE(programs[2].find_tensor("dvecx"));  // stored once for dx and dgamma
   Variant derived(0), widest(0);
   widest.warp_group_fill = false;
   auto gate_grads = [](const std::vector<CompiledKernel>& kernels) {
