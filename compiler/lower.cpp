@@ -88,6 +88,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 ErrorCode::kInvalidArgument);
   }
   split_options.warp_combine_points = options.split_warp_combine_points;
+  if (options.split_warp_combine_stages < 0) {
+    throw Error("LowerOptions.split_warp_combine_stages: expected 0 (never) or a number of "
+                "partials, got " + std::to_string(options.split_warp_combine_stages),
+                ErrorCode::kInvalidArgument);
+  }
+  split_options.multi_stage_warp_combine_partials = options.split_warp_combine_stages;
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
   split_options.tiles.few_parts = options.tile_few_parts;
   split_options.count_vector = options.split_count_vector;
@@ -181,6 +187,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   schedule_options.preferred_lanes = options.gathered_lane_width;
+  schedule_options.fill_warps = options.warp_group_fill;
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   block_options.max_stage_width = options.block_stage_width;

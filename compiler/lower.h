@@ -61,6 +61,10 @@ struct LowerOptions {
   /// ReductionSplitOptions::warp_combine_points: a split's combine with fewer points than this
   /// runs a warp per point; 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t split_warp_combine_points = 1024;
+  /// ReductionSplitOptions::multi_stage_warp_combine_partials: a combine of more partials than
+  /// this in a kernel of several stages runs a warp per point as well (same points
+  /// condition); 0 never. ADJOINT_TUNE_SPLIT_WARP_COMBINE_STAGES.
+  int64_t split_warp_combine_stages = 256;
   /// ReductionSplitOptions::tail: G need not divide the split axis (the combine sums the
   /// tail). ADJOINT_TUNE_SPLIT_TAIL (1, the default; 0: G divides the axis, as before).
   bool split_tail = true;
@@ -95,6 +99,10 @@ struct LowerOptions {
   /// Reduction schedule (reduction_schedule.h): "auto" derives serial or warp-cooperative per
   /// kernel, "serial" never uses warp lanes, "warp" uses them wherever the kernel allows.
   std::string reduction_schedule = "auto";
+  /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
+  /// warps are fewer than the warp schedule's minimum (1024); false keeps the widest group.
+  /// ADJOINT_TUNE_WARP_GROUP_FILL.
+  bool warp_group_fill = true;
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";

@@ -168,6 +168,22 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
       std::vector<const ir::ReduceNode*> outermost;
       for (const auto& [r, stage] : reductions) outermost.push_back(r);
       kernel.grid.vector_width = group_width(kernel, outermost);
+      if (options.fill_warps && options.mode == Mode::kAuto &&
+          !options.preferred_kernels.count(kernel.name) && kernel.grid.vector_width > 1 &&
+          points / kernel.grid.vector_width < options.min_points) {
+        // Halving keeps a divisor of the axis (8, 4, 2 divide it when the wider one does).
+        const int widest = kernel.grid.vector_width;
+        while (kernel.grid.vector_width > 1 &&
+               points / kernel.grid.vector_width < options.min_points)
+          kernel.grid.vector_width /= 2;
+        const size_t axis = innermost_axis(kernel);
+        lines.push_back(std::to_string(kernel.grid.vector_width) + " point(s) of " +
+                        kernel.stages.front().domain[axis].var.name_hint() + " per warp, not " +
+                        std::to_string(widest) + ": " + std::to_string(widest) + " would leave " +
+                        std::to_string(points / widest) + " warps, fewer than " +
+                        std::to_string(options.min_points) + " to fill the GPU; " +
+                        std::to_string(points / kernel.grid.vector_width) + " warps");
+      }
       int lanes = options.preferred_lanes;
       if (lanes != 0 && lanes != 4 && lanes != 8 && lanes != 16 && lanes != 32)
         throw Error("ReductionScheduleOptions.preferred_lanes: expected 0 (derived), 32, 16, 8 "

@@ -12,7 +12,13 @@
 // load of the body (so the lanes of a warp read consecutive addresses, where one thread per
 // point would read a separate row per thread), and the domain has at least min_points points
 // (fewer warps than that cannot fill the GPU: split_reductions, which skips warp kernels, gives
-// such domains partials instead). ADJOINT_TUNE_REDUCTION=serial|warp overrides it through
+// such domains partials instead). A warp kernel whose loads share a row across points of its
+// innermost axis computes several of them per warp (group_width, 8, 4 or 2); under kAuto that
+// width halves while the warps it leaves (points / width) are fewer than min_points, so that
+// grouping never starves a domain the rule above found large enough (mhc_pre_backward's
+// gate_grads at B*S = 181, n = 8: 181 warps in 23 blocks with 8 points a warp, 1448 warps with
+// one; fill_warps = false, ADJOINT_TUNE_WARP_GROUP_FILL=0, keeps the widest width).
+// ADJOINT_TUNE_REDUCTION=serial|warp overrides it through
 // runtime::lower_options. Runs before split_reductions and derive_grid (which keeps the lanes
 // and gives warp kernels vector width 1); each decision goes to ScheduleNotes for the dumps.
 #pragma once
@@ -34,6 +40,10 @@ struct ReductionScheduleOptions {
   int64_t min_trips = 256;
   int64_t min_lane_extent = 64;
   int64_t min_points = 1024;
+  /// kAuto: a warp kernel's points per warp (group_width) halve while points / width is below
+  /// min_points (false: the widest width that divides the axis, the schedule before).
+  /// LowerOptions::warp_group_fill, ADJOINT_TUNE_WARP_GROUP_FILL.
+  bool fill_warps = true;
   /// Kernels that keep one thread per point whatever the mode: those whose loads claim slots
   /// with atomics (lower_scatter_to_binned_gather), which every lane would repeat.
   std::set<std::string> excluded_kernels;

@@ -399,6 +399,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
             : std::max<int64_t>(options.target_threads / options.tiled_thread_divisor, 1);
     ir::Kernel rewritten = kernel;
     std::vector<std::string> lines;
+    int64_t most_partials = 0;  // the largest G split here
     for (ir::Stage& stage : rewritten.stages) {
       if (stage.kind != ir::StageKind::kCompute) continue;
       for (const ir::ReduceNode* r : unconditional_reductions(stage.value)) {
@@ -514,6 +515,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
             stage.target->name + " per point, each " + std::to_string(trips(*r) / partials) +
             " iterations; " + why;
         out.kernels.push_back(std::move(partials_kernel));
+        most_partials = std::max(most_partials, partials);
         changed = true;
       }
     }
@@ -521,20 +523,46 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
     // order is the fixed lane stride and butterfly, deterministic like the thread's).
     bool split_here = false;
     for (const std::string& l : lines) split_here = split_here || l.find(": split into G=") != std::string::npos;
-    if (split_here && points < options.warp_combine_points && rewritten.stages.size() == 1 &&
+    // A kernel of several stages (mhc_pre_backward's gate_grads: dh_pre2's combine and
+    // dh_post2) takes the warp too when one of its combines sums more than
+    // multi_stage_warp_combine_partials partials, every stage computes over the first's domain
+    // extents (the lanes share each point) and the later stages' reductions shuffle as well.
+    bool multi_stage = rewritten.stages.size() > 1 && options.multi_stage_warp_combine_partials > 0 &&
+                       most_partials > options.multi_stage_warp_combine_partials;
+    if (multi_stage) {
+      for (const ir::Stage& stage : rewritten.stages) {
+        bool same = stage.kind == ir::StageKind::kCompute &&
+                    stage.domain.size() == rewritten.stages.front().domain.size();
+        for (size_t a = 0; same && a < stage.domain.size(); ++a) {
+          const std::optional<int64_t> e = constant(stage.domain[a].extent);
+          same = e && *e == extents[a] && constant(stage.domain[a].start).value_or(-1) == 0;
+        }
+        multi_stage = multi_stage && same;
+      }
+    }
+    if (split_here && points < options.warp_combine_points &&
+        (rewritten.stages.size() == 1 || multi_stage) &&
         rewritten.stages.front().kind == ir::StageKind::kCompute &&
         !rewritten.stages.front().domain.empty()) {
       bool shuffles = true;
-      for (const ir::ReduceNode* r : outermost_reductions(rewritten.stages.front().value)) {
-        const ir::DType t = r->dtype;
-        shuffles = shuffles && (t == ir::DType::kF32 || t == ir::DType::kF64 ||
-                                t == ir::DType::kI32 || t == ir::DType::kI64);
+      for (const ir::Stage& stage : rewritten.stages) {
+        for (const ir::ReduceNode* r : outermost_reductions(stage.value)) {
+          const ir::DType t = r->dtype;
+          shuffles = shuffles && (t == ir::DType::kF32 || t == ir::DType::kF64 ||
+                                  t == ir::DType::kI32 || t == ir::DType::kI64);
+        }
       }
       if (shuffles) {
         rewritten.grid.reduction_lanes = 32;
         lines.push_back(rewritten.stages.front().target->name + ": the combine runs a warp per point (" +
                         std::to_string(points) + " points: lane l sums g = l, l + 32, ..., then "
-                        "the shuffle butterfly)");
+                        "the shuffle butterfly" +
+                        (multi_stage ? "; " + std::to_string(rewritten.stages.size()) +
+                                           " stages, " + std::to_string(most_partials) +
+                                           " partials > " +
+                                           std::to_string(options.multi_stage_warp_combine_partials)
+                                     : std::string()) +
+                        ")");
       }
     }
     if (notes && !lines.empty()) {

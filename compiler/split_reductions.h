@@ -70,6 +70,15 @@ struct ReductionSplitOptions {
   /// shuffle-able accumulators (B*S = 1: mhc_pre's inv_rms combined 1024 partials in one
   /// thread); 0: always a thread per point, in order. ADJOINT_TUNE_SPLIT_WARP_COMBINE.
   int64_t warp_combine_points = 1024;
+  /// A kernel of several stages takes that warp combine (same condition on its points) when
+  /// one of its combines sums more than this many partials, every stage computes over the
+  /// first stage's domain and every outermost reduction shuffles; 0: only one-stage kernels
+  /// (before). Default 256, the longest reduction a row group takes
+  /// (RowGroupOptions::max_reduction_trips): shorter combines stay a thread per point and
+  /// fusable (mhc_pre_backward's gate_grads at B1 S126 n8 D1000, G = 32, joins the row group
+  /// of mix_grads and rms_grad), while at B1 S1 n8 D16384 its one thread per point summed 1024
+  /// partials in order. ADJOINT_TUNE_SPLIT_WARP_COMBINE_STAGES.
+  int64_t multi_stage_warp_combine_partials = 256;
   /// true (default): G need not divide the split axis. The partials take floor(E / G)
   /// iterations each (a multiple of 8 for block splits) and the combine sums the tail
   /// [G * floor(E / G), E) after them, when that tail is no longer than one partial; a token

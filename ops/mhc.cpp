@@ -1,5 +1,5 @@
 // The mhc family's IR: attribute validation, the forward program (five kernels) and the backward
-// program (ten kernels; nine with few tokens, see uses_x_mix). Per-token quantities are
+// program (ten kernels, with x_mix; with few tokens, see uses_x_mix, also ten: dvecx stored). Per-token quantities are
 // materialized in temporaries of the parameter dtype so that no O(nD) reduction is recomputed
 // inside an O(nD) domain; token sums are Reduce nodes over (b, s), so every output is written
 // once, deterministically. Every sum of products is a fma_sum (ir/expr.h): each product goes
@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -173,23 +174,70 @@ struct BackwardTensors {
   // Per token: gradients of the gates' pre-activations, their concatenation `dlogit`
   // ([dh_pre2, dh_post2, grad_h_res], the gradient of alpha * m + bias), dh_mix_tmp (the
   // gradient of m), dh_mix (of h_mix) and dinv_rms. The gradient of v * gamma,
-  // dvecx_mm = dh_mix . phi (K terms per element), is recomputed where dx and dgamma need it
-  // rather than stored: a B*S*n*D f32 temporary would cost more traffic than x itself.
+  // dvecx_mm = dh_mix . phi (K terms per element), is recomputed inside dx rather than stored
+  // where the program goes through x_mix (many tokens): a B*S*n*D f32 temporary would cost
+  // more traffic than x itself; with few tokens it is stored (dvecx below).
   TensorRef dh_pre2, dh_post2, dlogit, dh_mix_tmp, dh_mix, dinv_rms;
   // x_mix[k, i, d] = sum over tokens of dh_mix[k] x[i, d]: dphi = gamma x_mix, dgamma =
   // sum_k phi x_mix (only where it saves traffic, see uses_x_mix).
   std::optional<TensorRef> x_mix;
+  // Without x_mix (B S <= 3), dvecx_mm stored once, B S n D f32 (at most 3 n D against phi's
+  // K n D), for dx and dgamma, which would each read phi to recompute it: at B1 S1 n8 D16384
+  // dgamma read phi's 42 MB again after dx. The same fma_sum per element: the same bits.
+  std::optional<TensorRef> dvecx;
   // dalpha_tokens[b, s, q]: each token's share of dalpha[q].
   TensorRef dalpha_tokens;
 };
 
-/// Whether the parameter gradients go through x_mix: it costs K n D f32 written once and read
-/// twice, and saves dgamma's own pass over x (B S n D elements of x, and K products each); with
-/// few tokens (B S = 1 at D = 16384: x_mix would be 42 MB of traffic for a 0.26 MB x) the
-/// direct token sums move less.
+/// The value of a 0/1 knob of the mhc op family (ADJOINT_TUNE_MHC_*, docs/runtime.md): 1 when
+/// unset or empty; anything but 0 or 1 throws adjoint::Error naming the variable and `valid`.
+int binary_knob(const char* name, const char* valid) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return 1;
+  const std::string v(text);
+  if (v != "0" && v != "1")
+    throw Error(std::string(name) + ": expected " + valid + ", got '" + v + "'",
+                ErrorCode::kInvalidArgument);
+  return v == "1" ? 1 : 0;
+}
+
+/// ADJOINT_TUNE_MHC_X_MIX: 1 (default) counts every load of the direct dgamma in uses_x_mix,
+/// 0 only its loads of x (the rule before). Read once per process.
+bool count_direct_phi_loads() {
+  static const bool on =
+      binary_knob("ADJOINT_TUNE_MHC_X_MIX",
+                  "1 (x_mix where the direct dgamma would load more: its phi loads counted) or 0 "
+                  "(its loads of x only, the rule before)") == 1;
+  return on;
+}
+
+/// ADJOINT_TUNE_MHC_DVECX: 1 (default) stores dvecx_mm where the token sums are direct (see
+/// BackwardTensors::dvecx), 0 recomputes it in dx and dgamma (before). Read once per process.
+bool stores_dvecx() {
+  static const bool on =
+      binary_knob("ADJOINT_TUNE_MHC_DVECX",
+                  "1 (with the direct token sums, dvecx = dh_mix . phi stored once for dx and "
+                  "dgamma) or 0 (recomputed in both: phi read twice, before)") == 1;
+  return on;
+}
+
+/// Whether the parameter gradients go through x_mix. Per element (i, d) of a token row, x_mix
+/// costs K f32 written once and read twice (by dphi and dgamma) and dgamma's one read of K phi
+/// values: 4 K parameter words. Without it dgamma sums over the B S tokens itself, and each
+/// token loads x and the K phi values again (dvecx_mm = dh_mix . phi recomputed per token):
+/// B S (x + K phi) (dphi's token sum reads x either way). With few tokens (B S = 1 at
+/// D = 16384: 42 MB of x_mix traffic against phi read once) the direct sums move less; from
+/// B S = 4 on x_mix does (at B1 S181 n8 D4096 the direct dgamma ran 181 x 80 dependent
+/// multiply-adds per thread in 32,768 threads, reloading phi for every token).
+/// ADJOINT_TUNE_MHC_X_MIX=0 counts only the direct dgamma's loads of x (x_mix from
+/// B S > 6 K on), the rule before.
 bool uses_x_mix(const MhcConfig& c) {
-  return static_cast<double>(c.batch) * static_cast<double>(c.seq) * ir::dtype_bytes(c.dtype) >
-         3.0 * static_cast<double>(c.mix_width()) * ir::dtype_bytes(c.param_dtype);
+  const double tokens = static_cast<double>(c.batch) * static_cast<double>(c.seq);
+  const double x_bytes = ir::dtype_bytes(c.dtype);
+  const double p_bytes = ir::dtype_bytes(c.param_dtype);
+  const double k = static_cast<double>(c.mix_width());
+  if (!count_direct_phi_loads()) return tokens * x_bytes > 3.0 * k * p_bytes;
+  return tokens * (x_bytes + k * p_bytes) > 4.0 * k * p_bytes;
 }
 
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
@@ -220,9 +268,14 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
       pb.temporary("dh_mix", p, {B, S, K}),
       pb.temporary("dinv_rms", p, {B, S}),
       std::nullopt,
+      std::nullopt,
       pb.temporary("dalpha_tokens", p, {B, S, 3}),
   };
-  if (uses_x_mix(c)) t.x_mix = pb.temporary("x_mix", p, {K, n, D});
+  if (uses_x_mix(c)) {
+    t.x_mix = pb.temporary("x_mix", p, {K, n, D});
+  } else if (stores_dvecx()) {
+    t.dvecx = pb.temporary("dvecx", p, {B, S, n, D});
+  }
   if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
   return t;
 }
@@ -274,13 +327,21 @@ Expr dvecx_mm(const MhcConfig& c, const BackwardTensors& t, Expr b, Expr s, Expr
                      c.param_dtype);
 }
 
+/// dvecx[b, s, i, d] = dvecx_mm[b, s, i, d], stored (only where BackwardTensors::dvecx is).
+void add_dvecx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+  Var b("b"), s("s"), i("i"), d("d");
+  pb.kernel("mhc_dvecx",
+            {compute(*t.dvecx, over(*t.dvecx, {b, s, i, d}), dvecx_mm(c, t, b, s, i, d))});
+}
+
 /// dx = dvecx_mm gamma - dinv_rms inv_rms^3 / (n D) x + h_pre[i] grad_h_in[d] (+ grad_x_post)
 void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
   const DType p = c.param_dtype;
   Var b("b"), s("s"), i("i"), d("d");
   Expr r = t.inv_rms(b, s);
   Expr rms_coefficient = t.dinv_rms(b, s) * (r * r * r) / static_cast<double>(c.token_width());
-  Expr dx = dvecx_mm(c, t, b, s, i, d) * t.gamma(i, d) -
+  Expr dvecx = t.dvecx ? (*t.dvecx)(b, s, i, d) : dvecx_mm(c, t, b, s, i, d);
+  Expr dx = dvecx * t.gamma(i, d) -
             rms_coefficient * cast(p, t.x(b, s, i, d)) +
             t.h_pre(b, s, i) * cast(p, t.grad_h_in(b, s, d));
   if (t.grad_x_post) dx = dx + cast(p, (*t.grad_x_post)(b, s, i, d));
@@ -329,7 +390,8 @@ void add_direct_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& 
   pb.kernel("mhc_dgamma",
             {compute(t.dgamma, over(t.dgamma, {i, d}),
                      ir::fma_sum({range(b2, c.batch), range(s2, c.seq)}, cast(p, t.x(b2, s2, i, d)),
-                                 dvecx_mm(c, t, b2, s2, i, d), p))});
+                                 t.dvecx ? (*t.dvecx)(b2, s2, i, d) : dvecx_mm(c, t, b2, s2, i, d),
+                                 p))});
 }
 
 /// dbias[k] = sum_{b,s} dlogit[b, s, k]
@@ -400,6 +462,7 @@ ir::Program build_mhc_pre_backward(const Specialization& spec) {
   add_gate_grad_kernel(pb, c, t);
   add_mix_grad_kernel(pb, c, t);
   add_rms_grad_kernel(pb, c, t);
+  if (t.dvecx) add_dvecx_kernel(pb, c, t);
   add_dx_kernel(pb, c, t);
   if (t.x_mix) {
     add_token_sum_kernel(pb, c, t);

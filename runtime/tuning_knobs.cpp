@@ -174,6 +174,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_SPLIT_WARP_COMBINE", 1024, [](int v) { return v >= 0; },
       "0 (a split's combine is a thread per point) or the points below which it is a warp per "
       "point");
+  knobs.split_warp_combine_stages = integer_knob(
+      "ADJOINT_TUNE_SPLIT_WARP_COMBINE_STAGES", 256, [](int v) { return v >= 0; },
+      "0 (a kernel of several stages combines its splits a thread per point, before) or N: "
+      "it runs a warp per point, as a one-stage combine of few points, when a combine sums "
+      "more than N partials");
   knobs.block_shared_vectors =
       integer_knob(
           "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
@@ -183,6 +188,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
       "(8: vector loads; 1: one element per thread, the schedule of before)");
+  knobs.warp_group_fill =
+      integer_knob(
+          "ADJOINT_TUNE_WARP_GROUP_FILL", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a warp kernel's points per warp halve while its warps are fewer than 1024) or 0 "
+          "(the widest group: the warp kernels before)") == 1;
   if (const char* text = lookup("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -225,10 +235,12 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.unroll_budget = knobs.unroll_budget;
   options.runtime_unroll = knobs.runtime_unroll;
   options.reduction_schedule = knobs.reduction_schedule;
+  options.warp_group_fill = knobs.warp_group_fill;
   options.block_reduction = knobs.block_reduction;
   options.block_stage_width = knobs.block_stage_width;
   options.block_shared_vectors = knobs.block_shared_vectors;
   options.split_warp_combine_points = knobs.split_warp_combine_points;
+  options.split_warp_combine_stages = knobs.split_warp_combine_stages;
   options.binned_channels_last_min = knobs.binned_channels_last_min;
   options.binned_gather_chunk = knobs.binned_gather_chunk;
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;

@@ -37,11 +37,13 @@ struct TuningKnobs {
   int unroll_budget = 0;
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
+  bool warp_group_fill = true;
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
+  int split_warp_combine_stages = 256;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = -1;
   int binned_taps_walks_max = 16;

@@ -403,6 +403,11 @@ struct Variant {
   int64_t split_warp_combine = 1024;
   /// ReductionSplitOptions::count_vector: a tiled split counts R x V per thread.
   bool split_count_vector = false;
+  /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
+  /// warps are fewer than the minimum (the default), or not (the widest group, before).
+  bool warp_group_fill = true;
+  /// ReductionSplitOptions::multi_stage_warp_combine_partials (256; 0: one-stage kernels only).
+  int64_t split_warp_combine_stages = 256;
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -460,7 +465,9 @@ struct Variant {
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
-           (split_count_vector ? "_cv" : "") +
+           (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
+           (split_warp_combine_stages == 256 ? std::string()
+                                             : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule);
   }
@@ -498,11 +505,13 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   schedule.preferred_lanes = variant.lane_width;
+  schedule.fill_warps = variant.warp_group_fill;
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
   split.warp_combine_points = variant.split_warp_combine;
+  split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
@@ -1094,6 +1103,65 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   Variant groups = Variant::schedule(0, "warp", 0);  // the chooser's widths: several points a warp
   groups.block_size = 64;
   expect_host_runs_match(programs, {groups}, 2e-2);
+}
+
+/// mhc_pre_backward at few tokens with n = 8 (issue 9's B1 S181 n8 at a host-sized D): at
+/// B*S = 130, dh_pre2's 1040 points take warps of one point each (8 points a warp would leave
+/// 130 warps, ReductionScheduleOptions::fill_warps) and the parameter gradients go through
+/// x_mix (ops/mhc.cpp, uses_x_mix: from B*S = 4 on); B*S = 3 keeps the direct token sums, with
+/// dvecx = dh_mix . phi stored once for dx and dgamma.
+/// Against the interpreter, with and without the group fill.
+TEST(HostRun, FewTokensAtEightStreams) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre_backward batch=1 seq=130 n=8 dim=256 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=5 n=8 dim=16 dtype=f32",
+                           "mhc_pre_backward batch=1 seq=3 n=8 dim=16 dtype=bf16"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  EXPECT_TRUE(programs[0].find_tensor("x_mix"));
+  EXPECT_TRUE(programs[1].find_tensor("x_mix"));
+  EXPECT_FALSE(programs[2].find_tensor("x_mix"));
+  EXPECT_TRUE(programs[2].find_tensor("dvecx"));  // stored once for dx and dgamma
+  Variant derived(0), widest(0);
+  widest.warp_group_fill = false;
+  auto gate_grads = [](const std::vector<CompiledKernel>& kernels) {
+    for (const CompiledKernel& k : kernels)
+      if (k.source.find("float* __restrict__ dh_pre2,") != std::string::npos) return k;
+    ADD_FAILURE() << "no kernel writes dh_pre2";
+    return kernels.front();
+  };
+  const CompiledKernel one = gate_grads(compile_kernels(programs[0], derived, "probe"));
+  EXPECT_TRUE(cooperative(one)) << one.source;
+  EXPECT_EQ(one.source.find("acc[e]"), std::string::npos) << one.source;  // a point a warp
+  const CompiledKernel eight = gate_grads(compile_kernels(programs[0], widest, "probe8"));
+  EXPECT_NE(eight.source.find("acc[e]"), std::string::npos) << eight.source;  // 8 a warp
+  // f32 sums in another order than the interpreter's f64, bf16 dx: close, not equal.
+  expect_host_runs_match(programs, {derived, widest}, 2e-2);
+}
+
+/// B*S = 1 with n = 8 and a long D: dh_pre2's 8 points split into 512 partials over d, and
+/// the gate_grads kernel (dh_pre2's combine and dh_post2, two stages) combines them with a warp
+/// per point (ReductionSplitOptions::multi_stage_warp_combine_partials); 0 keeps one thread per
+/// point. Both against the interpreter.
+TEST(HostRun, WarpCombinesOfSeveralStages) {
+  std::vector<ir::Program> programs = {
+      ops::parse_specialization("mhc_pre_backward batch=1 seq=1 n=8 dim=8192 dtype=f32")
+          .build_program()};
+  Variant derived(0), thread(0);
+  thread.split_warp_combine_stages = 0;
+  auto combine = [](const std::vector<CompiledKernel>& kernels) {
+    for (const CompiledKernel& k : kernels)
+      if (k.source.find("float* __restrict__ dh_pre2,") != std::string::npos) return k;
+    ADD_FAILURE() << "no kernel writes dh_pre2";
+    return kernels.front();
+  };
+  const CompiledKernel warp = combine(compile_kernels(programs[0], derived, "probe"));
+  EXPECT_TRUE(cooperative(warp)) << warp.source;
+  EXPECT_NE(warp.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+      << warp.source;
+  const CompiledKernel one = combine(compile_kernels(programs[0], thread, "probe1"));
+  EXPECT_FALSE(cooperative(one)) << one.source;
+  expect_host_runs_match(programs, {derived, thread}, 2e-2);
 }
 
 /// The block schedule (block_reductions.h) sums each point in the serial order, so mhc_pre's

@@ -96,6 +96,46 @@ TEST(ReductionSchedule, SharedLoadsGiveEachWarpSeveralPoints) {
             1);
 }
 
+TEST(ReductionSchedule, GroupsNeverLeaveFewerWarpsThanTheMinimum) {
+  // h[p, k] = sum over t of x[p, t] * w[k, t] with 160 x 8 points (mhc_pre_backward's gate_grads
+  // at few tokens): 8 k a warp would leave 160 warps; the width halves until the warps reach
+  // min_points (1024): one point a warp, 1280 warps. fill_warps = false keeps 8.
+  auto mix = [](int64_t rows) {
+    ir::ProgramBuilder b("mix");
+    ir::Tensor x = b.input("x", DType::kBF16, {rows, 1024});
+    ir::Tensor w = b.input("w", DType::kBF16, {8, 1024});
+    ir::Tensor h = b.output("h", DType::kF32, {rows, 8});
+    Var p("p"), k("k"), t("t");
+    b.kernel("mix", {ir::compute(h, ir::over(h, {p, k}),
+                                 ir::sum({ir::range(t, Expr(1024))},
+                                         ir::cast(DType::kF32, ir::load(x, {p, t})) *
+                                             ir::cast(DType::kF32, ir::load(w, {k, t})),
+                                         DType::kF32))});
+    return std::move(b).build();
+  };
+  ScheduleNotes notes;
+  ir::Program few = choose_reduction_schedules(mix(160), {}, &notes);
+  EXPECT_EQ(lanes(few), 32);
+  EXPECT_EQ(few.kernels.front().grid.vector_width, 1);
+  EXPECT_NE(notes.at("mix").find("1 point(s) of k per warp, not 8: 8 would leave 160 warps, "
+                                 "fewer than 1024 to fill the GPU; 1280 warps"),
+            std::string::npos)
+      << notes.at("mix");
+  // 300 x 8 points: 4 k a warp leave 600 warps, 2 leave 1200.
+  EXPECT_EQ(choose_reduction_schedules(mix(300), {}).kernels.front().grid.vector_width, 2);
+  // Enough warps with 8 (1024 x 8 points): unchanged.
+  EXPECT_EQ(choose_reduction_schedules(mix(1024), {}).kernels.front().grid.vector_width, 8);
+  ReductionScheduleOptions widest;
+  widest.fill_warps = false;
+  ScheduleNotes widest_notes;
+  ir::Program before = choose_reduction_schedules(mix(160), widest, &widest_notes);
+  EXPECT_EQ(before.kernels.front().grid.vector_width, 8);
+  EXPECT_EQ(widest_notes.at("mix").find("per warp, not"), std::string::npos);
+  // The lowered warp kernel of one point per warp: a plain accumulator, no group.
+  CompiledProgram c = lower(few, LowerOptions{});
+  EXPECT_NE(c.kernels.at(0).source.find("__shfl_xor_sync"), std::string::npos);
+}
+
 TEST(ReductionSchedule, KnobForcesOrSwitchesOff) {
   ReductionScheduleOptions warp{Mode::kWarp};
   EXPECT_EQ(lanes(choose_reduction_schedules(sums(8, 3, true), warp)), 32);
