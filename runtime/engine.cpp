@@ -104,6 +104,7 @@ struct TuningKnobs {
   std::string reduction_schedule = "auto";
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
+  bool stage_loops = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
@@ -293,6 +294,11 @@ TuningKnobs read_tuning_knobs() {
     compiler::parse_block_reduction_mode(text, "ADJOINT_TUNE_BLOCK_REDUCTION");  // throws
     knobs.block_reduction = text;
   }
+  knobs.stage_loops =
+      integer_knob(
+          "ADJOINT_TUNE_STAGE_LOOPS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (stages of a row-group kernel that repeat up to their tensors run as a loop) or 0 "
+          "(every stage written out, the straight-line code of before)") == 1;
   if (const char* text = std::getenv("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -777,6 +783,7 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   options.fused_multiply_add = tuning_knobs().fused_multiply_add;
   options.row_groups = tuning_knobs().row_groups;
   options.row_schedule = tuning_knobs().row_schedule;
+  options.stage_loops = tuning_knobs().stage_loops;
   options.partial_unroll = tuning_knobs().partial_unroll;
   options.tile_unroll = tuning_knobs().tile_unroll;
   options.tile_prefetch = tuning_knobs().tile_prefetch;
