@@ -1,7 +1,7 @@
 // The mhc_sinkhorn family's IR (semantics and the kernel plan are in the header): K =
-// softmax(h_res) + eps in one kernel, one kernel per Sinkhorn iteration writing the scales
-// [R_t, C_t], and either out = R K C (forward) or the reverse sweep, newest iteration first,
-// ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
+// softmax(h_res) + eps in one kernel, the initial scales [R_1, C_1] in one, one kernel per
+// Sinkhorn iteration writing the scales [R_t, C_t], and either out = R K C (forward) or the
+// reverse sweep, newest iteration first, ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
 // kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
 // instead of materializing more tensors. Every sum of products is a fma_sum (ir/expr.h): one
 // rounding per multiply-accumulate step, as on the device.
