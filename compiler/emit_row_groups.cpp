@@ -284,9 +284,20 @@ void KernelEmitter::emit_row_per_thread_body() {
   out_->line("const " + type + " " + row + " = (" + type + ")blockIdx.x * " +
              std::to_string(kernel_.grid.rows_per_block) + " + (" + type + ")threadIdx.x;");
   out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") return;");
+  // A stage loop's row-local families live in the arrays of their first iteration's tensors:
+  // the others get none.
+  std::set<const ir::TensorNode*> looped, firsts;
+  for (const PlannedStageLoop& plan : loops) {
+    for (const std::vector<const ir::TensorNode*>& family : plan.loop.families) {
+      firsts.insert(family.front());
+      if (locals.tensors.count(family.front())) looped.insert(family.begin() + 1, family.end());
+    }
+  }
+  for (const ir::TensorNode* t : firsts) looped.erase(t);
   for (const ir::Stage& stage : kernel_.stages) {
     const ir::Tensor& t = stage.target;
-    if (!locals.tensors.count(t.get()) || row_local_.count(t.get())) continue;
+    if (!locals.tensors.count(t.get()) || row_local_.count(t.get()) || looped.count(t.get()))
+      continue;
     const std::string name = names_.fresh(t->name + "_row");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
                std::to_string(row_elements(*t, rows)) + "];  // " + t->name +
