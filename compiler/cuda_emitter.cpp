@@ -198,6 +198,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       start = end + 1;
     }
   }
+  for (const std::string& note : stage_loop_notes_) head.line("// Schedule: " + note);
   for (const std::string& note : unroll_notes_) head.line("// Schedule: unroll " + note);
   if (!aligned_note.empty()) {
     size_t start = 0;

@@ -98,6 +98,9 @@ struct EmitOptions {
   /// and at most kMinBlocksAccumulators accumulators a thread (x_mix's partials at n = 4 and
   /// 6: 48), none for the others; 0: none (the kernels of before); N >= 1: every tiled kernel.
   int tile_min_blocks = -1;
+  /// Row-group kernels run the stages that repeat as loops (stage_loops.h); false: straight
+  /// line, as before (ADJOINT_TUNE_STAGE_LOOPS=0).
+  bool stage_loops = true;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

@@ -11,12 +11,232 @@
 // kernel of the program touches are held by the thread, one row of each in an array (registers
 // once the loops are unrolled), as many as fit (row_groups.h choose_row_locals); they never
 // reach global memory, and the stages of those that nothing reads are left out.
+// Stages that repeat up to their tensors (stage_loops.h) are written once, as a loop over the
+// iterations: tensors in global memory through shared tables of their pointers, row-local ones
+// through chains of two row arrays.
+#include <algorithm>
+#include <set>
+
 #include "compiler/kernel_emitter.h"
 #include "compiler/program_utils.h"
 #include "compiler/cuda_syntax.h"
 #include "compiler/row_groups.h"
+#include "compiler/stage_loops.h"
 
 namespace adjoint::compiler {
+namespace {
+
+/// Elements of one row of `t` (its dimensions after the row axes).
+int64_t row_elements(const ir::TensorNode& t, size_t row_axes) {
+  int64_t elements = 1;
+  for (size_t d = row_axes; d < t.shape.size(); ++d) elements *= t.shape[d];
+  return elements;
+}
+
+}  // namespace
+
+std::vector<KernelEmitter::PlannedStageLoop> KernelEmitter::plan_stage_loops(
+    const RowLocals& locals) {
+  std::vector<PlannedStageLoop> planned;
+  if (!options_.stage_loops) return planned;
+  const std::vector<ir::Stage>& stages = kernel_.stages;
+  enum class Held { kGlobal, kLocal, kUnread };
+  auto held = [&](const ir::TensorNode* t) {
+    return locals.unread.count(t) ? Held::kUnread
+                                  : locals.tensors.count(t) ? Held::kLocal : Held::kGlobal;
+  };
+  for (const StageLoop& loop : find_stage_loops(stages)) {
+    PlannedStageLoop plan{loop, {}, {}, {}, {}};
+    const size_t families = loop.families.size();
+    const std::string what =
+        "stages " + std::to_string(loop.first) + " to " + std::to_string(loop.end() - 1) + " (" +
+        stages[loop.first].target->name + " to " + stages[loop.end() - 1].target->name + "), " +
+        std::to_string(loop.count) + " iterations of " + std::to_string(loop.period) +
+        " stage(s)";
+    std::string why;
+    std::set<const ir::TensorNode*> targets;  // of the first iteration
+    for (size_t k = 0; k < loop.period; ++k) targets.insert(stages[loop.first + k].target.get());
+    for (const ir::TensorNode* t : loop.invariant) {
+      if (targets.count(t) && why.empty()) why = "every iteration writes " + t->name;
+    }
+    std::vector<Held> how(families, Held::kGlobal);
+    for (size_t f = 0; f < families; ++f) {
+      how[f] = held(loop.families[f].front());
+      plan.written.push_back(targets.count(loop.families[f].front()) > 0);
+      for (const ir::TensorNode* t : loop.families[f]) {
+        if (held(t) != how[f] && why.empty()) {
+          why = "the tensors standing for " + loop.families[f].front()->name +
+                " are not all held alike (row-local, unread or in global memory)";
+        }
+      }
+    }
+    // Row-local families: a written family W, and a read one F only as W one iteration later.
+    std::vector<int> chain_of(families, -1);  // W -> F
+    for (size_t f = 0; f < families && why.empty(); ++f) {
+      if (how[f] != Held::kLocal) continue;
+      if (plan.written[f]) {
+        plan.local_written.push_back(f);
+        continue;
+      }
+      bool found = false;
+      for (size_t w = 0; w < families && !found; ++w) {
+        if (w == f || how[w] != Held::kLocal || !plan.written[w]) continue;
+        bool lagging = true;
+        for (size_t r = 1; r < loop.count && lagging; ++r)
+          lagging = loop.families[f][r] == loop.families[w][r - 1];
+        if (!lagging) continue;
+        found = true;
+        chain_of[w] = static_cast<int>(f);
+        plan.chains.emplace_back(f, w);
+      }
+      if (!found)
+        why = "row-local " + loop.families[f].front()->name +
+              " is not the previous iteration's value of a row-local tensor the loop writes";
+    }
+    // Each member of a row-local written family is read in its own iteration or through its
+    // chain one iteration later, never through another family or as an invariant.
+    for (size_t w : plan.local_written) {
+      for (size_t s = 0; s < loop.count && why.empty(); ++s) {
+        const ir::TensorNode* t = loop.families[w][s];
+        if (std::find(loop.invariant.begin(), loop.invariant.end(), t) != loop.invariant.end())
+          why = "row-local " + t->name + " is read in every iteration";
+        for (size_t g = 0; g < families && why.empty(); ++g) {
+          if (g == w) continue;
+          for (size_t r = 0; r < loop.count; ++r) {
+            if (loop.families[g][r] != t) continue;
+            if (chain_of[w] == static_cast<int>(g) && r == s + 1) continue;
+            why = "row-local " + t->name + " is read in another iteration than the one " +
+                  "writing it and the next";
+            break;
+          }
+        }
+      }
+    }
+    // After the loop, the row arrays hold the last iteration's values: no later stage may read
+    // a row-local member of the loop's families but the last of a written one.
+    std::set<const ir::TensorNode*> hidden;
+    for (size_t f = 0; f < families; ++f) {
+      if (how[f] == Held::kLocal) hidden.insert(loop.families[f].begin(), loop.families[f].end());
+    }
+    for (size_t w : plan.local_written) hidden.erase(loop.families[w].back());
+    for (size_t s = loop.end(); s < stages.size() && why.empty() && !hidden.empty(); ++s) {
+      for (const ir::Expr& root : stage_expressions(stages[s])) {
+        for_each_node(root, [&](const ir::Expr& node) {
+          auto* load = node.as<ir::LoadNode>();
+          if (load && why.empty() && hidden.count(load->tensor.get()))
+            why = "stage " + std::to_string(s) + " reads row-local " + load->tensor->name +
+                  " after the loop";
+        });
+      }
+    }
+    if (!why.empty()) {
+      stage_loop_notes_.push_back("no stage loop for " + what + ": " + why);
+      continue;
+    }
+    size_t tables = 0;
+    for (size_t f = 0; f < families; ++f) {
+      if (how[f] != Held::kGlobal) {
+        plan.tables.emplace_back();
+        continue;
+      }
+      const ir::TensorNode* t = loop.families[f].front();
+      plan.tables.push_back(names_.fresh(t->name + "_of"));
+      out_->line(std::string("__shared__ ") + (plan.written[f] ? "" : "const ") +
+                 std::string(cuda_storage_type(t->dtype)) + "* " + plan.tables.back() + "[" +
+                 std::to_string(loop.count) + "];  // " + t->name + " to " +
+                 loop.families[f].back()->name + ", one per iteration");
+      ++tables;
+    }
+    stage_loop_notes_.push_back(
+        "stage loop: " + what + " written once, as a loop (#pragma unroll 1; the iterations "
+        "compute alike but for their tensors): " + std::to_string(tables) +
+        " tensor(s) through tables of pointers in shared memory, " +
+        std::to_string(plan.chains.size()) + " row-local chain(s) of two row arrays, " +
+        std::to_string(loop.invariant.size()) + " tensor(s) the same in every iteration");
+    planned.push_back(std::move(plan));
+  }
+  // The tables, filled once per block before any thread returns.
+  bool any = false;
+  for (const PlannedStageLoop& plan : planned) {
+    for (const std::string& table : plan.tables) any |= !table.empty();
+  }
+  if (any) {
+    {
+      CodeWriter::Block fill = out_->block("if (threadIdx.x == 0) {");
+      for (const PlannedStageLoop& plan : planned) {
+        for (size_t f = 0; f < plan.tables.size(); ++f) {
+          if (plan.tables[f].empty()) continue;
+          for (size_t r = 0; r < plan.loop.count; ++r) {
+            out_->line(plan.tables[f] + "[" + std::to_string(r) +
+                       "] = " + params_.at(plan.loop.families[f][r]) + ";");
+          }
+        }
+      }
+    }
+    out_->line("__syncthreads();");
+  }
+  return planned;
+}
+
+void KernelEmitter::emit_row_stages(const std::vector<PlannedStageLoop>& loops,
+                                    const std::function<void(size_t)>& emit_one,
+                                    const std::string& between) {
+  const std::vector<ir::Stage>& stages = kernel_.stages;
+  const size_t row_axes = static_cast<size_t>(kernel_.row_axes);
+  size_t next = 0;
+  for (size_t s = 0; s < stages.size();) {
+    if (next >= loops.size() || loops[next].loop.first != s) {
+      emit_one(s);
+      if (s + 1 < stages.size() && !between.empty()) out_->line(between);
+      ++s;
+      continue;
+    }
+    const PlannedStageLoop& plan = loops[next++];
+    const StageLoop& loop = plan.loop;
+    const std::string it = names_.fresh("iteration");
+    out_->line("// stages " + std::to_string(loop.first) + " to " +
+               std::to_string(loop.end() - 1) + ": " + std::to_string(loop.count) +
+               " iterations of the " + std::to_string(loop.period) +
+               " stage(s) below, each with its own tensors (the first iteration's named)");
+    out_->line("#pragma unroll 1");
+    {
+      CodeWriter::Block body = out_->block("for (int " + it + " = 0; " + it + " < " +
+                                           std::to_string(loop.count) + "; ++" + it + ") {");
+      std::vector<std::pair<const ir::TensorNode*, std::string>> saved;
+      for (size_t f = 0; f < loop.families.size(); ++f) {
+        if (plan.tables[f].empty()) continue;
+        const ir::TensorNode* t = loop.families[f].front();
+        const std::string name = names_.fresh(t->name + "_now");
+        out_->line(std::string(plan.written[f] ? "" : "const ") +
+                   std::string(cuda_storage_type(t->dtype)) + "* __restrict__ " + name + " = " +
+                   plan.tables[f] + "[" + it + "];");
+        saved.emplace_back(t, params_.at(t));
+        params_[t] = name;
+      }
+      for (size_t k = 0; k < loop.period; ++k) {
+        emit_one(loop.first + k);
+        if (!between.empty()) out_->line(between);
+      }
+      for (const auto& [f, w] : plan.chains) {
+        const ir::TensorNode* from = loop.families[w].front();
+        const ir::TensorNode* to = loop.families[f].front();
+        const std::string e = names_.fresh("e");
+        out_->line("// the next iteration reads this one's " + from->name + " as " + to->name);
+        out_->line("#pragma unroll");
+        out_->line("for (int " + e + " = 0; " + e + " < " +
+                   std::to_string(row_elements(*from, row_axes)) + "; ++" + e + ") " +
+                   row_local_.at(to) + "[" + e + "] = " + row_local_.at(from) + "[" + e + "];");
+      }
+      for (const auto& [t, name] : saved) params_[t] = name;
+    }
+    // Later stages read a row-local written family's last tensor from the array the loop
+    // wrote.
+    for (size_t w : plan.local_written)
+      row_local_[loop.families[w].back()] = row_local_.at(loop.families[w].front());
+    s = loop.end();
+  }
+}
+
 
 void KernelEmitter::emit_row_group_body() {
   if (kernel_.grid.row_per_thread) {
@@ -26,10 +246,11 @@ void KernelEmitter::emit_row_group_body() {
   const RowGroupShape shape = row_group_shape(kernel_);
   const std::string& type = index_type_;
   const int64_t per_block = kernel_.grid.rows_per_block;
+  const std::vector<PlannedStageLoop> loops = plan_stage_loops(RowLocals{});
   const std::string first_row = names_.fresh("first_row");
   out_->line("const " + type + " " + first_row + " = (" + type + ")blockIdx.x * " +
              std::to_string(per_block) + ";");
-  for (size_t s = 0; s < kernel_.stages.size(); ++s) {
+  auto emit_one = [&](size_t s) {
     const ir::Stage& stage = kernel_.stages[s];
     const int64_t points = shape.stage_points[s];
     std::vector<std::string> names;
@@ -37,42 +258,53 @@ void KernelEmitter::emit_row_group_body() {
     const std::string p = names_.fresh("p"), row = names_.fresh("row");
     out_->line("// stage " + std::to_string(s) + ": " + std::to_string(points) +
                " points per row");
-    {
-      CodeWriter::Block loop = out_->block(
-          "for (" + type + " " + p + " = threadIdx.x; " + p + " < " +
-          std::to_string(per_block * points) + "; " + p + " += " +
-          std::to_string(kernel_.grid.block_size) + ") {");
-      out_->line("const " + type + " " + row + " = " + first_row +
-                 (points == 1 ? " + " + p : " + " + p + " / " + std::to_string(points)) + ";");
-      out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") break;");
-      emit_row_stage(stage, names, row, "(" + p + " % " + std::to_string(points) + ")");
-    }
-    if (s + 1 < kernel_.stages.size()) out_->line("__syncthreads();");
-  }
+    CodeWriter::Block loop = out_->block(
+        "for (" + type + " " + p + " = threadIdx.x; " + p + " < " +
+        std::to_string(per_block * points) + "; " + p + " += " +
+        std::to_string(kernel_.grid.block_size) + ") {");
+    out_->line("const " + type + " " + row + " = " + first_row +
+               (points == 1 ? " + " + p : " + " + p + " / " + std::to_string(points)) + ";");
+    out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") break;");
+    emit_row_stage(stage, names, row, "(" + p + " % " + std::to_string(points) + ")");
+  };
+  emit_row_stages(loops, emit_one, "__syncthreads();");
 }
 
 void KernelEmitter::emit_row_per_thread_body() {
   const RowGroupShape shape = row_group_shape(kernel_);
   const std::string& type = index_type_;
   const size_t rows = static_cast<size_t>(kernel_.row_axes);
+  // Temporaries that no other kernel touches live in the thread, one row of each, as many as
+  // fit registers (row_groups.h choose_row_locals).
+  const RowLocals locals = choose_row_locals(kernel_, program_);
+  // The pointer tables of stage loops are filled (the block synchronized) before any thread
+  // returns.
+  const std::vector<PlannedStageLoop> loops = plan_stage_loops(locals);
   const std::string row = names_.fresh("row");
   out_->line("const " + type + " " + row + " = (" + type + ")blockIdx.x * " +
              std::to_string(kernel_.grid.rows_per_block) + " + (" + type + ")threadIdx.x;");
   out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") return;");
-  // Temporaries that no other kernel touches live in the thread, one row of each, as many as
-  // fit registers (row_groups.h choose_row_locals).
-  const RowLocals locals = choose_row_locals(kernel_, program_);
+  // A stage loop's row-local families live in the arrays of their first iteration's tensors:
+  // the others get none.
+  std::set<const ir::TensorNode*> looped, firsts;
+  for (const PlannedStageLoop& plan : loops) {
+    for (const std::vector<const ir::TensorNode*>& family : plan.loop.families) {
+      firsts.insert(family.front());
+      if (locals.tensors.count(family.front())) looped.insert(family.begin() + 1, family.end());
+    }
+  }
+  for (const ir::TensorNode* t : firsts) looped.erase(t);
   for (const ir::Stage& stage : kernel_.stages) {
     const ir::Tensor& t = stage.target;
-    if (!locals.tensors.count(t.get()) || row_local_.count(t.get())) continue;
-    int64_t elements = 1;
-    for (size_t d = rows; d < t->shape.size(); ++d) elements *= t->shape[d];
+    if (!locals.tensors.count(t.get()) || row_local_.count(t.get()) || looped.count(t.get()))
+      continue;
     const std::string name = names_.fresh(t->name + "_row");
     out_->line(std::string(cuda_storage_type(t->dtype)) + " " + name + "[" +
-               std::to_string(elements) + "];  // " + t->name + ", this row's elements");
+               std::to_string(row_elements(*t, rows)) + "];  // " + t->name +
+               ", this row's elements");
     row_local_[t.get()] = name;
   }
-  for (size_t s = 0; s < kernel_.stages.size(); ++s) {
+  auto emit_one = [&](size_t s) {
     const ir::Stage& stage = kernel_.stages[s];
     const int64_t points = shape.stage_points[s];
     std::vector<std::string> names;
@@ -80,7 +312,7 @@ void KernelEmitter::emit_row_per_thread_body() {
     if (locals.unread.count(stage.target.get())) {
       out_->line("// stage " + std::to_string(s) + ": " + stage.target->name +
                  " is read by no stage and no other kernel: not computed");
-      continue;
+      return;
     }
     const std::string p = names_.fresh("p");
     out_->line("// stage " + std::to_string(s) + ": " + std::to_string(points) +
@@ -91,7 +323,8 @@ void KernelEmitter::emit_row_per_thread_body() {
     CodeWriter::Block loop = out_->block("for (" + type + " " + p + " = 0; " + p + " < " +
                                          std::to_string(points) + "; ++" + p + ") {");
     emit_row_stage(stage, names, row, p);
-  }
+  };
+  emit_row_stages(loops, emit_one, "");
 }
 
 void KernelEmitter::emit_row_stage(const ir::Stage& stage, const std::vector<std::string>& names,

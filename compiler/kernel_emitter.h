@@ -27,6 +27,8 @@
 #include "compiler/cuda_syntax.h"
 #include "compiler/index_width.h"
 #include "compiler/launch_geometry.h"
+#include "compiler/row_groups.h"
+#include "compiler/stage_loops.h"
 #include "compiler/structural_ids.h"
 #include "compiler/vector_groups.h"
 #include "ir/error.h"
@@ -193,6 +195,26 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// the decodes of its axes that its code names, then the stage.
   void emit_row_stage(const ir::Stage& stage, const std::vector<std::string>& names,
                       const std::string& row, const std::string& point);
+  /// A stage loop (stage_loops.h) the emitter runs: per family, the shared table of its
+  /// pointers ("" for a row-local or unread family), and the row-local chains as (read
+  /// family F, written family W) indices into loop.families.
+  struct PlannedStageLoop {
+    StageLoop loop;
+    std::vector<std::string> tables;
+    std::vector<std::pair<size_t, size_t>> chains;
+    std::vector<bool> written;          ///< per family: the loop writes it
+    std::vector<size_t> local_written;  ///< the row-local families the loop writes
+  };
+  /// The stage loops of this row-group kernel that can be emitted with `locals` (empty for a
+  /// block schedule), their tables declared and filled (writes the code); a note in
+  /// stage_loop_notes_ for each, and for each run left straight-line with the reason.
+  std::vector<PlannedStageLoop> plan_stage_loops(const RowLocals& locals);
+  /// Emits the stages of a row-group kernel: `emit_one(s)` writes stage s; each planned loop
+  /// is emitted once, as a loop of its iterations. `between` (a barrier, or empty) is written
+  /// between stages, and after every stage of a loop's body.
+  void emit_row_stages(const std::vector<PlannedStageLoop>& loops,
+                       const std::function<void(size_t)>& emit_one, const std::string& between);
+  std::vector<std::string> stage_loop_notes_;
   /// The most points per row a row-per-thread stage's loop is unrolled for.
   static constexpr int64_t kRowPerThreadUnrollPoints = 64;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the

@@ -181,6 +181,10 @@ struct LowerOptions {
   /// block strides over each stage, barriers between) or "thread" (a row per thread)
   /// (ADJOINT_TUNE_ROW_SCHEDULE).
   std::string row_schedule = "auto";
+  /// Row-group kernels run the stages that repeat up to their tensors as loops (stage_loops.h,
+  /// EmitOptions::stage_loops); false writes every stage out, as before
+  /// (ADJOINT_TUNE_STAGE_LOOPS=0).
+  bool stage_loops = true;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -19,9 +19,32 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 
 class EqualityChecker {
  public:
+  EqualityChecker() = default;
+  explicit EqualityChecker(TensorRenaming* renaming) : renaming_(renaming) {}
+
+  /// Same tensor, or with a renaming, tensors that correspond (recording a new pair).
+  bool tensors_match(const Tensor& a, const Tensor& b) {
+    if (!renaming_) return same_tensor(a, b);
+    if (!a || !b) return a == b;
+    auto fwd = renaming_->forward.find(a.get());
+    auto bwd = renaming_->backward.find(b.get());
+    if (fwd != renaming_->forward.end() || bwd != renaming_->backward.end()) {
+      return fwd != renaming_->forward.end() && fwd->second == b.get();
+    }
+    if (a->dtype != b->dtype || a->shape != b->shape || a->strides != b->strides ||
+        a->is_dynamic() || b->is_dynamic()) {
+      return false;
+    }
+    renaming_->forward[a.get()] = b.get();
+    renaming_->backward[b.get()] = a.get();
+    return true;
+  }
+
   bool equal(const Expr& a, const Expr& b) {
     if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-    if (a.same_as(b) && renamed_pairs_ == 0) return true;
+    // One node is equal to itself, unless variables are renamed or tensors must be matched
+    // (the tensors it loads must then correspond to themselves).
+    if (a.same_as(b) && renamed_pairs_ == 0 && !renaming_) return true;
     if (a.kind() != b.kind() || a.dtype() != b.dtype()) return false;
     switch (a.kind()) {
       case ExprKind::kIntConst:
@@ -33,7 +56,7 @@ class EqualityChecker {
         return same_var(a.as<VarNode>(), b.as<VarNode>());
       case ExprKind::kLoad: {
         auto *x = a.as<LoadNode>(), *y = b.as<LoadNode>();
-        return same_tensor(x->tensor, y->tensor) && equal(x->indices, y->indices);
+        return tensors_match(x->tensor, y->tensor) && equal(x->indices, y->indices);
       }
       case ExprKind::kUnary: {
         auto *x = a.as<UnaryNode>(), *y = b.as<UnaryNode>();
@@ -111,6 +134,7 @@ class EqualityChecker {
 
   std::vector<std::pair<const VarNode*, const VarNode*>> bound_;
   int renamed_pairs_ = 0;  // bound pairs of two different variables
+  TensorRenaming* renaming_ = nullptr;
 };
 
 uint64_t mix(uint64_t h, uint64_t value) {
@@ -129,6 +153,21 @@ uint64_t hash_string(const std::string& s) {
 
 class Hasher {
  public:
+  Hasher() = default;
+  /// With `by_shape`, a tensor hashes by its dtype and shape alone (not its name).
+  explicit Hasher(bool by_shape) : by_shape_(by_shape) {}
+
+  uint64_t tensor(uint64_t h, const TensorNode& t) const {
+    if (!by_shape_) h = mix(h, hash_string(t.name));
+    h = mix(h, static_cast<uint64_t>(t.dtype));
+    for (int64_t n : t.shape) h = mix(h, static_cast<uint64_t>(n));
+    return h;
+  }
+
+  void bind(const std::vector<Axis>& axes) {
+    for (const Axis& ax : axes) bound_.push_back(ax.var.get());
+  }
+
   uint64_t hash(const Expr& e) {
     if (!e.defined()) return 0;
     uint64_t h = mix(static_cast<uint64_t>(e.kind()), static_cast<uint64_t>(e.dtype()));
@@ -140,9 +179,7 @@ class Hasher {
       case ExprKind::kVar:
         return mix(h, var_hash(e.as<VarNode>()));
       case ExprKind::kLoad: {
-        const TensorNode& t = *e.as<LoadNode>()->tensor;
-        h = mix(mix(h, hash_string(t.name)), static_cast<uint64_t>(t.dtype));
-        for (int64_t n : t.shape) h = mix(h, static_cast<uint64_t>(n));
+        h = tensor(h, *e.as<LoadNode>()->tensor);
         for (const Expr& i : e.as<LoadNode>()->indices) h = mix(h, hash(i));
         return h;
       }
@@ -186,6 +223,7 @@ class Hasher {
   }
 
   std::vector<const VarNode*> bound_;
+  bool by_shape_ = false;
 };
 
 bool same_grid(const GridConfig& a, const GridConfig& b) {
@@ -220,6 +258,16 @@ bool structurally_equal(const Stage& a, const Stage& b) {
          checker.equal(a.condition, b.condition);
 }
 
+bool structurally_equal_renaming(const Stage& a, const Stage& b, TensorRenaming& renaming) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == StageKind::kScatterAdd && a.accumulation != b.accumulation) return false;
+  EqualityChecker checker(&renaming);
+  if (!checker.tensors_match(a.target, b.target) || !checker.equal_axes(a.domain, b.domain))
+    return false;
+  return checker.equal(a.indices, b.indices) && checker.equal(a.value, b.value) &&
+         checker.equal(a.condition, b.condition);
+}
+
 bool structurally_equal(const Kernel& a, const Kernel& b) {
   if (a.name != b.name || !same_grid(a.grid, b.grid) || a.row_axes != b.row_axes ||
       a.stages.size() != b.stages.size()) {
@@ -245,6 +293,17 @@ bool structurally_equal(const Program& a, const Program& b) {
 
 uint64_t structural_hash(const Expr& e) {
   return Hasher().hash(e);
+}
+
+uint64_t structural_hash_up_to_tensors(const Stage& s) {
+  Hasher hasher(true);
+  uint64_t h = mix(static_cast<uint64_t>(s.kind), static_cast<uint64_t>(s.accumulation));
+  h = hasher.tensor(h, *s.target);
+  for (const Axis& ax : s.domain) h = mix(mix(h, hasher.hash(ax.start)), hasher.hash(ax.extent));
+  hasher.bind(s.domain);
+  for (const Expr& i : s.indices) h = mix(h, hasher.hash(i));
+  h = mix(h, hasher.hash(s.value));
+  return mix(h, hasher.hash(s.condition));
 }
 
 }  // namespace adjoint::ir

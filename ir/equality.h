@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 
 #include "ir/program.h"
 
@@ -26,8 +27,25 @@ bool structurally_equal(const Kernel& a, const Kernel& b);
 /// Same name, attributes, declared tensors (in order) and kernels.
 bool structurally_equal(const Program& a, const Program& b);
 
+/// A one-to-one correspondence of tensors, built up by structurally_equal_renaming: `forward`
+/// maps a tensor of the first stage to the tensor of the second at the same place, `backward`
+/// the other way.
+struct TensorRenaming {
+  std::unordered_map<const TensorNode*, const TensorNode*> forward, backward;
+};
+/// structurally_equal(Stage) with tensors matched through `renaming` instead of by name: two
+/// tensors correspond when they have the same dtype, shape and strides (any name and role) and
+/// neither is matched to another tensor yet; each new pair is added to `renaming`. So stages
+/// that compute alike from different tensors (one iteration of a loop and the next) compare
+/// equal, and `renaming` says which tensor of the one stands for which of the other. On false,
+/// `renaming` may hold pairs of the failed comparison.
+bool structurally_equal_renaming(const Stage& a, const Stage& b, TensorRenaming& renaming);
+
 /// A hash consistent with structurally_equal: equal expressions hash equally. Bound variables
 /// hash by their binding depth, free ones by identity.
 uint64_t structural_hash(const Expr& e);
+/// A hash of a stage consistent with structurally_equal_renaming: tensors count by dtype and
+/// shape only (stages equal up to a renaming of tensors hash equally).
+uint64_t structural_hash_up_to_tensors(const Stage& s);
 
 }  // namespace adjoint::ir

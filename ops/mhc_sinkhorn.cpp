@@ -1,7 +1,7 @@
 // The mhc_sinkhorn family's IR (semantics and the kernel plan are in the header): K =
-// softmax(h_res) + eps in one kernel, one kernel per Sinkhorn iteration writing the scales
-// [R_t, C_t], and either out = R K C (forward) or the reverse sweep, newest iteration first,
-// ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
+// softmax(h_res) + eps in one kernel, the initial scales [R_1, C_1] in one, one kernel per
+// Sinkhorn iteration writing the scales [R_t, C_t], and either out = R K C (forward) or the
+// reverse sweep, newest iteration first, ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
 // kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
 // instead of materializing more tensors. Every sum of products is a fma_sum (ir/expr.h): one
 // rounding per multiply-accumulate step, as on the device.
@@ -54,11 +54,20 @@ using State = std::function<Scales(Expr b, Expr s)>;
 /// Builds one specialization's kernels; `base` is K = softmax(h_res) + eps.
 class SinkhornBuilder {
  public:
-  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res)
+  /// `backward`: the softmax and the column sums of K are kept in tensors of their own, for
+  /// the adjoint of the first normalization.
+  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res,
+                  bool backward)
       : pb_(pb),
         c_(c),
         h_res_(std::move(h_res)),
-        base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})) {}
+        base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})),
+        backward_(backward) {
+    if (backward_) {
+      soft_ = pb.temporary("soft", c.dtype, {c.batch, c.seq, c.streams, c.streams});
+      col_sums_ = pb.temporary("col_sums", c.dtype, {c.batch, c.seq, c.streams});
+    }
+  }
 
   /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
   /// No expression holding a Reduce is used twice here: each use builds its own (a shared
@@ -76,23 +85,43 @@ class SinkhornBuilder {
 
   Expr k(Expr b, Expr s, Expr i, Expr j) const { return base_(b, s, i, j); }
 
-  /// base[b, s, i, j] = softmax(h_res)[i, j] + eps
-  void add_base_kernel() {
-    Var b("b"), s("s"), i("i"), j("j");
-    pb_.kernel("sinkhorn_base",
-               {compute(base_, over(base_, {b, s, i, j}), softmax(b, s, i, j) + c_.eps)});
+  /// sum_k K[k, j] + eps, inline.
+  Expr col_sum_eps(Expr b, Expr s, Expr j) const {
+    Var k_("k");
+    return sum({range(k_, c_.streams)}, k(b, s, k_, j), c_.dtype) + c_.eps;
   }
 
-  /// After the softmax and the first column normalization: R_1 = 1, C_1 = 1 / (col sum + eps).
-  State initial_state() const {
-    return [this](Expr b, Expr s) {
-      return Scales{[this](Expr) { return ir::constant(c_.dtype, 1.0); },
-                    [this, b, s](Expr j) {
-                      Var k_("k");
-                      return 1.0 /
-                             (sum({range(k_, c_.streams)}, k(b, s, k_, j), c_.dtype) + c_.eps);
-                    }};
-    };
+  /// base[b, s, i, j] = softmax(h_res)[i, j] + eps; the backward first stores the softmax in
+  /// soft (the same value, rounded to the dtype as before) and adds eps to it.
+  void add_base_kernel() {
+    Var b("b"), s("s"), i("i"), j("j");
+    if (!backward_) {
+      pb_.kernel("sinkhorn_base",
+                 {compute(base_, over(base_, {b, s, i, j}), softmax(b, s, i, j) + c_.eps)});
+      return;
+    }
+    Var b2("b"), s2("s"), i2("i"), j2("j");
+    pb_.kernel("sinkhorn_base",
+               {compute(soft_, over(soft_, {b, s, i, j}), softmax(b, s, i, j)),
+                compute(base_, over(base_, {b2, s2, i2, j2}), soft_(b2, s2, i2, j2) + c_.eps)});
+  }
+
+  /// After the softmax and the first column normalization: scales_1 = [R_1, C_1], R_1 = 1,
+  /// C_1 = 1 / (col sum + eps), stored like every later state, so that the iterations from the
+  /// second on all read their state alike (compiler/stage_loops.h runs them as one loop). The
+  /// backward first keeps col sum + eps in col_sums, a kernel of its own.
+  State add_initial_kernel() {
+    const int64_t n = c_.streams;
+    TensorRef scales = pb_.temporary("scales_1", c_.dtype, {c_.batch, c_.seq, 2 * n});
+    if (backward_) {
+      Var b("b"), s("s"), j("j");
+      pb_.kernel("sinkhorn_col_sums",
+                 {compute(col_sums_, over(col_sums_, {b, s, j}), col_sum_eps(b, s, j))});
+    }
+    Var b("b"), s("s"), q("q");
+    Expr value = ir::select(q < n, ir::constant(c_.dtype, 1.0), 1.0 / col_sum_eps(b, s, q - n));
+    pb_.kernel("sinkhorn_initial", {compute(scales, over(scales, {b, s, q}), value)});
+    return loaded_state(scales);
   }
 
   /// The state stored in scales [B, S, 2n] = [R, C].
@@ -128,7 +157,7 @@ class SinkhornBuilder {
   std::vector<State> add_iteration_kernels() {
     const int64_t n = c_.streams;
     const int64_t per_launch = sinkhorn_iterations_per_launch(n);
-    std::vector<State> states{initial_state()};
+    std::vector<State> states{add_initial_kernel()};
     for (int64_t first = 2; first <= c_.iterations; first += per_launch) {
       const int64_t last = std::min(first + per_launch - 1, c_.iterations);
       Var b("b"), s("s"), q("q");
@@ -189,15 +218,13 @@ class SinkhornBuilder {
                {compute(grad_previous, over(grad_previous, {b, s, i, j}), value)});
   }
 
-  /// The adjoint of the first column normalization and of K = softmax(h_res) + eps.
+  /// The adjoint of the first column normalization and of K = softmax(h_res) + eps, reading
+  /// the softmax and the column sums (+ eps) the forward part stored.
   void add_final_reverse_kernel(TensorRef grad_first, TensorRef grad_h_res) {
     Var b("b"), s("s"), i("i"), j("j");
     const DType p = c_.dtype;
     const int64_t n = c_.streams;
-    auto col_sum_eps = [&](Expr jj) {
-      Var q("k");
-      return sum({range(q, n)}, k(b, s, q, jj), p) + c_.eps;
-    };
+    auto col_sum_eps = [&](Expr jj) { return col_sums_(b, s, jj); };
     auto grad_k = [&](Expr ii, Expr jj) {
       Var q("k");
       Expr p_1 = k(b, s, q, jj) / col_sum_eps(jj);
@@ -205,8 +232,8 @@ class SinkhornBuilder {
       return (grad_first(b, s, ii, jj) - dot) / col_sum_eps(jj);
     };
     Var l("l");
-    Expr dot = ir::fma_sum({range(l, n)}, softmax(b, s, i, l), grad_k(i, l), p);
-    Expr value = softmax(b, s, i, j) * (grad_k(i, j) - dot);
+    Expr dot = ir::fma_sum({range(l, n)}, soft_(b, s, i, l), grad_k(i, l), p);
+    Expr value = soft_(b, s, i, j) * (grad_k(i, j) - dot);
     pb_.kernel("sinkhorn_reverse_1", {compute(grad_h_res, over(grad_h_res, {b, s, i, j}), value)});
   }
 
@@ -215,6 +242,8 @@ class SinkhornBuilder {
   const MhcSinkhornConfig& c_;
   TensorRef h_res_;
   TensorRef base_;
+  bool backward_;
+  TensorRef soft_{ir::Tensor()}, col_sums_{ir::Tensor()};  ///< backward only
 };
 
 void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
@@ -294,7 +323,7 @@ ir::Program build_mhc_sinkhorn(const Specialization& spec) {
   const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
   TensorRef h_res = pb.input("h_res", c.dtype, shape);
   TensorRef out = pb.output("out", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res);
+  SinkhornBuilder sb(pb, c, h_res, /*backward=*/false);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   sb.add_out_kernel(states.back(), out);
@@ -309,7 +338,7 @@ ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
   TensorRef h_res = pb.input("h_res", c.dtype, shape);
   TensorRef grad_out = pb.input("grad_out", c.dtype, shape);
   TensorRef grad_h_res = pb.output("grad_h_res", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res);
+  SinkhornBuilder sb(pb, c, h_res, /*backward=*/true);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   TensorRef grad = grad_out;  // the gradient of P_t, newest t first

@@ -29,19 +29,25 @@
 // the IR evaluates R / (R a + eps) as 1 / (a + eps / R). See docs/mhc.md.
 //
 // IR rule: a stage reads what its own kernel wrote only at the same point, and the row step
-// needs every column scale. So the iterations t >= 2 run in kernels over (b, s, q < 2n), each
-// writing scales_t = [R_t, C_t] for k consecutive t (k = sinkhorn_iterations_per_launch(n):
+// needs every column scale. So K is one kernel; a kernel over (b, s, q < 2n) stores the initial
+// state scales_1 = [R_1 = 1, C_1]; the iterations t >= 2 run in kernels over (b, s, q < 2n),
+// each writing scales_t = [R_t, C_t] for k consecutive t (k = sinkhorn_iterations_per_launch(n):
 // 2 for n = 4, 1 for n >= 5), every value recomputed inline from the state the kernel starts
 // from (the column scales read R_t inline, O(n^2) per point, and each further iteration
-// multiplies that by about n^2); the forward is 1 + ceil((t_max - 1) / k) + 1 launches (K,
-// iterations, out = R K C). The backward recomputes the iterations (it takes only h_res and
-// grad_out: nothing is saved by the forward) and then runs the exact adjoint of each row and column normalization on the n x n matrix,
+// multiplies that by about n^2); the forward is 2 + ceil((t_max - 1) / k) + 1 launches (K,
+// scales_1, iterations, out = R K C). Storing scales_1 (instead of computing C_1 inline where
+// it is read) gives the same values and makes every iteration from the second on read its
+// state alike, so that the compiler writes them as one loop (compiler/stage_loops.h). The
+// backward recomputes the iterations (it takes only h_res and grad_out: nothing is saved by
+// the forward; its first kernel also stores the softmax S in `soft`, K = soft + eps, and a
+// kernel stores the column sums of K plus eps in `col_sums`, for the last step) and then runs
+// the exact adjoint of each row and column normalization on the n x n matrix,
 //   Q = P / (row sums + eps):  dP[i, j] = (dQ[i, j] - sum_l dQ[i, l] Q[i, l]) / (row sum_i + eps)
 // (columns alike), one kernel per iteration over (b, s, i, j), newest first, and finishes with
-// the softmax adjoint dh = S (dK - sum_l S dK): 1 + ceil((t_max - 1) / k) + t_max kernels. Every
+// the softmax adjoint dh = S (dK - sum_l S dK): 3 + ceil((t_max - 1) / k) + t_max kernels. Every
 // value is written once; no atomics; deterministic. Each kernel reads the earlier ones only at
 // points of its own token, so the compiler's row groups (compiler/row_groups.h) fuse either
-// direction into one launch, a block owning whole tokens.
+// direction into one launch, a block owning whole tokens (or a thread one token).
 //
 // Dtypes: h_res, out, grad_out, grad_h_res and every temporary have the `dtype` attribute,
 // f32 (default) or f64. The row/column sums of products and the adjoint's dot products

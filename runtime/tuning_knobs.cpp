@@ -201,6 +201,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
     compiler::parse_block_reduction_mode(text, "ADJOINT_TUNE_BLOCK_REDUCTION");  // throws
     knobs.block_reduction = text;
   }
+  knobs.stage_loops =
+      integer_knob(
+          "ADJOINT_TUNE_STAGE_LOOPS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (stages of a row-group kernel that repeat up to their tensors run as a loop) or 0 "
+          "(every stage written out, the straight-line code of before)") == 1;
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -227,6 +232,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.fused_multiply_add = knobs.fused_multiply_add;
   options.row_groups = knobs.row_groups;
   options.row_schedule = knobs.row_schedule;
+  options.stage_loops = knobs.stage_loops;
   options.partial_unroll = knobs.partial_unroll;
   options.tile_unroll = knobs.tile_unroll;
   options.tile_prefetch = knobs.tile_prefetch;

@@ -40,6 +40,7 @@ struct TuningKnobs {
   bool warp_group_fill = true;
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
+  bool stage_loops = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;

@@ -426,6 +426,14 @@ struct Variant {
     v.row_schedule = schedule;
     return v;
   }
+  /// EmitOptions::stage_loops: row-group stages that repeat run as loops (stage_loops.h).
+  bool stage_loops = true;
+  /// Row groups with every stage written out (no stage loops, the code of before).
+  static Variant rows_straight(int rows_per_block, const std::string& schedule = "block") {
+    Variant v = rows(rows_per_block, schedule);
+    v.stage_loops = false;
+    return v;
+  }
   /// A bare width with the thread tile knob and the split knob.
   static Variant tile(int width, int points, int partials = -1) {
     Variant v(width);
@@ -469,7 +477,8 @@ struct Variant {
            (split_warp_combine_stages == 256 ? std::string()
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
-           (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule);
+           (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
+           (stage_loops ? std::string() : "_straight");
   }
 };
 
@@ -550,6 +559,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
     options.tile_prefetch = variant.tile_prefetch;
+    options.stage_loops = variant.stage_loops;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
     if (auto f = fused.find(p.kernels[k].name); f != fused.end())
@@ -1542,6 +1552,40 @@ TEST(HostRun, RowPerThreadMatchesTheSeparateKernelsBitForBit) {
   expect_host_runs_match(programs,
                          {Variant(1), Variant::rows(-1, "auto"), Variant::rows(-1, "thread"),
                           Variant::rows(2, "thread"), Variant::rows(3, "thread")},
+                         1e-3);
+}
+
+/// Stage loops (compiler/stage_loops.h): the Sinkhorn iterations and reverse steps of a
+/// row-group kernel run as loops over their iterations, the tensors of each iteration through
+/// shared pointer tables (the block schedule) or chains of row arrays (a row per thread). Every
+/// schedule, with loops and with every stage written out, gives the separate kernels' bits.
+TEST(HostRun, StageLoopsMatchTheSeparateKernelsBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=20",
+                           "mhc_sinkhorn batch=1 seq=3 n=6 t_max=5 eps=0.01",
+                           "mhc_sinkhorn dtype=f64 batch=1 seq=2 n=8 t_max=4",
+                           "mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=6",
+                           "mhc_sinkhorn_backward dtype=f64 batch=1 seq=3 n=6 t_max=4 eps=0.01"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // A loop in the block schedule (tables) and in the forwards' derived schedule (chains); the
+  // backward's row per thread keeps grad_out (global) and grad_p_t (row-local) in one family,
+  // so its reverse steps stay straight-line there, which the runs below check too.
+  for (const ir::Program& p : programs) {
+    for (const Variant& v : {Variant::rows(-1, "auto"), Variant::rows(-1, "block")}) {
+      if (v.row_schedule == "auto" && p.name != "mhc_sinkhorn") continue;
+      std::vector<CompiledKernel> fused = compile_kernels(p, v, "probe");
+      ASSERT_EQ(fused.size(), 1u) << p.name;
+      EXPECT_NE(fused.front().source.find("#pragma unroll 1\n  for (int iteration = 0; "),
+                std::string::npos)
+          << fused.front().source;
+    }
+  }
+  expect_host_runs_match(programs,
+                         {Variant(1), Variant::rows(-1, "auto"), Variant::rows(-1, "block"),
+                          Variant::rows(3, "block"), Variant::rows(-1, "thread"),
+                          Variant::rows(2, "thread"), Variant::rows_straight(-1, "auto"),
+                          Variant::rows_straight(-1, "block")},
                          1e-3);
 }
 

@@ -7,6 +7,7 @@
 #include "compiler/launch_geometry.h"
 #include "compiler/lower.h"
 #include "compiler/row_groups.h"
+#include "compiler/stage_loops.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/interpreter.h"
@@ -222,7 +223,7 @@ TEST(RowGroups, SinkhornIsOneKernelAtEveryShape) {
   LowerOptions off;
   off.row_groups = 0;
   ir::Program p = ops::parse_specialization("mhc_sinkhorn batch=1 seq=4096 n=4").build_program();
-  EXPECT_EQ(lower(p, off).kernels.size(), 12u);
+  EXPECT_EQ(lower(p, off).kernels.size(), 13u);
 }
 
 TEST(RowGroups, RowPerThreadForSmallRowsWhoseTemporariesFitRegisters) {
@@ -238,15 +239,15 @@ TEST(RowGroups, RowPerThreadForSmallRowsWhoseTemporariesFitRegisters) {
                    "temporaries live at most)"),
             std::string::npos)
       << s;
-  EXPECT_NE(s.find("21 stages, run in order by the row's thread; launch grid (128, 1, 1) x 32 "
+  EXPECT_NE(s.find("22 stages, run in order by the row's thread; launch grid (128, 1, 1) x 32 "
                    "threads"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("const int row = (int)blockIdx.x * 32 + (int)threadIdx.x;"), std::string::npos);
   EXPECT_NE(s.find("float scales_3_row[8];  // scales_3, this row's elements"), std::string::npos);
   // scales_2 is written by the first iteration of a launch and read by nobody (the second
-  // recomputes it inline): its stage is left out.
-  EXPECT_NE(s.find("// stage 1: scales_2 is read by no stage and no other kernel: not computed"),
+  // recomputes it inline): its stage is left out (stage 1 stores the initial scales_1).
+  EXPECT_NE(s.find("// stage 2: scales_2 is read by no stage and no other kernel: not computed"),
             std::string::npos)
       << s;
   EXPECT_EQ(s.find("scales_2_row"), std::string::npos);
@@ -260,7 +261,7 @@ TEST(RowGroups, RowPerThreadForSmallRowsWhoseTemporariesFitRegisters) {
   ir::Program fused_bwd = fuse_row_groups(bwd, RowGroupOptions{}, &notes);
   ASSERT_EQ(fused_bwd.kernels.size(), 1u);
   EXPECT_FALSE(fused_bwd.kernels[0].grid.row_per_thread);
-  EXPECT_NE(notes.begin()->second.find("not a row per thread: 768 bytes of row-local temporaries "
+  EXPECT_NE(notes.begin()->second.find("not a row per thread: 880 bytes of row-local temporaries "
                                        "live at once (at most 512)"),
             std::string::npos)
       << notes.begin()->second;
@@ -287,6 +288,83 @@ TEST(RowGroups, RowPerThreadForSmallRowsWhoseTemporariesFitRegisters) {
   LowerOptions bad;
   bad.row_schedule = "warp";
   EXPECT_THROW(lower(fwd, bad), Error);
+}
+
+/// Stage loops (stage_loops.h): the Sinkhorn iterations from the second on, and the reverse
+/// steps, repeat up to their tensors; each run is found with its families (the tensor of every
+/// iteration), and the emitter writes it once as a loop.
+TEST(StageLoops, SinkhornIterationsAndReverseStepsAreLoops) {
+  ir::Program bwd =
+      ops::parse_specialization("mhc_sinkhorn_backward batch=1 seq=4096 n=8").build_program();
+  ir::Program fused = fuse_row_groups(bwd, RowGroupOptions{});
+  ASSERT_EQ(fused.kernels.size(), 1u);
+  std::vector<StageLoop> loops = find_stage_loops(fused.kernels[0].stages);
+  ASSERT_EQ(loops.size(), 2u);
+  // base (softmax, then + eps), col_sums, scales_1, then scales_2 .. scales_20 from the
+  // state before each.
+  EXPECT_EQ(loops[0].first, 4u);
+  EXPECT_EQ(loops[0].period, 1u);
+  EXPECT_EQ(loops[0].count, 19u);
+  ASSERT_EQ(loops[0].families.size(), 2u);  // the state written and the one read
+  EXPECT_EQ(loops[0].families[0].front()->name, "scales_2");
+  EXPECT_EQ(loops[0].families[0].back()->name, "scales_20");
+  EXPECT_EQ(loops[0].families[1].front()->name, "scales_1");
+  ASSERT_EQ(loops[0].invariant.size(), 1u);  // K
+  EXPECT_EQ(loops[0].invariant[0]->name, "base");
+  // The reverse steps t = 20 .. 2: grad_p_{t-1} from grad_p_t (grad_out first), scales_t and
+  // scales_{t-1}.
+  EXPECT_EQ(loops[1].first, 23u);
+  EXPECT_EQ(loops[1].count, 19u);
+  ASSERT_EQ(loops[1].families.size(), 4u);
+  EXPECT_EQ(loops[1].families[0].front()->name, "grad_p_19");
+  EXPECT_EQ(loops[1].families[0].back()->name, "grad_p_1");
+  EXPECT_EQ(loops[1].end(), fused.kernels[0].stages.size() - 1);  // then grad_h_res
+
+  CompiledProgram c = lower(bwd, LowerOptions{});
+  ASSERT_EQ(c.kernels.size(), 1u);
+  const std::string& s = c.kernels[0].source;
+  EXPECT_NE(s.find("// Schedule: stage loop: stages 4 to 22 (scales_2 to scales_20), 19 "
+                   "iterations of 1 stage(s)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("__shared__ float* grad_p_19_of[19];  // grad_p_19 to grad_p_1, one per "
+                   "iteration"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("const float* __restrict__ grad_out_now = grad_out_of[iteration_1];"),
+            std::string::npos)
+      << s;
+  // Off (ADJOINT_TUNE_STAGE_LOOPS=0): every stage written out, no table.
+  LowerOptions off;
+  off.stage_loops = false;
+  const std::string straight = lower(bwd, off).kernels[0].source;
+  EXPECT_EQ(straight.find("stage loop"), std::string::npos);
+  EXPECT_EQ(straight.find("__shared__"), std::string::npos);
+  EXPECT_NE(straight.find("// stage 41: 64 points per row"), std::string::npos);
+
+  // The forward, a row per thread: the state lives in two row arrays, the one written copied
+  // into the one read at the end of each iteration; out reads the last state from it.
+  ir::Program fwd = ops::parse_specialization("mhc_sinkhorn batch=1 seq=4096 n=8").build_program();
+  const std::string f = lower(fwd, LowerOptions{}).kernels[0].source;
+  EXPECT_NE(f.find("0 tensor(s) through tables of pointers in shared memory, 1 row-local "
+                   "chain(s)"),
+            std::string::npos)
+      << f;
+  EXPECT_EQ(f.find("__syncthreads"), std::string::npos);
+  EXPECT_NE(f.find("for (int e = 0; e < 16; ++e) scales_1_row[e] = scales_2_row[e];"),
+            std::string::npos)
+      << f;
+  EXPECT_NE(f.find("out[s_3 * 64 + i_1 * 8 + j_1] = (scales_2_row[i_1] *"), std::string::npos)
+      << f;
+}
+
+/// Runs shorter than kMinStageLoopIterations stay straight-line; stages that differ in more
+/// than their tensors are never one loop.
+TEST(StageLoops, ShortOrDifferentRunsAreNotLoops) {
+  ir::Program p =
+      ops::parse_specialization("mhc_sinkhorn_backward batch=1 seq=8 n=4 t_max=3").build_program();
+  EXPECT_TRUE(find_stage_loops(fuse_row_groups(p, RowGroupOptions{}).kernels[0].stages).empty());
+  EXPECT_TRUE(find_stage_loops(row_chain(false).kernels[0].stages).empty());
 }
 
 }  // namespace

@@ -139,5 +139,47 @@ TEST(IrEquality, StagesKernelsAndPrograms) {
   EXPECT_TRUE(structurally_equal(first, first));
 }
 
+/// One step of a chain: next[i] = 2 prev[(i + 1) % 4] + prev[i], a stage of its own domain.
+Stage chain_step(const Tensor& prev, const Tensor& next) {
+  Var i("i");
+  return compute(next, over(next, {i}),
+                 load(prev, {(Expr(i) + 1) % 4}) * 2.0 + load(prev, {Expr(i)}));
+}
+
+TEST(IrEquality, StagesUpToARenamingOfTensors) {
+  auto temp = [](const std::string& name, int64_t size = 4, DType t = DType::kF32) {
+    return make_tensor(name, t, {size}, TensorRole::kTemporary);
+  };
+  Tensor x0 = make_tensor("x0", DType::kF32, {4}, TensorRole::kInput);
+  Tensor x1 = temp("x1"), x2 = temp("x2"), x3 = temp("x3");
+  // Iteration 1 and 2 compute alike: x1 -> x2 stands for x0 -> x1 (any role and name).
+  TensorRenaming renaming;
+  EXPECT_TRUE(structurally_equal_renaming(chain_step(x0, x1), chain_step(x1, x2), renaming));
+  EXPECT_EQ(renaming.forward.at(x0.get()), x1.get());
+  EXPECT_EQ(renaming.forward.at(x1.get()), x2.get());
+  EXPECT_EQ(renaming.backward.at(x2.get()), x1.get());
+  EXPECT_FALSE(structurally_equal(chain_step(x0, x1), chain_step(x1, x2)));  // by name
+  EXPECT_EQ(structural_hash_up_to_tensors(chain_step(x0, x1)),
+            structural_hash_up_to_tensors(chain_step(x1, x2)));
+  // One to one: x1 cannot stand for both x0 and x1.
+  TensorRenaming both;
+  Var i("i");
+  Stage reads_two = compute(x2, over(x2, {i}), load(x0, {Expr(i)}) + load(x1, {Expr(i)}));
+  Stage reads_one = compute(x3, over(x3, {i}), load(x1, {Expr(i)}) + load(x1, {Expr(i)}));
+  EXPECT_FALSE(structurally_equal_renaming(reads_two, reads_one, both));
+  // Tensors of another shape or dtype never correspond.
+  TensorRenaming shapes;
+  Tensor wide = temp("wide", 8), wide_next = temp("wide_next", 8);
+  EXPECT_FALSE(structurally_equal_renaming(chain_step(x0, x1), chain_step(wide, wide_next), shapes));
+  TensorRenaming dtypes;
+  Tensor d0 = temp("d0", 4, DType::kF64), d1 = temp("d1", 4, DType::kF64);
+  EXPECT_FALSE(structurally_equal_renaming(chain_step(x0, x1), chain_step(d0, d1), dtypes));
+  // A different computation is different whatever the tensors.
+  TensorRenaming other;
+  Stage shifted = compute(x2, over(x2, {i}), load(x1, {(Expr(i) + 3) % 4}) * 2.0 + load(x1, {Expr(i)}));
+  EXPECT_FALSE(structurally_equal_renaming(chain_step(x0, x1), shifted, other));
+  EXPECT_NE(structural_hash_up_to_tensors(chain_step(x0, x1)), structural_hash_up_to_tensors(shifted));
+}
+
 }  // namespace
 }  // namespace adjoint::ir
