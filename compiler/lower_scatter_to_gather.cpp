@@ -62,19 +62,23 @@ std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarN
   if (extent > kMaxInvertedAxisPoints || target_extent > kMaxInvertedAxisPoints) {
     return std::nullopt;
   }
-  std::vector<int64_t> image;
-  image.reserve(static_cast<size_t>(extent));
-  for (int64_t o = 0; o < extent; ++o) {
-    double value = 0;
-    try {
-      value = ir::evaluate_constant(substitute(f, var, ir::IntConstNode::make(ir::DType::kI64, o)));
-    } catch (const Error&) {
-      return std::nullopt;  // e.g. a division by zero at some o: not a map we can invert
-    }
-    int64_t v = static_cast<int64_t>(value);
-    if (v < 0 || v >= target_extent || (!image.empty() && v < image.back())) return std::nullopt;
-    image.push_back(v);
+  std::vector<double> values;
+  double last = 0;
+  bool valid = true;
+  try {
+    values = ir::evaluate_at_points(f, var, extent, [&](double value) {
+      const int64_t v = static_cast<int64_t>(value);
+      valid = v >= 0 && v < target_extent && v >= static_cast<int64_t>(last);
+      last = value;
+      return !valid;
+    });
+  } catch (const Error&) {
+    return std::nullopt;  // e.g. a division by zero at some o: not a map we can invert
   }
+  if (!valid) return std::nullopt;
+  std::vector<int64_t> image;
+  image.reserve(values.size());
+  for (double value : values) image.push_back(static_cast<int64_t>(value));
   return image;
 }
 

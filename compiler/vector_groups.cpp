@@ -55,17 +55,13 @@ bool only_variable(const ir::Expr& e, const ir::VarNode* x) {
 /// fails (a division by zero, say).
 std::optional<std::vector<int64_t>> evaluate_at_every_point(const ir::Expr& f, const ir::VarNode* x,
                                                             int64_t extent) {
-  std::vector<int64_t> values;
-  values.reserve(static_cast<size_t>(extent));
-  for (int64_t v = 0; v < extent; ++v) {
-    try {
-      values.push_back(static_cast<int64_t>(
-          ir::evaluate_constant(substitute(f, x, ir::IntConstNode::make(ir::DType::kI64, v)))));
-    } catch (const Error&) {
-      return std::nullopt;
-    }
+  std::vector<double> evaluated;
+  try {
+    evaluated = ir::evaluate_at_points(f, x, extent);
+  } catch (const Error&) {
+    return std::nullopt;
   }
-  return values;
+  return std::vector<int64_t>(evaluated.begin(), evaluated.end());
 }
 
 }  // namespace

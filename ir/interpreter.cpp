@@ -2,6 +2,7 @@
 // stage loop that walks each kernel's domain in row-major order.
 #include "ir/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -316,6 +317,19 @@ HostBuffers interpret(const Program& program, const HostBuffers& inputs) {
 double evaluate_constant(const Expr& e) {
   Evaluator ev;
   return ev.visit(e);
+}
+
+std::vector<double> evaluate_at_points(const Expr& e, const VarNode* x, int64_t count,
+                                       const std::function<bool(double)>& stop) {
+  Evaluator ev;
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  for (int64_t v = 0; v < count; ++v) {
+    ev.bind(x, v);
+    values.push_back(ev.visit(e));
+    if (stop && stop(values.back())) break;
+  }
+  return values;
 }
 
 }  // namespace adjoint::ir

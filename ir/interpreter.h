@@ -8,6 +8,7 @@
 // bounds-checked: an out-of-range index is an adjoint::Error naming the tensor and the index.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,5 +35,13 @@ HostBuffers interpret(const Program& program, const std::vector<int64_t>& sizes,
 
 /// Evaluates an expression with no free variables (a constant expression), e.g. in tests.
 double evaluate_constant(const Expr& e);
+
+/// Evaluates `e`, whose only free variable is `x`, at x = 0, 1, ..., count - 1: at each point
+/// what evaluate_constant gives for `e` with x substituted by that i64 constant (Vars are i64),
+/// without building those expressions (the compiler tabulates index maps over up to 2^20
+/// points). Throws what evaluate_constant would, at the first point that fails; `stop`, when
+/// given, ends the walk early once it returns true for a value.
+std::vector<double> evaluate_at_points(const Expr& e, const VarNode* x, int64_t count,
+                                       const std::function<bool(double)>& stop = nullptr);
 
 }  // namespace adjoint::ir
