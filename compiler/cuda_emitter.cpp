@@ -177,7 +177,11 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       head.line("// Thread tile: each thread also computes " + std::to_string(tile_->points) +
                 " consecutive points of " +
                 kernel_.stages.front().domain[tile_->axis].var.name_hint() +
-                "; their reductions share one loop, so what they read in common is read once.");
+                "; their reductions share one loop, so what they read in common is read once." +
+                (tile_->partial() ? " The last tile is partial: its points past " +
+                                        std::to_string(tile_->extent - 1) + " compute at " +
+                                        std::to_string(tile_->extent - 1) + " and are not stored."
+                                  : ""));
     if (options_.streaming_loads || options_.streaming_stores)
       head.line(std::string("// Streaming cache hints (evict first) on ") +
                 (options_.streaming_loads && options_.streaming_stores ? "span loads and group stores."
@@ -245,6 +249,8 @@ void KernelEmitter::bind_outer_size(const GridMapping& m, const std::vector<int6
     refuse("thread, block or warp-cooperative axes make the grid depend on more than the count");
   const ir::GridConfig& grid = kernel_.grid;
   if (grid.tile_points > 1 && grid.tile_axis == axis) refuse("its axis is tiled");
+  if (grid.tile_points > 1 && extents[grid.tile_axis] % grid.tile_points != 0)
+    refuse("its thread tile's last tile is partial");
   if (m.linear_axes.size() == 1 && grid.vector_width > 1) refuse("its axis is vectorized");
   if (outer.value < 1 || m.linear_points % outer.value != 0) refuse("no whole linear count per index");
   const int64_t per_index = m.linear_points / outer.value;  // linear indices per outer index

@@ -93,7 +93,8 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   for (size_t i = m.linear_axes.size(); i-- > 0;) {
     int axis = m.linear_axes[i];
     int64_t extent = extents[axis] / (i + 1 == m.linear_axes.size() ? vector_width : 1);
-    if (tile_points > 1 && axis == kernel_.grid.tile_axis) extent /= tile_points;
+    if (tile_points > 1 && axis == kernel_.grid.tile_axis)  // its tiles, the last maybe partial
+      extent = (extent + tile_points - 1) / tile_points;
     std::string v = divisor == 1 ? linear : linear + " / " + std::to_string(divisor);
     decoded[i] = extent == 1 && i != 0 ? "0" : (i == 0 ? v : v + " % " + std::to_string(extent));
     divisor *= extent;
@@ -118,9 +119,10 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       tile.base_var = ir::Var(tile.base);
       tile.index = names_.fresh("r");
       tile.extent = extents[axis];
+      tile.padded = (extents[axis] + tile_points - 1) / tile_points * tile_points;
       var_names_[tile.base_var.get()] = tile.base;
       var_levels_[tile.base_var.get()] = 0;
-      bounds_.bind(tile.base_var.get(), ir::Interval{0, extents[axis] - tile_points});
+      bounds_.bind(tile.base_var.get(), ir::Interval{0, tile.padded - tile_points});
       pending.emplace_back(tile.base, decoded[i] + " * " + std::to_string(tile_points));
       tile_ = std::move(tile);
     } else if (i + 1 == m.linear_axes.size() && (vector_width > 1 || tile_points > 1)) {

@@ -21,7 +21,7 @@ using ir::UnaryOp;
 void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
                                      const std::string& name, const std::string& base,
                                      const std::string& offset,
-                                     const std::function<void()>& body) {
+                                     const std::function<void()>& body, int64_t clamp) {
   out_->line("#pragma unroll");
   CodeWriter::Block loop = out_->block(header);
   CodeWriter inner(out_->indent());
@@ -34,10 +34,27 @@ void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNod
   var_names_.erase(var);
   scopes_.pop_back();
   out_ = saved;
-  if (used) {
+  if (used && clamp >= 0) {  // a partial tile's points past clamp read (and compute) clamp's
+    const std::string sum = base + " + " + offset;
+    out_->line("const " + index_type_ + " " + name + " = " + sum + " < " +
+               std::to_string(clamp + 1) + " ? " + sum + " : " + std::to_string(clamp) + ";");
+    referenced_.insert(base);
+  } else if (used) {
     out_->line("const " + index_type_ + " " + name + " = " + base + " + " + offset + ";");
     referenced_.insert(base);
   }
+  out_->append(inner.text());
+}
+
+void KernelEmitter::emit_guarded(const std::string& condition, const std::function<void()>& body) {
+  CodeWriter::Block guard = out_->block("if (" + condition + ") {");
+  CodeWriter inner(out_->indent());
+  CodeWriter* saved = out_;
+  out_ = &inner;
+  scopes_.push_back(Scope{{}, &inner, false});
+  body();
+  scopes_.pop_back();
+  out_ = saved;
   out_->append(inner.text());
 }
 
@@ -60,7 +77,7 @@ void KernelEmitter::for_each_tile_point(const ir::VarNode* a, const std::string&
   const std::string& r = tile_->index;
   emit_scoped_loop("for (int " + r + " = 0; " + r + " < " + std::to_string(tile_->points) +
                        "; ++" + r + ") {",
-                   a, a_name, tile_->base, r, body);
+                   a, a_name, tile_->base, r, body, tile_->partial() ? tile_->extent - 1 : -1);
 }
 
 void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_name,
@@ -387,8 +404,10 @@ void KernelEmitter::emit_tile_spans(const Expr& e,
     emit_spans(e, lanes);
   } else {  // before the tile loop: the tile axis is a lane too (tile spans, indexed by r)
     std::unordered_map<const ir::VarNode*, Lane> with_tile = lanes;
+    // A partial last tile's span would reach padded - 1: spans past the tensor's extent are
+    // refused (emit_spans), and their loads read per point at the clamped index.
     with_tile[tile_->var] = Lane{tile_->base, tile_->index, tile_->points, tile_->points, 0,
-                                 tile_->extent - 1};
+                                 tile_->padded - 1};
     emit_spans(e, with_tile);
   }
   spans_moving_with_tile_.reset();
@@ -572,7 +591,13 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, false);
   for_each_tile_point(tile_ ? tile_->var : nullptr, tile_name_, [&] {
     if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, true);
-    emit_group_values(stage, axis_names, group_point, x, x_name);
+    if (tile_ && tile_->partial()) {  // the partial last tile stores its points below extent
+      referenced_.insert(tile_->base);
+      emit_guarded(tile_->base + " + " + tile_->index + " < " + std::to_string(tile_->extent),
+                   [&] { emit_group_values(stage, axis_names, group_point, x, x_name); });
+    } else {
+      emit_group_values(stage, axis_names, group_point, x, x_name);
+    }
   });
   group_reductions_.clear();
   spans_.clear();

@@ -267,10 +267,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   }
   void emit_vector_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
   /// A `#pragma unroll` loop whose body sees `var` as `name`, declared `base + offset` at the
-  /// top of the loop only when the body used it.
+  /// top of the loop only when the body used it (clamped to `clamp` when clamp >= 0: a partial
+  /// thread tile's extra points).
   void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
                         const std::string& base, const std::string& offset,
-                        const std::function<void()>& body);
+                        const std::function<void()>& body, int64_t clamp = -1);
+  /// `body` inside `if (condition) { ... }`, in a scope of its own (its temporaries stay in it
+  /// or are hoisted before the if).
+  void emit_guarded(const std::string& condition, const std::function<void()>& body);
   void for_each_element(const ir::VarNode* x, const std::string& x_name,
                         const std::function<void()>& body);
   bool plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
@@ -335,6 +339,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     ir::Var base_var;   ///< a_base as an IR variable
     std::string index;  ///< the name of the tile loop's variable r
     int64_t extent = 1; ///< the tile axis' extent
+    /// ceil(extent / points) x points: above extent, the last tile is partial (its points past
+    /// extent - 1 are computed at the clamped index extent - 1 and not stored).
+    int64_t padded = 1;
+    bool partial() const { return padded != extent; }
     const ir::VarNode* var = nullptr;  ///< the current stage's variable of the tile axis
   };
   std::optional<ThreadTile> tile_;

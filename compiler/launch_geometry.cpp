@@ -24,7 +24,11 @@ GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfi
   for (size_t j = 0; j < config.bindings.size() && j < extents.size(); ++j) {
     switch (config.bindings[j]) {
       case ir::AxisBinding::kLinear:
-        m.linear_points *= extents[j];
+        // The tile axis counts its ceil(E / R) tiles (the last one may be partial).
+        if (config.tile_points > 1 && static_cast<int>(j) == config.tile_axis)
+          m.linear_points *= (extents[j] + config.tile_points - 1) / config.tile_points;
+        else
+          m.linear_points *= extents[j];
         break;
       case ir::AxisBinding::kBlock:
         m.block_axes.push_back(static_cast<int>(j));
@@ -39,7 +43,6 @@ GridMapping mapping_for(const std::vector<int64_t>& extents, const ir::GridConfi
     }
   }
   if (config.vector_width > 1) m.linear_points /= config.vector_width;
-  if (config.tile_points > 1) m.linear_points /= config.tile_points;
   m.reduction_lanes = std::max(config.reduction_lanes, 1);
   m.lanes = m.thread_points > 0
                 ? std::max<int64_t>(config.block_size / (m.thread_points * m.reduction_lanes), 1)
@@ -218,9 +221,11 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     if (axis == m.linear_axes.back())
       fail("the thread tile's axis " + str(axis) + " is the innermost linear axis, which the " +
            "vector group owns");
-    if (extents[axis] % config.tile_points != 0) {
-      fail("the thread tile's axis (extent " + str(extents[axis]) + ") is not a multiple of " +
-           "the tile of " + str(config.tile_points) + " points: its tail would be dropped");
+    // ceil(E / R) tiles: a last tile past E - 1 computes its extra points at the clamped index
+    // E - 1 and stores only those below E (the emitter's guard), so each point is stored once.
+    if (extents[axis] < config.tile_points) {
+      fail("the thread tile of " + str(config.tile_points) + " points is longer than its axis " +
+           "(extent " + str(extents[axis]) + ")");
     }
     if (config.reduction_lanes != 1) fail("a thread tile with cooperative reduction lanes");
   }

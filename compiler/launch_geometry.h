@@ -20,9 +20,12 @@
 //     lanes share the point, split its reductions (lane l takes iterations l, l + L, ...) and
 //     lane 0 stores. Every point still runs once: once per warp.
 //   - thread tile R (GridConfig::tile_points > 1, on a linear axis a other than the innermost,
-//     R dividing its extent): axis a counts tiles of R points in the flattening, and each
-//     linear index covers the R points a_base + r, r < R, a_base = R * (its tile), each with
-//     its vector group: R * vector_width points per linear index, each once.
+//     of extent E >= R): axis a counts its ceil(E / R) tiles of R points in the flattening, and
+//     each linear index covers the points a_base + r, r < R, a_base = R * (its tile), each with
+//     its vector group: R * vector_width points per linear index, each once. Where R does not
+//     divide E the last tile is partial: its indices a_base + r >= E are computed at the
+//     clamped index E - 1 (every load in bounds) and not stored, so the points stored are
+//     exactly [0, E), each by one thread.
 // Without linear axes, threads with threadIdx.x >= T do nothing.
 //
 // Row-group kernels (ir::Kernel::row_axes = r > 0, compiler/row_groups.h) have no bindings:

@@ -96,6 +96,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.multi_stage_warp_combine_partials = options.split_warp_combine_stages;
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
   split_options.tiles.few_parts = options.tile_few_parts;
+  split_options.tiles.partial_tiles = options.tile_partial;
   split_options.count_vector = options.split_count_vector;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;

@@ -162,6 +162,9 @@ struct LowerOptions {
   bool tile_prefer_vector = true;
   /// ThreadTileOptions::few_parts (ADJOINT_TUNE_TILE_FEW_PARTS; 0 for the tiles before).
   int tile_few_parts = 2;
+  /// ThreadTileOptions::partial_tiles: an axis no tile divides (a prime token count) takes a
+  /// tile with a partial last tile (ADJOINT_TUNE_TILE_PARTIAL; false for the tiles before).
+  bool tile_partial = true;
   /// Set by lower_outer_generic only (compiler/lower_outer_generic.h): every kernel's
   /// outermost linear extent, the value of a generic program's batch size, is emitted as that
   /// size's kernel parameter (EmitOptions::outer_size).

@@ -125,13 +125,23 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
   const size_t inner = innermost_axis(kernel);
   int64_t points = 1;
   for (int64_t e : extents) points *= e;
+  // A tile of r points on an axis of this extent: r divides it, or (partial tiles) the last
+  // tile's padding, ceil(extent / r) r - extent, is at most extent / 8.
+  auto fits = [&](int64_t extent, int64_t r) {
+    if (extent % r == 0) return true;
+    return options.partial_tiles && r < extent && (r - extent % r) * 8 <= extent;
+  };
   // The tile an axis of this extent gets: all of it up to max_points, else 24 (when that takes
-  // it in at most few_parts parts), 16, 8, 4 or 2.
+  // it in at most few_parts parts), 16, 8, 4 or 2 dividing it, else (partial tiles) the largest
+  // of 16, 8, 4, 2 that fits.
   auto natural_tile = [&](int64_t extent) -> int64_t {
     if (extent <= options.max_points) return extent;
     for (int64_t candidate : {24, 16, 8, 4, 2}) {
       if (candidate == 24 && (options.few_parts < 1 || extent > 24 * options.few_parts)) continue;
       if (candidate <= options.max_points && extent % candidate == 0) return candidate;
+    }
+    for (int64_t candidate : {16, 8, 4, 2}) {
+      if (candidate <= options.max_points && fits(extent, candidate)) return candidate;
     }
     return 1;
   };
@@ -155,15 +165,19 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
   const std::string name = kernel.stages.front().domain[choice.axis].var.name_hint();
   int64_t r = 1;
   if (options.forced_points >= 2) {
-    if (extent % options.forced_points == 0) r = options.forced_points;
-    choice.why = "R=" + std::to_string(options.forced_points) +
-                 " forced by ADJOINT_TUNE_THREAD_TILE" +
-                 (r == 1 ? ", which does not divide " + name + "'s " + std::to_string(extent) : "");
+    const int64_t forced = options.forced_points;
+    if (extent % forced == 0 || (options.partial_tiles && forced < extent)) r = forced;
+    choice.why = "R=" + std::to_string(forced) + " forced by ADJOINT_TUNE_THREAD_TILE" +
+                 (r == 1 ? ", which does not divide " + name + "'s " + std::to_string(extent)
+                         : "");
   } else {
     r = natural_tile(extent);
-    while (r > 1 && points / r < options.min_threads && r % 2 == 0 && extent % (r / 2) == 0)
+    // Points per tile: the tile count along the axis (the last tile may be partial) times the
+    // other axes' points.
+    auto per_tile = [&](int64_t t) { return points / extent * ((extent + t - 1) / t); };
+    while (r > 1 && per_tile(r) < options.min_threads && r % 2 == 0 && fits(extent, r / 2))
       r /= 2;
-    if (r > 1 && points / r < options.min_threads) r = 1;
+    if (r > 1 && per_tile(r) < options.min_threads) r = 1;
     // An axis taken in parts: the vector width first (see the header).
     std::string halved;
     const bool few_parts = options.few_parts > 0 && r > 1 && extent <= r * options.few_parts;
@@ -173,7 +187,7 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
       const int v = derived_vector_width(
           linear, options.group_bytes != 0 ? options.group_bytes : kDefaultGroupBytes);
       const int64_t before = r;
-      while (r > 2 && r * v > options.max_accumulators && r % 2 == 0 && extent % (r / 2) == 0)
+      while (r > 2 && r * v > options.max_accumulators && r % 2 == 0 && fits(extent, r / 2))
         r /= 2;
       if (r != before)
         halved = "; " + std::to_string(before) + " halved to " + std::to_string(r) +
@@ -186,6 +200,10 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
                              " and keep " + std::to_string(options.min_threads) + " threads";
     choice.why += halved;
   }
+  if (r > 1 && extent % r != 0)
+    choice.why += "; the last of its " + std::to_string((extent + r - 1) / r) + " tiles is partial (" +
+                  std::to_string(extent % r) + " of " + std::to_string(r) + " points of " + name +
+                  "'s " + std::to_string(extent) + ")";
   if (r < 2) {
     choice.axis = -1;
     return choice;

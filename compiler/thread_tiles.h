@@ -23,7 +23,15 @@
 // anyway (on the H100 dx went from R = 16, V = 4 to R = 8, V = 8: 261 -> 212 us at B1 S4096 n4
 // D4096). A tile that takes its whole axis (x_mix's 24 k: x read once) or few parts of it (48 k
 // at n = 6 in 2 tiles of 24: x read twice, not 3 times) keeps R and derive_grid halves V instead. ADJOINT_TUNE_THREAD_TILE (runtime::lower_options) switches tiles off
-// (0) or forces R. Runs after split_reductions (which asks choose_thread_tile first, so that a
+// (0) or forces R.
+//
+// Partial last tile (ThreadTileOptions::partial_tiles, ADJOINT_TUNE_TILE_PARTIAL=1, the
+// default): where no candidate divides the axis (181 or 127 tokens), R is the largest of 16, 8,
+// 4, 2 whose padding ceil(E / R) R - E is at most E / 8 (then halved as above), and the axis
+// gets ceil(E / R) tiles: the last tile's points past E - 1 compute at the clamped index E - 1
+// (in bounds, the very values of point E - 1) and are not stored, so every point is stored once,
+// by one thread, with its sum in the interpreter's order. A tile that divides its axis is chosen
+// and emitted as before. Runs after split_reductions (which asks choose_thread_tile first, so that a
 // split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V.
 #pragma once
 
@@ -37,7 +45,7 @@ namespace adjoint::compiler {
 
 struct ThreadTileOptions {
   /// -1: derive; 0: never tile; R >= 2: tile every eligible kernel by R where R divides the
-  /// chosen axis' extent.
+  /// chosen axis' extent (or, with partial_tiles, is below it).
   int forced_points = -1;
   /// The largest tile, and the most accumulators (R x V) derive_grid lets a thread keep.
   int max_points = 32;
@@ -58,6 +66,10 @@ struct ThreadTileOptions {
   int few_parts = 2;
   /// derive_grid's group bytes (DeriveGridOptions::vector_bytes, 0: kDefaultGroupBytes), for V.
   int group_bytes = 0;
+  /// An axis no candidate divides takes a tile with a partial last tile (padding at most 1/8
+  /// of the axis; a forced R < extent applies too); false: only tiles that divide their axis
+  /// (ADJOINT_TUNE_TILE_PARTIAL=0, the tiles before).
+  bool partial_tiles = true;
 };
 
 /// Throws adjoint::Error (kInvalidArgument) for forced_points outside {-1, 0} and [2, 64].

@@ -67,9 +67,11 @@ struct GridConfig {
   /// accumulator each.
   int reduction_lanes = 1;
   /// Thread tile (compiler/thread_tiles.h): with tile_points R > 1, each thread computes R
-  /// consecutive points of domain axis `tile_axis` (a linear axis, not the innermost; R divides
-  /// its extent) besides its vector group, so that what the R points read in common inside a
-  /// reduction is read once for all of them. -1 / 1: no tile.
+  /// consecutive points of domain axis `tile_axis` (a linear axis, not the innermost, of extent
+  /// E >= R) besides its vector group, so that what the R points read in common inside a
+  /// reduction is read once for all of them; where R does not divide E the last of the
+  /// ceil(E / R) tiles is partial (its points past E - 1 are computed at E - 1 and not stored).
+  /// -1 / 1: no tile.
   int tile_axis = -1;
   int tile_points = 1;
   /// Block reduction (compiler/block_reductions.h): with block_tokens T > 0 each block owns T

@@ -179,9 +179,11 @@ class Verifier {
       if (!axis_ok)
         fail("grid: thread tile axis", "a domain axis", std::to_string(g.tile_axis));
       int64_t extent = domain[g.tile_axis].extent.as<IntConstNode>()->value;
-      if (g.bindings[g.tile_axis] != AxisBinding::kLinear || extent % g.tile_points != 0)
+      // A tile that does not divide its axis ends in a partial tile (its points past the
+      // extent are computed at a clamped index and never stored); it must not exceed the axis.
+      if (g.bindings[g.tile_axis] != AxisBinding::kLinear || extent < g.tile_points)
         fail("grid: thread tile axis " + std::to_string(g.tile_axis),
-             "a linear axis whose extent the tile divides",
+             "a linear axis at least as long as the tile",
              "extent " + std::to_string(extent) + ", tile " + std::to_string(g.tile_points));
       if (g.reduction_lanes > 1)
         fail("grid: thread tile", "no cooperative reduction lanes", "reduction lanes");

@@ -62,6 +62,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_TILE_PREFER_VECTOR", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a derived thread tile that takes its axis in parts gives way to the vector "
           "width) or 0 (it keeps its points and the vector width shrinks: the tiles before)") == 1;
+  knobs.tile_partial =
+      integer_knob(
+          "ADJOINT_TUNE_TILE_PARTIAL", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (an axis no thread tile divides takes one with a partial last tile) or 0 (only "
+          "tiles that divide their axis: the tiles before)") == 1;
   knobs.row_groups = integer_knob(
       "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
       "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
@@ -227,6 +232,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.thread_tile = knobs.thread_tile;
   options.tile_prefer_vector = knobs.tile_prefer_vector;
   options.tile_few_parts = knobs.tile_few_parts;
+  options.tile_partial = knobs.tile_partial;
   options.split_count_vector = knobs.split_count_vector;
   options.split_tail = knobs.split_tail;
   options.fused_multiply_add = knobs.fused_multiply_add;

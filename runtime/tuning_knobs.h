@@ -23,6 +23,7 @@ struct TuningKnobs {
   int thread_tile = -1;
   bool tile_prefer_vector = true;
   int tile_few_parts = 2;
+  bool tile_partial = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
   bool split_count_vector = false;

@@ -48,6 +48,9 @@ CASES = [  # batch, seq, n, dim, dtype, with grad_x_post
     # B*S = 2 keeps the direct token sums.
     (1, 181, 8, 1024, "bf16", False),
     (1, 2, 8, 2048, "bf16", False),
+    # Token counts no thread tile divides (67 is prime): dx's tile along s ends in a partial
+    # tile (compiler/thread_tiles.h; 181 above too).
+    (3, 67, 6, 512, "bf16", True),
 ]
 
 

@@ -393,6 +393,9 @@ struct Variant {
   bool binned = false;
   /// The thread tile knob: -1 derive, 0 never, R >= 2 forced.
   int thread_tile = -1;
+  /// ThreadTileOptions::partial_tiles: a tile that does not divide its axis ends in a partial
+  /// tile (the default), or only dividing tiles (before).
+  bool tile_partial = true;
   /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
   std::string block_reduction = "off";
   /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
@@ -468,6 +471,7 @@ struct Variant {
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
+           (tile_partial ? std::string() : "_whole") +
            (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
@@ -519,6 +523,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.tiles.forced_points = variant.thread_tile;
+  split.tiles.partial_tiles = variant.tile_partial;
   split.warp_combine_points = variant.split_warp_combine;
   split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
@@ -1389,6 +1394,41 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   Variant counted = Variant::tile(0, -1);
   counted.split_count_vector = true;
   expect_host_runs_match(programs, {counted}, 2e-2);
+}
+
+/// Thread tiles with a partial last tile (thread_tiles.h): token counts no tile divides (13 and
+/// 7 are prime; tile_program's 12 tokens with R = 8), dx tiled along s with its extra points at
+/// the clamped index and its stores guarded. The untiled kernel first (against the interpreter),
+/// then every tile the same bits, with and without the aligned copy, early copies and splits.
+TEST(HostRun, PartialThreadTilesMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre_backward batch=1 seq=13 n=4 dim=16 dtype=f32",
+                           "mhc_pre_backward batch=3 seq=7 n=2 dim=8 dtype=bf16"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  programs.push_back(tile_program(DType::kBF16));
+  bool partial = false, guarded = false, clamped = false;
+  for (const CompiledKernel& k : compile_kernels(programs.front(), Variant::tile(8, 8), "probe")) {
+    partial = partial || k.source.find("The last tile is partial: its points past 12 compute at "
+                                       "12 and are not stored.") != std::string::npos;
+    guarded = guarded || k.source.find("if (s_base + r < 13) {") != std::string::npos;
+    clamped = clamped ||
+              k.source.find("const int s = s_base + r < 13 ? s_base + r : 12;") != std::string::npos;
+  }
+  EXPECT_TRUE(partial && guarded && clamped);
+  Variant whole = Variant::tile(8, 8);  // ThreadTileOptions::partial_tiles off: no tile on s
+  whole.tile_partial = false;
+  for (const CompiledKernel& k : compile_kernels(programs.front(), whole, "probe"))
+    EXPECT_EQ(k.source.find("The last tile is partial"), std::string::npos) << k.source;
+  expect_host_runs_match(programs,
+                         {Variant::tile(0, 0), Variant::tile(0, 2), Variant::tile(0, 4),
+                          Variant::tile(0, 8), Variant::tile(8, 8), Variant::tile(1, 4),
+                          Variant::tile(2, 8), whole, Variant::prefetch(0, 8, 0),
+                          Variant::prefetch(8, 8, 1), Variant::prefetch(4, 4, 16)},
+                         2e-2);
+  expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 8, 4),
+                                    Variant::tile(8, 4, 4)},
+                         2e-2);
 }
 
 /// Token counts that no power of two divides (1031 is prime, 3 x 37): the token sums split

@@ -105,6 +105,43 @@ TEST(ThreadTiles, NothingSharedShortOrSmallKeepsOnePointPerThread) {
       << notes.at("sums");
 }
 
+TEST(ThreadTiles, AxesNoTileDividesTakeAPartialLastTile) {
+  // dx's mixing sum at 181 tokens (prime): no candidate divides 181, so 16 (padding 11 of 181,
+  // at most 1/8) with a partial last tile, halved to 8 for vector groups of 8 (23 tiles, the
+  // last holding 5 points). Off (ThreadTileOptions::partial_tiles, ADJOINT_TUNE_TILE_PARTIAL=0):
+  // no tile, as before.
+  ScheduleNotes notes;
+  ir::Program m = choose_thread_tiles(mixes(181, 16384, 24), {}, &notes);
+  EXPECT_EQ(m.kernels.front().grid.tile_axis, 0);
+  EXPECT_EQ(m.kernels.front().grid.tile_points, 8);
+  EXPECT_NE(notes.at("mix").find("the last of its 23 tiles is partial (5 of 8 points of s's 181)"),
+            std::string::npos)
+      << notes.at("mix");
+  ThreadTileOptions before;
+  before.partial_tiles = false;
+  ir::Program whole = mixes(181, 16384, 24);
+  EXPECT_TRUE(same_program(choose_thread_tiles(whole, before), whole));
+  // 67 tokens: 16 would pad 13 (more than 67 / 8), 8 pads 5: R = 8, 9 tiles.
+  ir::Program odd = choose_thread_tiles(mixes(67, 16384, 24), {}, &notes);
+  EXPECT_EQ(odd.kernels.front().grid.tile_points, 8);
+  // An axis a candidate divides keeps the tile of before, whatever partial_tiles says.
+  EXPECT_EQ(choose_thread_tiles(mixes(4096, 4096, 24), {}).kernels.front().grid.tile_points, 8);
+  EXPECT_EQ(choose_thread_tiles(mixes(4096, 4096, 24), before).kernels.front().grid.tile_points,
+            8);
+  // lower() emits 23 tiles along s (23 x 2048 groups of 8, 128 threads a block), the clamped
+  // index and the guarded store.
+  CompiledProgram lowered = lower(mixes(181, 16384, 24), {});
+  const std::string& source = lowered.kernels.front().source;
+  EXPECT_NE(source.find("The last tile is partial: its points past 180 compute at 180 and are "
+                        "not stored."),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const int s = s_base + r < 181 ? s_base + r : 180;"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("if (s_base + r < 181) {"), std::string::npos) << source;
+  EXPECT_EQ(lowered.kernels.front().launch.grid[0], 23u * 2048u / 128u);
+}
+
 TEST(ThreadTiles, KnobForcesOrSwitchesOff) {
   ThreadTileOptions off;
   off.forced_points = 0;
@@ -116,9 +153,19 @@ TEST(ThreadTiles, KnobForcesOrSwitchesOff) {
   forced.forced_points = 4;
   ir::Program small = token_sums(24, 1024, 64);
   EXPECT_EQ(choose_thread_tiles(small, forced, &notes).kernels.front().grid.tile_points, 4);
-  forced.forced_points = 5;  // does not divide 24
+  forced.forced_points = 5;  // does not divide 24: 5 tiles, the last one partial
+  EXPECT_EQ(choose_thread_tiles(small, forced, &notes).kernels.front().grid.tile_points, 5);
+  EXPECT_NE(notes.at("sums").find("the last of its 5 tiles is partial (4 of 5 points of k's 24)"),
+            std::string::npos)
+      << notes.at("sums");
+  forced.partial_tiles = false;  // ADJOINT_TUNE_TILE_PARTIAL=0: only tiles that divide
   EXPECT_TRUE(same_program(choose_thread_tiles(small, forced, &notes), small));
   EXPECT_NE(notes.at("sums").find("which does not divide k's 24"), std::string::npos);
+  forced.partial_tiles = true;
+  forced.forced_points = 24;  // not below the extent: no partial tile of the whole axis
+  EXPECT_EQ(choose_thread_tiles(small, forced, &notes).kernels.front().grid.tile_points, 24);
+  forced.forced_points = 32;
+  EXPECT_TRUE(same_program(choose_thread_tiles(small, forced, &notes), small));
   for (int bad : {-2, 1, 65}) {
     ThreadTileOptions o;
     o.forced_points = bad;
@@ -158,10 +205,17 @@ TEST(ThreadTiles, VerifierAndCoverageProofCheckTheTile) {
   EXPECT_NO_THROW(ir::verify(p));
   LaunchDims dims = launch_dims(k);
   EXPECT_EQ(dims.grid[0], 1u);  // 24 x 64 points / 8 per thread = 192 threads
-  k.grid.tile_points = 5;       // does not divide 24
+  k.grid.tile_points = 5;  // does not divide 24: 5 tiles of 5, the last partial (4 points)
+  EXPECT_NO_THROW(ir::verify(p));
+  dims = launch_dims(k);
+  EXPECT_EQ(dims.grid[0], 2u);  // 5 tiles x 64 points = 320 threads
+  EXPECT_EQ(grid_mapping(k).linear_points, 5 * 64);
+  EXPECT_NO_THROW(check_grid_coverage("sums", {24, 64}, k.grid, dims, {0, 1}));
+  k.grid.tile_points = 25;  // longer than its axis
   EXPECT_THROW(ir::verify(p), Error);
   EXPECT_THROW(check_grid_coverage("sums", {24, 64}, k.grid, dims, {0, 1}), Error);
   k.grid.tile_points = 8;
+  dims = launch_dims(k);
   k.grid.tile_axis = 1;  // the innermost axis belongs to the vector group
   EXPECT_NO_THROW(ir::verify(p));
   EXPECT_THROW(check_grid_coverage("sums", {24, 64}, k.grid, dims, {0, 1}), Error);
