@@ -47,6 +47,24 @@ def kernel_means(run):
     return means
 
 
+def print_profiles(title, text, op, mode, grad_output, inputs, grid):
+    """The per-kernel means of the default and allow_atomics programs of `text` and of ATen's
+    `op` (grid_sampler_2d_backward or grid_sampler_3d_backward) on the same tensors."""
+    for determinism in ("default", "allow_atomics"):
+        program = adjoint.prepare(text, determinism=determinism)
+        means = kernel_means(lambda: program(grad_output=grad_output, input=inputs, grid=grid))
+        print("== %s  %s: %.1f us in %d kernels" % (title, determinism, sum(means.values()),
+                                                    len(means)))
+        for key, us in means.items():
+            print("  %8.1f us  %s" % (us, key.replace(op + "_", "")[:80]))
+    aten = getattr(torch.ops.aten, op)
+    means = kernel_means(lambda: aten(grad_output, inputs, grid, MODE_INT[mode], 0, False,
+                                      [True, True]))
+    print("== %s  aten: %.1f us (%s)" % (title, sum(means.values()),
+                                         ", ".join("%.1f %s" % (v, k[:40])
+                                                   for k, v in means.items())))
+
+
 def profile(input_size, grid_size, mode, dtype_name, one_cell=False):
     dtype = harness.DTYPES[dtype_name]
     n, c, h, w = input_size
@@ -57,20 +75,9 @@ def profile(input_size, grid_size, mode, dtype_name, one_cell=False):
         grid = torch.full_like(grid, 0.1)
     text = adjoint.spec.grid_sampler_2d_backward(dtype_name, list(input_size), list(grid_size),
                                                  mode, "zeros", False, [True, True])
-    title = "%s%s %s %s->%s" % ("one-cell " if one_cell else "", mode, dtype_name, "x".join(map(str, input_size)),
-                              "x".join(map(str, grid_size)))
-    for determinism in ("default", "allow_atomics"):
-        program = adjoint.prepare(text, determinism=determinism)
-        means = kernel_means(lambda: program(grad_output=grad_output, input=inputs, grid=grid))
-        print("== %s  %s: %.1f us in %d kernels" % (title, determinism, sum(means.values()),
-                                                    len(means)))
-        for key, us in means.items():
-            print("  %8.1f us  %s" % (us, key.replace("grid_sampler_2d_backward_", "")[:80]))
-    means = kernel_means(lambda: torch.ops.aten.grid_sampler_2d_backward(
-        grad_output, inputs, grid, MODE_INT[mode], 0, False, [True, True]))
-    print("== %s  aten: %.1f us (%s)" % (title, sum(means.values()),
-                                         ", ".join("%.1f %s" % (v, k[:40])
-                                                   for k, v in means.items())))
+    title = "%s%s %s %s->%s" % ("one-cell " if one_cell else "", mode, dtype_name,
+                                "x".join(map(str, input_size)), "x".join(map(str, grid_size)))
+    print_profiles(title, text, "grid_sampler_2d_backward", mode, grad_output, inputs, grid)
 
 
 def profile_3d(mode, dtype_name):
@@ -86,17 +93,8 @@ def profile_3d(mode, dtype_name):
     text = adjoint.spec.grid_sampler_3d_backward(dtype_name, list(b3.INPUT_SIZE),
                                                  list(b3.OUTPUT_SIZE), mode, "zeros", False,
                                                  [True, True])
-    title = "3-d %s %s" % (mode, dtype_name)
-    for determinism in ("default", "allow_atomics"):
-        program = adjoint.prepare(text, determinism=determinism)
-        means = kernel_means(lambda: program(grad_output=grad_output, input=inputs, grid=grid))
-        print("== %s  %s: %.1f us in %d kernels" % (title, determinism, sum(means.values()),
-                                                    len(means)))
-        for key, us in means.items():
-            print("  %8.1f us  %s" % (us, key.replace("grid_sampler_3d_backward_", "")[:80]))
-    means = kernel_means(lambda: torch.ops.aten.grid_sampler_3d_backward(
-        grad_output, inputs, grid, MODE_INT[mode], 0, False, [True, True]))
-    print("== %s  aten: %.1f us" % (title, sum(means.values())))
+    print_profiles("3-d %s %s" % (mode, dtype_name), text, "grid_sampler_3d_backward", mode,
+                   grad_output, inputs, grid)
 
 
 def main():
