@@ -15,7 +15,7 @@ mkdir -p "$out"
 export ADJOINT_BENCH_COLD_SETTINGS="threads=ADJOINT_COMPILE_PROCESSES=0;\
 processes=ADJOINT_COMPILE_PROCESSES=1;threads2=ADJOINT_COMPILE_PROCESSES=0;\
 processes2=ADJOINT_COMPILE_PROCESSES=1"
-for case in upsample:30 bicubic:50 mhc:70; do
+for case in upsample:25 bicubic:45 mhc:60; do
   op=${case%%:*}
   timeout "${case##*:}" "$build/bin/adjoint_jit_bench" --cold-prepare-only "$op" \
     >"$out/cold-$op.json" 2>"$out/cold-$op.err"
@@ -37,6 +37,6 @@ specs=("grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=1
   done
 } >"$out/identical.txt" 2>&1
 rm -rf "$tmp"
-timeout 100 python3 "$here/nvrtc_fixed_cost.py" --adjoint "$build/bin/adjoint" --reps 5 \
+timeout 45 python3 "$here/nvrtc_fixed_cost.py" --adjoint "$build/bin/adjoint" --reps 5 \
   --only grid_sampler >"$out/nvrtc_fixed_cost.json" 2>"$out/nvrtc_fixed_cost.err"
 echo "nvrtc_fixed_cost rc=$?"
