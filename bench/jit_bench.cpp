@@ -32,6 +32,7 @@
 #include "compiler/lower.h"
 #include "ops/registry.h"
 #include "runtime/compile_huge_pages.h"
+#include "runtime/compile_worker.h"
 #include "runtime/driver.h"
 #include "runtime/engine.h"
 #include "runtime/kernel_binary.h"
@@ -186,6 +187,7 @@ int cold_compile_child(const std::string& spec_text) {
   request.split_compile = runtime::split_compile_from_environment();
   request.nvrtc_options = runtime::nvrtc_options_from_environment();
   request.compile_huge_pages = runtime::compile_huge_pages_from_environment();
+  request.compile_processes = runtime::compile_processes_from_environment();
   for (const compiler::CompiledKernel& k : cp.kernels) request.kernels.push_back({k.entry, k.source});
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
@@ -204,6 +206,7 @@ int cold_compile_child(const std::string& spec_text) {
                         {"memory_release_ms", profile.memory_release_ms},
                         {"units_compiled", profile.units_compiled},
                         {"compile_threads", profile.threads},
+                        {"compile_processes", profile.processes},
                         {"user_cpu_ms", cpu_ms(before.ru_utime, after.ru_utime)},
                         {"system_cpu_ms", cpu_ms(before.ru_stime, after.ru_stime)},
                         {"minor_faults", after.ru_minflt - before.ru_minflt},
