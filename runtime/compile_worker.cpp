@@ -3,6 +3,7 @@
 #include "runtime/compile_worker.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -119,6 +120,8 @@ std::optional<Worker> spawn_worker(const std::string& executable) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, sockets[1], 0);  // dup2 drops close-on-exec
+  // Not this process's stdout: a pipe someone reads to its end must not wait for the workers.
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   const NvrtcLocation& nvrtc = locate_nvrtc();
   std::string path = nvrtc.path, identity = nvrtc.identity;
   std::string exe = executable;
@@ -141,6 +144,7 @@ class WorkerPool {
   std::optional<Worker> take(const std::string& executable) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      forget_if_forked();
       if (!idle_.empty()) {
         Worker worker = idle_.back();
         idle_.pop_back();
@@ -151,10 +155,21 @@ class WorkerPool {
   }
   void give_back(Worker worker) {
     std::lock_guard<std::mutex> lock(mutex_);
+    forget_if_forked();
     idle_.push_back(worker);
   }
 
  private:
+  /// A fork of this process inherits the idle workers' sockets: it must not share them with
+  /// its parent (their requests would interleave), so it closes its copies and spawns its own.
+  void forget_if_forked() {
+    if (owner_ == getpid()) return;
+    for (Worker& worker : idle_) close(worker.fd);  // the parent's copies stay open
+    idle_.clear();
+    owner_ = getpid();
+  }
+
+  pid_t owner_ = getpid();
   std::mutex mutex_;
   std::vector<Worker> idle_;  // kept for the life of the process; they exit on EOF
 };

@@ -354,6 +354,33 @@ TEST_F(RuntimeKernelBinary, WorkerProcessesGiveTheSameBinariesAndErrors) {
   EXPECT_NE(message.find("written to "), std::string::npos) << message;
 }
 
+/// Workers stay for the life of the process and serve its later compiles; a fork of the
+/// process spawns its own instead of sharing its parent's sockets.
+TEST_F(RuntimeKernelBinary, WorkersAreKeptAndNotSharedWithAFork) {
+  BinaryRequest first = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  first.compile_threads = 2;
+  first.compile_processes = true;
+  BinaryRequest second = request_of({{"unit_test_b", kKernelB}, {"unit_test_c", R"(// c
+#include "adjoint_types.cuh"
+extern "C" __global__ void unit_test_c(float* out) { out[threadIdx.x] += 1.0f; }
+)"}});
+  second.compile_threads = 2;
+  second.compile_processes = true;
+  EXPECT_EQ(run_in_child([&] {
+              if (acquire_kernel_images(first, DiskCache(root_ / "one")).size() != 2) return 2;
+              const int forked = run_in_child([&] {
+                std::vector<KernelImage> images =
+                    acquire_kernel_images(second, DiskCache(root_ / "fork"));
+                return images.size() == 2 && is_elf(images[1].bytes) && !nvrtc_loaded() ? 0 : 1;
+              });
+              if (forked != 0) return 10 + forked;
+              std::vector<KernelImage> images =
+                  acquire_kernel_images(second, DiskCache(root_ / "two"));
+              return images.size() == 2 && is_elf(images[1].bytes) && !nvrtc_loaded() ? 0 : 3;
+            }),
+            0);
+}
+
 TEST(CompileProcesses, EnvironmentIsCheckedAndOffByDefault) {
   unsetenv("ADJOINT_COMPILE_PROCESSES");
   EXPECT_FALSE(compile_processes_from_environment());
