@@ -19,6 +19,7 @@
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "runtime/compile_huge_pages.h"
+#include "runtime/compile_worker.h"
 #include "runtime/disk_cache.h"
 #include "runtime/driver.h"
 #include "runtime/dump.h"
@@ -590,6 +591,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
   request.split_compile = split_compile_from_environment();
   request.nvrtc_options = nvrtc_options_from_environment();
   request.compile_huge_pages = compile_huge_pages_from_environment();
+  request.compile_processes = compile_processes_from_environment();
   for (const compiler::CompiledKernel& k : compiled.kernels) {
     if (dump.cuda) write_dump(dump, dump_key + "." + k.entry + ".cu", k.source);
     request.kernels.push_back({k.entry, k.source});

@@ -21,6 +21,7 @@
 
 #include "ir/error.h"
 #include "runtime/compile_huge_pages.h"
+#include "runtime/compile_worker.h"
 #include "runtime/dump.h"
 #include "runtime/package.h"
 
@@ -91,13 +92,14 @@ Unit look_up_unit(const BinaryRequest& request, const std::vector<size_t>& kerne
 }
 
 /// Compiles a unit the disk cache missed with NVRTC and stores the result in `cache`.
-void compile_unit(const BinaryRequest& request, Unit& unit, const DiskCache& cache) {
+void compile_unit(const BinaryRequest& request, Unit& unit, const DiskCache& cache,
+                  bool in_worker) {
   const CompileRequest& compile = unit.compile;
   const std::vector<size_t>& kernels = unit.kernels;
   KernelImage& image = unit.image;
   CompileResult result;
   try {
-    result = Nvrtc::instance().compile(compile);
+    result = in_worker ? compile_in_worker(compile) : Nvrtc::instance().compile(compile);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kCompileFailed) throw;
     const std::string unit_name = compile.name.substr(0, compile.name.size() - 3);  // no ".cu"
@@ -133,10 +135,16 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
   std::stable_sort(missing.begin(), missing.end(), [](const Unit* a, const Unit* b) {
     return a->compile.source.size() > b->compile.source.size();
   });
-  const auto load_start = Clock::now();
-  const bool was_loaded = nvrtc_loaded();
-  Nvrtc::instance();  // load once, before the threads (its errors are not compile errors)
-  if (!was_loaded) profile.nvrtc_load_ms = milliseconds_between(load_start, Clock::now());
+  // Worker processes (compile_worker.h) only for batches of several units; they load NVRTC
+  // themselves, so this process loads it only to fall back.
+  const bool in_workers = request.compile_processes && missing.size() > 1 && threads > 1;
+  profile.processes = in_workers;
+  if (!in_workers) {
+    const auto load_start = Clock::now();
+    const bool was_loaded = nvrtc_loaded();
+    Nvrtc::instance();  // load once, before the threads (its errors are not compile errors)
+    if (!was_loaded) profile.nvrtc_load_ms = milliseconds_between(load_start, Clock::now());
+  }
 
   // Huge pages only for batches of several units: a single small compile pays more for
   // zeroing 2 MiB pages than it saves in faults (upsample here: 34-40 -> 43-57 ms).
@@ -148,7 +156,7 @@ void compile_missing_units(const BinaryRequest& request, std::vector<Unit>& unit
       Unit& unit = *missing[i];
       unit.started = Clock::now();
       try {
-        compile_unit(request, unit, cache);
+        compile_unit(request, unit, cache, in_workers);
       } catch (...) {
         unit.error = std::current_exception();
       }

@@ -66,6 +66,9 @@ struct BinaryRequest {
   std::vector<std::string> nvrtc_options;
   /// Huge pages for the compiles' heaps (runtime/compile_huge_pages.h); changes no binary.
   bool compile_huge_pages = false;
+  /// Several units at once are compiled in adjoint_compile_worker processes, one per thread
+  /// (runtime/compile_worker.h, ADJOINT_COMPILE_PROCESSES); changes no binary.
+  bool compile_processes = false;
 };
 
 /// The extra NVRTC options ADJOINT_TUNE_NVRTC_OPTIONS asks for, split at spaces (unset or
@@ -107,6 +110,7 @@ struct AcquireProfile {
   size_t units_compiled = 0;   ///< translation units NVRTC compiled
   int threads = 1;             ///< threads that compiled them
   double memory_release_ms = 0;  ///< malloc_trim after them (CompileHugePagesScope)
+  bool processes = false;  ///< compiled in worker processes (compile_worker.h)
 };
 
 /// A loadable image, a cubin or NUL-terminated PTX, holding some of a program's kernels.

@@ -7,6 +7,7 @@
 // child starts like a fresh process that has not loaded it.
 #include "runtime/kernel_binary.h"
 #include "runtime/compile_huge_pages.h"
+#include "runtime/compile_worker.h"
 
 #include <elf.h>
 #include <sys/wait.h>
@@ -302,6 +303,123 @@ TEST_F(RuntimeKernelBinary, ConcurrentUnitFailureNamesTheKernel) {
   const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
   EXPECT_NE(message.find("written to "), std::string::npos) << message;
+}
+
+/// ADJOINT_COMPILE_PROCESSES: units compiled in adjoint_compile_worker processes are the same
+/// bytes under the same keys as in-process compiles, this process never loads NVRTC for them,
+/// and a rejected source gives the same error (file and line of the kernel).
+TEST_F(RuntimeKernelBinary, WorkerProcessesGiveTheSameBinariesAndErrors) {
+  ASSERT_TRUE(compile_worker_executable().has_value())
+      << "adjoint_compile_worker is built beside the tests";
+  BinaryRequest request = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  request.compile_threads = 2;
+  const fs::path same_file = root_ / "same.txt";
+  EXPECT_EQ(run_in_child([&] {
+              request.compile_processes = true;
+              AcquireProfile profile;
+              std::vector<KernelImage> workers =
+                  acquire_kernel_images(request, DiskCache(root_ / "workers"), &profile);
+              if (!profile.processes || profile.units_compiled != 2) return 2;
+              if (nvrtc_loaded()) return 3;  // the workers compiled, not a fallback here
+              request.compile_processes = false;
+              std::vector<KernelImage> threads =
+                  acquire_kernel_images(request, DiskCache(root_ / "threads"));
+              if (workers.size() != 2 || threads.size() != 2) return 4;
+              for (size_t k = 0; k < 2; ++k) {
+                if (!is_elf(workers[k].bytes) || workers[k].bytes != threads[k].bytes) return 5;
+                if (workers[k].disk_cache_key != threads[k].disk_cache_key) return 6;
+                if (workers[k].compile_milliseconds <= 0) return 7;
+              }
+              return 0;
+            }),
+            0);
+  BinaryRequest broken =
+      request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
+  broken.compile_threads = 2;
+  broken.compile_processes = true;
+  const fs::path message_file = root_ / "message.txt";
+  ASSERT_EQ(run_in_child([&] {
+              try {
+                acquire_kernel_images(broken, DiskCache(root_ / "broken"));
+              } catch (const Error& error) {
+                std::ofstream(message_file) << error.what();
+                return error.code() == ErrorCode::kCompileFailed && !nvrtc_loaded() ? 0 : 2;
+              }
+              return 3;
+            }),
+            0);
+  std::ifstream in(message_file);
+  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
+  EXPECT_NE(message.find("written to "), std::string::npos) << message;
+}
+
+/// Workers stay for the life of the process and serve its later compiles; a fork of the
+/// process spawns its own instead of sharing its parent's sockets.
+TEST_F(RuntimeKernelBinary, WorkersAreKeptAndNotSharedWithAFork) {
+  BinaryRequest first = request_of({{"unit_test_a", kKernelA}, {"unit_test_b", kKernelB}});
+  first.compile_threads = 2;
+  first.compile_processes = true;
+  BinaryRequest second = request_of({{"unit_test_b", kKernelB}, {"unit_test_c", R"(// c
+#include "adjoint_types.cuh"
+extern "C" __global__ void unit_test_c(float* out) { out[threadIdx.x] += 1.0f; }
+)"}});
+  second.compile_threads = 2;
+  second.compile_processes = true;
+  EXPECT_EQ(run_in_child([&] {
+              if (acquire_kernel_images(first, DiskCache(root_ / "one")).size() != 2) return 2;
+              const int forked = run_in_child([&] {
+                std::vector<KernelImage> images =
+                    acquire_kernel_images(second, DiskCache(root_ / "fork"));
+                return images.size() == 2 && is_elf(images[1].bytes) && !nvrtc_loaded() ? 0 : 1;
+              });
+              if (forked != 0) return 10 + forked;
+              std::vector<KernelImage> images =
+                  acquire_kernel_images(second, DiskCache(root_ / "two"));
+              return images.size() == 2 && is_elf(images[1].bytes) && !nvrtc_loaded() ? 0 : 3;
+            }),
+            0);
+}
+
+TEST(CompileProcesses, EnvironmentIsCheckedAndOffByDefault) {
+  unsetenv("ADJOINT_COMPILE_PROCESSES");
+  EXPECT_FALSE(compile_processes_from_environment());
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_PROCESSES", "1", 1), 0);
+  EXPECT_TRUE(compile_processes_from_environment());
+  ASSERT_EQ(setenv("ADJOINT_COMPILE_PROCESSES", "0", 1), 0);
+  EXPECT_FALSE(compile_processes_from_environment());
+  for (const char* bad : {"2", "on", "-1"}) {
+    ASSERT_EQ(setenv("ADJOINT_COMPILE_PROCESSES", bad, 1), 0);
+    try {
+      compile_processes_from_environment();
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("ADJOINT_COMPILE_PROCESSES"), std::string::npos);
+    }
+  }
+  unsetenv("ADJOINT_COMPILE_PROCESSES");
+}
+
+TEST(CompileWorkerWire, RequestsRoundTrip) {
+  CompileRequest request;
+  request.source = std::string("int x;\0tail", 11);
+  request.name = "n.cu";
+  request.arch = 86;
+  request.want_cubin = false;
+  request.also_ptx = true;
+  request.extra_options = {"-a", "", "-b=c"};
+  std::optional<CompileRequest> back = decode_request(encode_request(request));
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->source, request.source);
+  EXPECT_EQ(back->name, request.name);
+  EXPECT_EQ(back->arch, 86);
+  EXPECT_FALSE(back->want_cubin);
+  EXPECT_TRUE(back->also_ptx);
+  EXPECT_EQ(back->extra_options, request.extra_options);
+  const std::string bytes = encode_request(request);
+  EXPECT_FALSE(decode_request(bytes.substr(0, bytes.size() - 1)).has_value());
+  EXPECT_FALSE(decode_request(bytes + "x").has_value());
 }
 
 const char* kKernelC = R"(// kernel c
