@@ -34,7 +34,7 @@ mhc_warm='mhc_pre_backward batch=1 seq=4096 n=4 dim=2048 dtype=bf16'
     for p in 0 1; do
       for op in bicubic mhc; do
         warm=${op}_warm
-        rm -rf "$tmp/w"
+        rm -rf "$tmp/w" "$tmp/wc"  # NVRTC's own cache (CUDA_CACHE_PATH) too: else it serves
         echo "$op processes=$p round=$round $(ADJOINT_COMPILE_PROCESSES=$p ADJOINT_CACHE_DIR=$tmp/w \
           CUDA_CACHE_PATH=$tmp/wc ADJOINT_BENCH_WARM_SPEC="${!warm}" timeout 8 \
           "$build/bin/adjoint_jit_bench" --cold-compile-child "${!op}")"
