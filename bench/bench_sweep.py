@@ -60,8 +60,9 @@ def rel_diff(ours, theirs):
 
 # ----- case generators: each returns (name, dtype, shape, adjoint fn, torch fn, bytes,
 # reference fn): the torch fn is timed; the reference, PyTorch at the op's stated precision, is
-# what parity compares with (for f16/bf16 grid_sampler and upsample, ATen on the same values
-# in f32: ATen's half kernels round coordinates and atomic sums in half precision).
+# what parity compares with (for f16/bf16 grid_sampler, ATen on the same values in f32: ATen's
+# half kernels round coordinates and atomic sums in half precision; for upsample, the adjoint
+# of ATen's forward in f64, which ATen's backward is not at some non-integer ratios).
 
 def upsample_case(rng):
     rank = rng.choice((1, 2, 2, 2, 3))
@@ -86,7 +87,22 @@ def upsample_case(rng):
     return (name, dtype, input_size,
             lambda: (ours_fn(g, output_spatial, input_size),),
             lambda: (theirs_fn(g, output_spatial, input_size),), moved,
-            lambda: (theirs_fn(g.float(), output_spatial, input_size),))
+            lambda: (upsample_forward_adjoint(rank, g, output_spatial, input_size),))
+
+
+def upsample_forward_adjoint(rank, g, output_spatial, input_size):
+    """The adjoint of ATen's nearest forward, in f64: grad_output summed into the source index
+    the forward reads for each output element. adjoint computes this (docs: the exact adjoint
+    of the forward); ATen's own backward differs from it at some non-integer ratios, so it is
+    timed but not the parity reference (tests/gpu/test_upsample_nearest.py does the same)."""
+    spatial_in = input_size[2:]
+    index = torch.arange(math.prod(spatial_in), dtype=torch.float64, device=DEVICE)
+    forward = getattr(torch.ops.aten, "upsample_nearest%dd" % rank)
+    source = forward(index.reshape(1, 1, *spatial_in), output_spatial).reshape(-1).long()
+    flat = g.double().reshape(input_size[0] * input_size[1], -1)
+    out = torch.zeros(flat.shape[0], math.prod(spatial_in), dtype=torch.float64, device=DEVICE)
+    out.index_add_(1, source, flat)
+    return out.reshape(input_size)
 
 
 def grid_case(rng, rank):
