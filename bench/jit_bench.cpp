@@ -171,30 +171,8 @@ int cold_prepare_child(const std::string& spec_text) {
   return 0;
 }
 
-/// Child mode without a GPU: the compile part of a cold prepare of the spec on the command line
-/// for sm_90, as the engine does it (its compile threads, units and knobs from the environment,
-/// the disk cache at ADJOINT_CACHE_DIR, which should be empty), as one JSON line with the
-/// process's CPU time and page faults: how the environment's settings change a cold compile
-/// where only NVRTC is installed.
-int cold_compile_child(const std::string& spec_text) {
-  // ADJOINT_BENCH_WARM_SPEC: compile that spec first, unmeasured, so that the measured compile
-  // is a process's second cold one (NVRTC loaded and set up, compile workers already running).
-  if (const char* warm = std::getenv("ADJOINT_BENCH_WARM_SPEC"); warm && *warm) {
-    ops::Specialization first = ops::parse_specialization(warm);
-    compiler::CompiledProgram program = compiler::lower(
-        first.build_program(), runtime::lower_options(compiler::Determinism::kDefault, 90));
-    runtime::BinaryRequest request;
-    request.program = first.op_name();
-    request.arch = 90;
-    request.spec = warm;
-    request.compile_threads = runtime::compile_threads_from_environment();
-    request.compile_units = runtime::compile_units_from_environment(request.compile_threads);
-    request.compile_processes = runtime::compile_processes_from_environment();
-    for (const compiler::CompiledKernel& k : program.kernels) {
-      request.kernels.push_back({k.entry, k.source});
-    }
-    runtime::acquire_kernel_images(request, runtime::DiskCache::from_environment());
-  }
+/// The engine's compile request for `spec_text` at sm_90, its settings from the environment.
+runtime::BinaryRequest cold_compile_request(const std::string& spec_text) {
   ops::Specialization spec = ops::parse_specialization(spec_text);
   compiler::CompiledProgram cp = compiler::lower(
       spec.build_program(), runtime::lower_options(compiler::Determinism::kDefault, 90));
@@ -209,6 +187,22 @@ int cold_compile_child(const std::string& spec_text) {
   request.compile_huge_pages = runtime::compile_huge_pages_from_environment();
   request.compile_processes = runtime::compile_processes_from_environment();
   for (const compiler::CompiledKernel& k : cp.kernels) request.kernels.push_back({k.entry, k.source});
+  return request;
+}
+
+/// Child mode without a GPU: the compile part of a cold prepare of the spec on the command line
+/// for sm_90, as the engine does it (its compile threads, units and knobs from the environment,
+/// the disk cache at ADJOINT_CACHE_DIR, which should be empty), as one JSON line with the
+/// process's CPU time and page faults: how the environment's settings change a cold compile
+/// where only NVRTC is installed.
+int cold_compile_child(const std::string& spec_text) {
+  // ADJOINT_BENCH_WARM_SPEC: compile that spec first, unmeasured, so that the measured compile
+  // is a process's second cold one (NVRTC loaded and set up, compile workers already running).
+  if (const char* warm = std::getenv("ADJOINT_BENCH_WARM_SPEC"); warm && *warm) {
+    runtime::acquire_kernel_images(cold_compile_request(warm),
+                                   runtime::DiskCache::from_environment());
+  }
+  runtime::BinaryRequest request = cold_compile_request(spec_text);
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
   const auto start = Clock::now();
