@@ -118,13 +118,19 @@ ADJOINT_HOST_DEVICE unsigned int float_bits_from_half_bits(unsigned short h) {
 /// with programmatic stream serialization where the device allows it (docs/runtime.md,
 /// "Programmatic dependent launch"): a kernel may then be scheduled while the kernel before it
 /// in the stream is still running. It waits here until that kernel has completed and its
-/// memory is visible, before it reads or writes anything, and at once lets the next kernel of
-/// the stream be scheduled behind it, so that the launches overlap and the data never does.
+/// memory is visible, before it reads or writes anything, so that the launches overlap and the
+/// data never does.
 /// Launched without the attribute, or compiled below sm_90 or for the host, it does nothing.
+/// It does not trigger the next kernel itself: that kernel is scheduled as this one's blocks exit
+/// (the implicit trigger). Triggering at the start (-DADJOINT_PDL_EARLY_TRIGGER through
+/// ADJOINT_TUNE_NVRTC_OPTIONS, the code before) let the next kernel's blocks wait on the SMs for
+/// the whole of this one and made mhc_pre 2-3x slower on the H100 (docs/runtime.md).
 ADJOINT_DEVICE void grid_dependency_prologue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#if defined(ADJOINT_PDL_EARLY_TRIGGER)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 }
 
