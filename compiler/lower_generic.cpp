@@ -13,6 +13,7 @@
 #include "compiler/launch_geometry.h"
 #include "compiler/lower_outer_generic.h"
 #include "compiler/program_utils.h"
+#include "compiler/split_generic_reductions.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -206,6 +207,14 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
   if (options.record_passes) dump += "// ----- input\n" + ir::to_string(input);
   ir::Program p = lower_scatter_to_gather_generic(input);
   record("lower_scatter_to_gather_generic", input, p);
+  ScheduleNotes notes;
+  {
+    GenericSplitOptions split;
+    split.enabled = options.reduction_split != 0;
+    ir::Program split_program = split_generic_reductions(p, split, &notes);
+    record("split_generic_reductions", p, split_program);
+    p = std::move(split_program);
+  }
   ir::Program gridded = p;
   const int block = options.block_size > 0 ? options.block_size : kDefaultBlockSize;
   for (ir::Kernel& kernel : gridded.kernels) {
@@ -247,6 +256,8 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
                      " consecutive innermost points per thread (tail-guarded), grid-stride over "
                      "the runtime group count"
                : std::string("; one point per thread, grid-stride over the runtime point count"));
+    if (auto note = notes.find(kernel.name); note != notes.end())
+      emit_options.schedule_note += "\n" + note->second;
     CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);
     SizeProduct points;
     for (const ir::Axis& axis : kernel.stages.front().domain) {

@@ -8,12 +8,14 @@
 // batch as a parameter. Every other one:
 //
 //   verify (at sample sizes) -> lower_scatter_to_gather_generic (compiler/invert_floor_map.h)
+//     -> split_generic_reductions (sums over a runtime extent get a fixed number of partials)
 //     -> generic grid (every axis linear, a tail-guarded group of consecutive innermost points
 //        per thread, grid-stride) + coverage proof
 //     -> index width from the declared bounds -> emit_cuda (sizes as parameters)
 //
-// Vector groups, split reductions and cooperative reductions need divisibility or lengths the
-// host knows, so generic kernels do without them; their groups of consecutive innermost points
+// Vector groups, the specialized split reductions and cooperative reductions need divisibility
+// or lengths the host knows, so generic kernels do without them (a sum over a runtime extent
+// gets split_generic_reductions' strided partials instead); their groups of consecutive innermost points
 // guard the row's tail instead (docs/dynamic_shapes.md).
 #pragma once
 

@@ -1,9 +1,11 @@
 // The table of ops with dynamic axes, size values of generic programs and generic keys.
 #include "ops/dynamic_ops.h"
 
+#include <algorithm>
 #include <map>
 
 #include "ir/error.h"
+#include "ops/mhc.h"
 #include "ops/upsample_nearest.h"
 
 namespace adjoint::ops {
@@ -19,19 +21,32 @@ std::map<std::string, DynamicOp, std::less<>> build_table() {
     table[name] = DynamicOp{upsample_nearest_dynamic_axes(rank),
                             build_upsample_nearest_backward_generic};
   }
+  table["mhc_pre_backward"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_pre_backward_generic};
   return table;
 }
 
-/// "input_size[2]" -> ("input_size", 2); false when malformed.
-bool parse_axis(const std::string& source, std::string& attribute, size_t& index) {
+/// "input_size[2]" -> ("input_size", 2); "seq" -> ("seq", -1); false when malformed.
+bool parse_axis(const std::string& source, std::string& attribute, int& index) {
   size_t open = source.find('[');
-  if (open == std::string::npos || source.back() != ']') return false;
+  if (open == std::string::npos) {
+    attribute = source;
+    index = -1;
+    return !source.empty();
+  }
+  if (source.back() != ']') return false;
   attribute = source.substr(0, open);
-  index = std::stoul(source.substr(open + 1, source.size() - open - 2));
-  return true;
+  index = std::stoi(source.substr(open + 1, source.size() - open - 2));
+  return index >= 0;
 }
 
 }  // namespace
+
+std::optional<int64_t> DynamicAxis::value(const Specialization& spec) const {
+  if (index < 0) return spec.get_int(attribute);
+  std::vector<int64_t> list = spec.get_ints(attribute);
+  if (static_cast<size_t>(index) >= list.size()) return std::nullopt;
+  return list[index];
+}
 
 const DynamicOp* find_dynamic_op(std::string_view name) {
   static const std::map<std::string, DynamicOp, std::less<>> table = build_table();
@@ -42,17 +57,16 @@ const DynamicOp* find_dynamic_op(std::string_view name) {
 std::vector<int64_t> size_values(const ir::Program& program, const Specialization& spec) {
   std::vector<int64_t> values;
   for (const ir::SizeParam& size : program.sizes) {
-    std::string attribute;
-    size_t index = 0;
-    if (!parse_axis(size.source, attribute, index))
-      throw Error("size '" + size.source + "' does not name an attribute element",
+    DynamicAxis axis;
+    if (!parse_axis(size.source, axis.attribute, axis.index))
+      throw Error("size '" + size.source + "' does not name an attribute or its element",
                   ErrorCode::kInternal);
-    std::vector<int64_t> list = spec.get_ints(attribute);
-    if (index >= list.size())
-      throw Error(spec.op_name() + ": attribute '" + attribute + "' has no element " +
-                      std::to_string(index),
+    std::optional<int64_t> value = axis.value(spec);
+    if (!value)
+      throw Error(spec.op_name() + ": attribute '" + axis.attribute + "' has no element " +
+                      std::to_string(axis.index),
                   ErrorCode::kInvalidArgument);
-    values.push_back(list[index]);
+    values.push_back(*value);
   }
   return values;
 }
@@ -63,14 +77,16 @@ std::string generic_key(const Specialization& spec, const std::vector<std::strin
     std::string value = spec.raw(a.name);
     // as Specialization::to_string: attributes left at a default it does not print are omitted
     if (!a.print_when_default && a.default_value && value == *a.default_value) continue;
+    auto is_generic = [&](const std::string& name) {
+      return std::find(generic_axes.begin(), generic_axes.end(), name) != generic_axes.end();
+    };
+    if (a.kind == AttrKind::kInt && is_generic(a.name)) value = "?";
     if (a.kind == AttrKind::kIntList) {
       std::vector<int64_t> list = spec.get_ints(a.name);
       value.clear();
       for (size_t i = 0; i < list.size(); ++i) {
         std::string name = a.name + "[" + std::to_string(i) + "]";
-        bool generic = false;
-        for (const std::string& g : generic_axes) generic |= g == name;
-        value += (i ? "," : "") + (generic ? std::string("?") : std::to_string(list[i]));
+        value += (i ? "," : "") + (is_generic(name) ? std::string("?") : std::to_string(list[i]));
       }
     }
     out += " " + a.name + "=" + value;

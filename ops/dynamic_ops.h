@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,10 +16,11 @@
 namespace adjoint::ops {
 
 /// An extent of a specialization that may be dynamic: element `index` of the int-list
-/// attribute `attribute`, e.g. input_size[0], the batch of upsample.
+/// attribute `attribute`, e.g. input_size[0], the batch of upsample, or (index -1) the int
+/// attribute `attribute` itself, e.g. seq, the sequence length of mHC.
 struct DynamicAxis {
   std::string attribute;
-  int index = 0;
+  int index = 0;  ///< -1: a scalar int attribute
   std::string meaning;  ///< "batch", "input H", ...
   /// The axis counts an outer batch: outermost in memory and in no index math, so its generic
   /// program is the specialized kernel with the count as a parameter
@@ -26,8 +28,14 @@ struct DynamicAxis {
   /// makes only such axes generic.
   bool outer_batch = false;
 
-  /// "input_size[0]": the axis' name in generic keys, size parameters and dumps.
-  std::string name() const { return attribute + "[" + std::to_string(index) + "]"; }
+  /// "input_size[0]" (or "seq" for a scalar): the axis' name in generic keys, size parameters
+  /// and dumps.
+  std::string name() const {
+    return index < 0 ? attribute : attribute + "[" + std::to_string(index) + "]";
+  }
+  /// The axis' value in `spec`, or nullopt when the spec has no such element (the op's build
+  /// rejects it).
+  std::optional<int64_t> value(const Specialization& spec) const;
 };
 
 /// The dynamic declaration of one op.
@@ -46,8 +54,8 @@ const DynamicOp* find_dynamic_op(std::string_view name);
 std::vector<int64_t> size_values(const ir::Program& program, const Specialization& spec);
 
 /// The generic key of `spec`: its canonical text with the value of each generic axis written
-/// `?` (e.g. "upsample_nearest2d_backward dtype=f32 input_size=?,3,?,? output_size=?,?"), so
-/// the key says which axes are generic.
+/// `?` (e.g. "upsample_nearest2d_backward dtype=f32 input_size=?,3,?,? output_size=?,?",
+/// "mhc_pre_backward batch=? seq=? n=4 dim=4096 ..."), so the key says which axes are generic.
 std::string generic_key(const Specialization& spec, const std::vector<std::string>& generic_axes);
 
 }  // namespace adjoint::ops

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -240,43 +241,71 @@ bool uses_x_mix(const MhcConfig& c) {
   return tokens * (x_bytes + k * p_bytes) > 4.0 * k * p_bytes;
 }
 
-BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c) {
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim, K = c.mix_width();
+/// The token axes of a backward program: the specialization's constants, or size parameters
+/// of a program generic in them (build_mhc_pre_backward_generic).
+struct TokenAxes {
+  Expr batch, seq;
+  bool generic = false;
+};
+
+TokenAxes constant_token_axes(const MhcConfig& c) { return {Expr(c.batch), Expr(c.seq), false}; }
+
+BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c,
+                                 const TokenAxes& tokens, bool x_mix) {
+  const int64_t n = c.streams, D = c.dim, K = c.mix_width();
   const DType p = c.param_dtype;
+  // A tensor of one token row per (b, s): dynamic in a generic program.
+  auto per_token = [&](const char* name, DType dtype, std::vector<int64_t> row,
+                       ir::TensorRole role) -> TensorRef {
+    if (!tokens.generic) {
+      std::vector<int64_t> shape = {c.batch, c.seq};
+      shape.insert(shape.end(), row.begin(), row.end());
+      if (role == ir::TensorRole::kInput) return pb.input(name, dtype, shape);
+      if (role == ir::TensorRole::kOutput) return pb.output(name, dtype, shape);
+      return pb.temporary(name, dtype, shape);
+    }
+    std::vector<Expr> dims = {tokens.batch, tokens.seq};
+    for (int64_t e : row) dims.emplace_back(e);
+    std::vector<int> order(dims.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    return pb.dynamic_tensor(name, dtype, dims, order, role);
+  };
+  const ir::TensorRole in = ir::TensorRole::kInput, out = ir::TensorRole::kOutput,
+                       tmp = ir::TensorRole::kTemporary;
   BackwardTensors t{
-      pb.input("x", c.dtype, {B, S, n, D}),
+      per_token("x", c.dtype, {n, D}, in),
       pb.input("phi", p, {K, n * D}),
       pb.input("alpha", p, {3}),
-      pb.input("grad_h_in", c.dtype, {B, S, D}),
-      pb.input("grad_h_post", p, {B, S, n}),
-      pb.input("grad_h_res", p, {B, S, n, n}),
-      pb.input("inv_rms", p, {B, S}),
-      pb.input("h_mix", p, {B, S, K}),
-      pb.input("h_pre", p, {B, S, n}),
-      pb.input("h_post", p, {B, S, n}),
+      per_token("grad_h_in", c.dtype, {D}, in),
+      per_token("grad_h_post", p, {n}, in),
+      per_token("grad_h_res", p, {n, n}, in),
+      per_token("inv_rms", p, {}, in),
+      per_token("h_mix", p, {K}, in),
+      per_token("h_pre", p, {n}, in),
+      per_token("h_post", p, {n}, in),
       pb.input("gamma", p, {n, D}),
       std::nullopt,
-      pb.output("dx", c.dtype, {B, S, n, D}),
+      per_token("dx", c.dtype, {n, D}, out),
       pb.output("dphi", p, {K, n * D}),
       pb.output("dalpha", p, {3}),
       pb.output("dbias", p, {K}),
       pb.output("dgamma", p, {n, D}),
-      pb.temporary("dh_pre2", p, {B, S, n}),
-      pb.temporary("dh_post2", p, {B, S, n}),
-      pb.temporary("dlogit", p, {B, S, K}),
-      pb.temporary("dh_mix_tmp", p, {B, S, K}),
-      pb.temporary("dh_mix", p, {B, S, K}),
-      pb.temporary("dinv_rms", p, {B, S}),
+      per_token("dh_pre2", p, {n}, tmp),
+      per_token("dh_post2", p, {n}, tmp),
+      per_token("dlogit", p, {K}, tmp),
+      per_token("dh_mix_tmp", p, {K}, tmp),
+      per_token("dh_mix", p, {K}, tmp),
+      per_token("dinv_rms", p, {}, tmp),
       std::nullopt,
       std::nullopt,
-      pb.temporary("dalpha_tokens", p, {B, S, 3}),
+      per_token("dalpha_tokens", p, {3}, tmp),
   };
-  if (uses_x_mix(c)) {
+  if (x_mix) {
     t.x_mix = pb.temporary("x_mix", p, {K, n, D});
   } else if (stores_dvecx()) {
-    t.dvecx = pb.temporary("dvecx", p, {B, S, n, D});
+    t.dvecx = per_token("dvecx", p, {n, D}, tmp);
   }
-  if (c.with_grad_x_post) t.grad_x_post = pb.input("grad_x_post", c.dtype, {B, S, n, D});
+  if (c.with_grad_x_post) t.grad_x_post = per_token("grad_x_post", c.dtype, {n, D}, in);
   return t;
 }
 
@@ -351,11 +380,12 @@ void add_dx_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTen
 /// x_mix[k, i, d] = sum_{b,s} dh_mix[b, s, k] * x[b, s, i, d]: the one token sum over x that
 /// both parameter gradients need. The compiler gives it a thread tile over k (every thread
 /// reads its x elements once for all K sums) and splits it over the tokens.
-void add_token_sum_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+void add_token_sum_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const TokenAxes& tokens,
+                          const BackwardTensors& t) {
   const DType p = c.param_dtype;
   Var k("k"), i("i"), d("d"), b("b"), s("s");
   pb.kernel("mhc_x_mix", {compute(*t.x_mix, over(*t.x_mix, {k, i, d}),
-                                  ir::fma_sum({range(b, c.batch), range(s, c.seq)},
+                                  ir::fma_sum({range(b, tokens.batch), range(s, tokens.seq)},
                                               t.dh_mix(b, s, k), cast(p, t.x(b, s, i, d)), p))});
 }
 
@@ -395,11 +425,13 @@ void add_direct_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& 
 }
 
 /// dbias[k] = sum_{b,s} dlogit[b, s, k]
-void add_dbias_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+void add_dbias_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const TokenAxes& tokens,
+                      const BackwardTensors& t) {
   Var k("k"), b("b"), s("s");
   pb.kernel("mhc_dbias",
             {compute(t.dbias, over(t.dbias, {k}),
-                     sum({range(b, c.batch), range(s, c.seq)}, t.dlogit(b, s, k), c.param_dtype))});
+                     sum({range(b, tokens.batch), range(s, tokens.seq)}, t.dlogit(b, s, k),
+                         c.param_dtype))});
 }
 
 /// dalpha_tokens[b, s, q] = sum_{k in part q} dlogit[b, s, k] * m[b, s, k], m = h_mix * inv_rms;
@@ -407,7 +439,8 @@ void add_dbias_kernel(ir::ProgramBuilder& pb, const MhcConfig& c, const Backward
 /// dalpha[q] = sum_{b,s} dalpha_tokens[b, s, q]: a plain token sum of loads, which splits well,
 /// where one sum over (b, s, k) walked the variable-extent k loop serially in each partial
 /// (115 us of 872 at B2 S2048 n6 D1024 on the H100).
-void add_dalpha_kernels(ir::ProgramBuilder& pb, const MhcConfig& c, const BackwardTensors& t) {
+void add_dalpha_kernels(ir::ProgramBuilder& pb, const MhcConfig& c, const TokenAxes& tokens,
+                        const BackwardTensors& t) {
   const int64_t n = c.streams;
   Var b("b"), s("s"), q("q"), k("k");
   Expr part_size = ir::select(q == 2, Expr(n * n), Expr(n));
@@ -417,7 +450,7 @@ void add_dalpha_kernels(ir::ProgramBuilder& pb, const MhcConfig& c, const Backwa
             {compute(t.dalpha_tokens, over(t.dalpha_tokens, {b, s, q}), per_token)});
   Var q2("q"), b2("b"), s2("s");
   pb.kernel("mhc_dalpha", {compute(t.dalpha, over(t.dalpha, {q2}),
-                                   sum({range(b2, c.batch), range(s2, c.seq)},
+                                   sum({range(b2, tokens.batch), range(s2, tokens.seq)},
                                        t.dalpha_tokens(b2, s2, q2), c.param_dtype))});
 }
 
@@ -454,25 +487,70 @@ ir::Program build_mhc_pre(const Specialization& spec) {
   return std::move(pb).build();
 }
 
-ir::Program build_mhc_pre_backward(const Specialization& spec) {
-  MhcConfig c = mhc_config(spec);
+namespace {
+
+/// The backward program over `tokens` (constants, or sizes of a generic program).
+ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
+                           const std::function<TokenAxes(ir::ProgramBuilder&)>& token_axes,
+                           bool x_mix) {
   ir::ProgramBuilder pb(kBackwardName);
   record_attributes(pb, spec);
-  BackwardTensors t = declare_backward(pb, c);
+  const TokenAxes tokens = token_axes(pb);
+  BackwardTensors t = declare_backward(pb, c, tokens, x_mix);
   add_gate_grad_kernel(pb, c, t);
   add_mix_grad_kernel(pb, c, t);
   add_rms_grad_kernel(pb, c, t);
   if (t.dvecx) add_dvecx_kernel(pb, c, t);
   add_dx_kernel(pb, c, t);
   if (t.x_mix) {
-    add_token_sum_kernel(pb, c, t);
+    add_token_sum_kernel(pb, c, tokens, t);
     add_parameter_grad_kernels(pb, c, t);
   } else {
     add_direct_parameter_grad_kernels(pb, c, t);
   }
-  add_dbias_kernel(pb, c, t);
-  add_dalpha_kernels(pb, c, t);
+  add_dbias_kernel(pb, c, tokens, t);
+  add_dalpha_kernels(pb, c, tokens, t);
   return std::move(pb).build();
+}
+
+}  // namespace
+
+ir::Program build_mhc_pre_backward(const Specialization& spec) {
+  MhcConfig c = mhc_config(spec);
+  return build_backward(
+      spec, c, [&](ir::ProgramBuilder&) { return constant_token_axes(c); }, uses_x_mix(c));
+}
+
+std::vector<DynamicAxis> mhc_token_dynamic_axes() {
+  return {DynamicAxis{"batch", -1, "batch B", false}, DynamicAxis{"seq", -1, "sequence S", false}};
+}
+
+ir::Program build_mhc_pre_backward_generic(const Specialization& spec,
+                                           const std::vector<std::string>& generic_axes) {
+  MhcConfig c = mhc_config(spec);
+  bool batch = false, seq = false;
+  for (const std::string& name : generic_axes) {
+    if (name == "batch") {
+      batch = true;
+    } else if (name == "seq") {
+      seq = true;
+    } else {
+      throw Error(spec.op_name() + ": generic axis '" + name + "': expected batch or seq",
+                  ErrorCode::kInvalidArgument);
+    }
+  }
+  // Every token count takes the x_mix form (the one of many tokens): its token sums are the
+  // ones lower_generic splits over the runtime token count (docs/dynamic_shapes.md).
+  return build_backward(
+      spec, c,
+      [&](ir::ProgramBuilder& pb) {
+        TokenAxes tokens = constant_token_axes(c);
+        tokens.generic = true;
+        if (batch) tokens.batch = pb.size("B", "batch", 1, kMaxGenericTokens);
+        if (seq) tokens.seq = pb.size("S", "seq", 1, kMaxGenericTokens);
+        return tokens;
+      },
+      /*x_mix=*/true);
 }
 
 std::vector<OpDefinition> mhc_ops() {

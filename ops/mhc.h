@@ -27,6 +27,7 @@
 
 #include "ir/dtype.h"
 #include "ir/program.h"
+#include "ops/dynamic_ops.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -60,6 +61,19 @@ ir::Program build_mhc_pre(const Specialization& spec);
 /// The backward program: inputs x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
 /// h_mix, h_pre, h_post, gamma (+ grad_x_post); outputs dx, dphi, dalpha, dbias, dgamma.
 ir::Program build_mhc_pre_backward(const Specialization& spec);
+
+/// The dynamic axes of mhc_pre_backward (ops/dynamic_ops.h): batch and seq, the token axes.
+/// Not outer batches: the token sums (dphi, dgamma, dbias, dalpha) reduce over them.
+std::vector<DynamicAxis> mhc_token_dynamic_axes();
+
+/// The largest batch and seq of a generic mhc_pre_backward program.
+inline constexpr int64_t kMaxGenericTokens = (int64_t{1} << 31) - 1;
+
+/// mhc_pre_backward generic in `generic_axes` (a subset of {"batch", "seq"}), the other token
+/// axis kept at the specialization's value. Always the x_mix form of many tokens; throws
+/// adjoint::Error (kInvalidArgument) for an unknown axis or an invalid specialization.
+ir::Program build_mhc_pre_backward_generic(const Specialization& spec,
+                                           const std::vector<std::string>& generic_axes);
 
 /// The registered ops of the family: mhc_pre and mhc_pre_backward.
 std::vector<OpDefinition> mhc_ops();

@@ -40,10 +40,10 @@ std::vector<std::string> DynamicPolicy::observe(const ops::Specialization& spec,
   std::map<std::string, std::set<int64_t>>& axes = seen_[family];
   for (const ops::DynamicAxis& axis : op.axes) {
     if (mode == DynamicMode::kBatch && !axis.outer_batch) continue;
-    std::vector<int64_t> values = spec.get_ints(axis.attribute);
-    if (static_cast<size_t>(axis.index) >= values.size()) continue;  // the op rejects it later
+    std::optional<int64_t> value = axis.value(spec);
+    if (!value) continue;  // the op rejects it later
     std::set<int64_t>& seen = axes[axis.name()];
-    seen.insert(values[axis.index]);
+    seen.insert(*value);
     if (seen.size() >= 2) generic.push_back(axis.name());
   }
   return generic;

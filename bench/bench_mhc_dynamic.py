@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""mhc_pre_backward under dynamic token counts on the GPU machine (issue 12, docs/dynamic_shapes.md).
+
+Each part runs in child processes with fresh, empty caches (ADJOINT_CACHE_DIR and CUDA_CACHE_PATH),
+so that every program the engine builds is an NVRTC compile:
+  * sweep: 100 distinct token counts B*S (a seeded mix of B in {1, 2, 3, 4, 8} and S up to 8192,
+    n=4, D=1024, bf16) under ADJOINT_DYNAMIC=auto, and the first 10 of them under never as the
+    per-call baseline: the engine's compile counters (adjoint.compile_stats), the sweep's wall
+    time, per-call times, and every result against the PyTorch formulas (bench_mhc.py);
+  * time: generic against specialized kernel time on issue 9's shapes and a few token counts
+    nobody tuned for, CUDA events with the GPU kept busy (bench.GpuTimer), median: a never child
+    (specialized kernels) and an always child whose first call per shape is at another token
+    count (the timed call runs kernels generic in batch and seq, compiled for other sizes), each
+    result's relative difference to PyTorch, and the generic results of three calls compared bit
+    for bit (determinism).
+Writes --out (JSON) and prints a summary.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+SWEEP_DIM, SWEEP_STREAMS = 1024, 4
+TIME_SHAPES = [  # (B, S, n, D): issue 9's shapes, then token counts nobody tuned for
+    (1, 4096, 4, 4096),
+    (1, 4096, 4, 2560),
+    (2, 2048, 6, 1024),
+    (1, 65536, 4, 512),
+    (1, 1, 8, 16384),
+    (3, 1000, 4, 2048),
+    (1, 777, 6, 1536),
+    (16, 1, 4, 4096),
+]
+
+
+def sweep_token_counts(count=100, seed=12):
+    """`count` (B, S) pairs of distinct B*S, seeded."""
+    rng = random.Random(seed)
+    pairs, seen = [], set()
+    while len(pairs) < count:
+        b = rng.choice([1, 1, 1, 2, 3, 4, 8])
+        s = rng.choice([rng.randint(1, 64), rng.randint(65, 1024), rng.randint(1025, 8192 // b)])
+        if b * s not in seen:
+            seen.add(b * s)
+            pairs.append((b, s))
+    return pairs
+
+
+def digest(tensors):
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.contiguous().view(-1).view(__import__("torch").uint8).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def worst_relative(ours, theirs):
+    from bench_mhc import max_relative_difference
+    return max(max_relative_difference(a, b) for a, b in zip(ours, theirs))
+
+
+def child_sweep(mode):
+    import torch
+    import adjoint
+    import bench_mhc
+    pairs = sweep_token_counts()
+    if mode == "never":
+        pairs = pairs[:10]
+    adjoint.reset_compile_stats()
+    per_call_ms, worst = [], 0.0
+    start = time.perf_counter()
+    for b, s in pairs:
+        call, reference, args, _ = bench_mhc.make_op("mhc_pre_backward",
+                                                      (b, s, SWEEP_STREAMS, SWEEP_DIM))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ours = call()
+        torch.cuda.synchronize()
+        per_call_ms.append((time.perf_counter() - t0) * 1e3)
+        worst = max(worst, worst_relative(ours, reference(*args)))
+    total_s = time.perf_counter() - start
+    return {"mode": mode, "calls": len(pairs), "token_counts": [b * s for b, s in pairs],
+            "compile_stats": adjoint.compile_stats(), "sweep_seconds": total_s,
+            "first_call_ms": per_call_ms[0], "max_call_ms": max(per_call_ms),
+            "median_call_ms": statistics.median(per_call_ms),
+            "median_call_ms_after_first_two": statistics.median(per_call_ms[2:]),
+            "max_relative_difference_vs_torch": worst}
+
+
+def child_time(mode, runs):
+    import torch
+    import adjoint
+    import bench_mhc
+    from bench import GpuTimer
+    timer = GpuTimer()
+    records = []
+    for shape in TIME_SHAPES:
+        b, s, n, d = shape
+        adjoint.reset_compile_stats()
+        if mode == "always":  # compile the generic program at other sizes first
+            other, _, other_args, _ = bench_mhc.make_op("mhc_pre_backward", (b + 1, s + 3, n, d)
+                                                        if s > 1 else (b + 2, 1, n, d))
+            other()
+        torch.manual_seed(4321)  # the same inputs in both children
+        call, reference, args, _ = bench_mhc.make_op("mhc_pre_backward", shape)
+        first = call()
+        torch.cuda.synchronize()
+        digests = [digest(first)] + [digest(call()) for _ in range(2)]
+        ms = statistics.median(timer.time(call, runs, 10))
+        records.append({"shape": list(shape), "ms": ms, "digest": digests[0],
+                        "bitwise_equal_over_3_calls": len(set(digests)) == 1,
+                        "max_relative_difference_vs_torch": worst_relative(first,
+                                                                           reference(*args)),
+                        "compile_stats": adjoint.compile_stats()})
+    return {"mode": mode, "records": records}
+
+
+def run_child(part, mode, runs, timeout):
+    env = dict(os.environ)
+    env["ADJOINT_DYNAMIC"] = mode
+    env["ADJOINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="adjoint-mhcdyn-cache-")
+    env["CUDA_CACHE_PATH"] = tempfile.mkdtemp(prefix="adjoint-mhcdyn-cuda-")
+    command = [sys.executable, os.path.abspath(__file__), "--child", part, "--mode", mode,
+               "--runs", str(runs)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        return {"error": result.stderr[-3000:]}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="mhc_dynamic.json")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--parts", default="sweep,time")
+    parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--child")
+    parser.add_argument("--mode")
+    args = parser.parse_args()
+    if args.child == "sweep":
+        print(json.dumps(child_sweep(args.mode)))
+        return
+    if args.child == "time":
+        print(json.dumps(child_time(args.mode, args.runs)))
+        return
+    parts = args.parts.split(",")
+    result = {"sweep": {}, "time": {}}
+    if "sweep" in parts:
+        for mode in ("auto", "never"):
+            result["sweep"][mode] = run_child("sweep", mode, args.runs, args.timeout)
+            print("sweep", mode, json.dumps(result["sweep"][mode])[:600], flush=True)
+    if "time" in parts:
+        for mode in ("never", "always"):
+            result["time"][mode] = run_child("time", mode, args.runs, args.timeout)
+        never = result["time"]["never"].get("records", [])
+        always = result["time"]["always"].get("records", [])
+        print("%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
+                                                      "ratio", "rel spec", "rel gen", "det"))
+        for a, g in zip(never, always):
+            print("%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
+                "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
+                a["max_relative_difference_vs_torch"], g["max_relative_difference_vs_torch"],
+                g["bitwise_equal_over_3_calls"]))
+        for mode in ("never", "always"):
+            if "error" in result["time"][mode]:
+                print("time", mode, "error:", result["time"][mode]["error"])
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
