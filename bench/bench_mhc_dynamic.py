@@ -50,7 +50,7 @@ def sweep_token_counts(count=100, seed=12):
     pairs, seen = [], set()
     while len(pairs) < count:
         b = rng.choice([1, 1, 1, 2, 3, 4, 8])
-        s = rng.choice([rng.randint(1, 64), rng.randint(65, 1024), rng.randint(1025, 8192 // b)])
+        s = rng.choice([rng.randint(1, 64), rng.randint(65, 1024), rng.randint(1025, max(1026, 8192 // b))])
         if b * s not in seen:
             seen.add(b * s)
             pairs.append((b, s))

@@ -178,7 +178,11 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                 " consecutive points of " +
                 kernel_.stages.front().domain[tile_->axis].var.name_hint() +
                 "; their reductions share one loop, so what they read in common is read once." +
-                (tile_->partial() ? " The last tile is partial: its points past " +
+                (!tile_->runtime_extent.empty()
+                     ? " Any tile may be the partial last one: its points at or past the runtime "
+                       "extent " + tile_->runtime_extent + " compute at " + tile_->runtime_extent +
+                       " - 1 and are not stored."
+                 : tile_->partial() ? " The last tile is partial: its points past " +
                                         std::to_string(tile_->extent - 1) + " compute at " +
                                         std::to_string(tile_->extent - 1) + " and are not stored."
                                   : ""));

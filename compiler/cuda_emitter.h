@@ -109,6 +109,13 @@ struct EmitOptions {
   /// adjoint::Error (kInvalidProgram) when the kernel's grid does not have that form (the
   /// outermost linear axis of that extent, no thread, block or cooperative axes).
   std::optional<OuterSizeParam> outer_size;
+  /// Generic kernels with a vector group whose innermost axis counts a multiple of 32 groups and
+  /// whose outermost axes have runtime extents (mhc_pre_backward's dx over (b, s, i, d)): the
+  /// decode takes the runtime axes between the innermost axis' warps of 32 groups and the rest,
+  /// so the warps of a block take neighbouring tokens of the same 32 groups and what does not
+  /// depend on the tokens (dx's phi spans) is read from L1 by the block's other warps
+  /// (emit_generic_grid.cpp). Coverage is unchanged: a mixed-radix decode in another order.
+  bool interleave_size_axes = false;
   /// The kernel is this batched transposition (tiled_transpose.h): emitted as warps moving
   /// 32 x 32 tiles through shared memory, with a launch of its own (emit_tiled_transpose.cpp).
   std::optional<TiledTranspose> tiled_transpose;

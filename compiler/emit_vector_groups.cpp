@@ -21,7 +21,8 @@ using ir::UnaryOp;
 void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
                                      const std::string& name, const std::string& base,
                                      const std::string& offset,
-                                     const std::function<void()>& body, int64_t clamp) {
+                                     const std::function<void()>& body, int64_t clamp,
+                                     const std::string& runtime_limit) {
   out_->line("#pragma unroll");
   CodeWriter::Block loop = out_->block(header);
   CodeWriter inner(out_->indent());
@@ -34,7 +35,12 @@ void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNod
   var_names_.erase(var);
   scopes_.pop_back();
   out_ = saved;
-  if (used && clamp >= 0) {  // a partial tile's points past clamp read (and compute) clamp's
+  if (used && !runtime_limit.empty()) {  // a generic tile: points past the runtime extent
+    const std::string sum = base + " + " + offset;  // read (and compute) its last point's
+    out_->line("const " + index_type_ + " " + name + " = " + sum + " < " + runtime_limit + " ? " +
+               sum + " : " + runtime_limit + " - 1;");
+    referenced_.insert(base);
+  } else if (used && clamp >= 0) {  // a partial tile's points past clamp read (and compute) clamp's
     const std::string sum = base + " + " + offset;
     out_->line("const " + index_type_ + " " + name + " = " + sum + " < " +
                std::to_string(clamp + 1) + " ? " + sum + " : " + std::to_string(clamp) + ";");
@@ -77,7 +83,8 @@ void KernelEmitter::for_each_tile_point(const ir::VarNode* a, const std::string&
   const std::string& r = tile_->index;
   emit_scoped_loop("for (int " + r + " = 0; " + r + " < " + std::to_string(tile_->points) +
                        "; ++" + r + ") {",
-                   a, a_name, tile_->base, r, body, tile_->partial() ? tile_->extent - 1 : -1);
+                   a, a_name, tile_->base, r, body, tile_->partial() ? tile_->extent - 1 : -1,
+                   tile_->runtime_extent);
 }
 
 void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_name,
@@ -405,21 +412,43 @@ void KernelEmitter::emit_tile_spans(const Expr& e,
   } else {  // before the tile loop: the tile axis is a lane too (tile spans, indexed by r)
     std::unordered_map<const ir::VarNode*, Lane> with_tile = lanes;
     // A partial last tile's span would reach padded - 1: spans past the tensor's extent are
-    // refused (emit_spans), and their loads read per point at the clamped index.
-    with_tile[tile_->var] = Lane{tile_->base, tile_->index, tile_->points, tile_->points, 0,
-                                 tile_->padded - 1};
+    // refused (emit_spans), and their loads read per point at the clamped index. A generic
+    // tile (runtime extent) has no tile spans: every tile may be the partial one.
+    if (tile_->runtime_extent.empty())
+      with_tile[tile_->var] = Lane{tile_->base, tile_->index, tile_->points, tile_->points, 0,
+                                   tile_->padded - 1};
     emit_spans(e, with_tile);
   }
   spans_moving_with_tile_.reset();
 }
+
+namespace {
+
+/// What a stride of a dynamic tensor is always a multiple of: the product of its constant factors
+/// (a size may take any value, so it contributes 1). A static stride is its own value.
+int64_t stride_multiple(const ir::Tensor& t, size_t d) {
+  if (!t->is_dynamic()) return t->strides[d];
+  std::function<int64_t(const Expr&)> factor = [&](const Expr& e) -> int64_t {
+    if (auto* c = e.as<ir::IntConstNode>()) return c->value;
+    if (auto* b = e.as<ir::BinaryNode>(); b && b->op == ir::BinaryOp::kMul)
+      return factor(b->a) * factor(b->b);
+    return 1;
+  };
+  return factor(t->dynamic_strides[d]);
+}
+
+}  // namespace
 
 int64_t KernelEmitter::offset_alignment(const ir::Tensor& t, const std::vector<Expr>& indices,
                                         size_t lane_dim, int64_t lane_alignment) {
   int64_t alignment = lane_alignment;  // the lane dimension has stride 1
   for (size_t d = 0; d < indices.size(); ++d) {
     if (d == lane_dim || t->shape[d] == 1 || t->strides[d] == 0) continue;
+    // A dynamic tensor's `strides` hold the values at the sizes' upper bounds: its alignment is
+    // that of the stride's constant factors only.
+    const int64_t stride = stride_multiple(t, d);
     auto* constant = indices[d].as<ir::IntConstNode>();
-    alignment = std::gcd(alignment, constant ? constant->value * t->strides[d] : t->strides[d]);
+    alignment = std::gcd(alignment, constant ? constant->value * stride : stride);
   }
   return alignment;
 }
@@ -593,7 +622,7 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, true);
     if (tile_ && tile_->partial()) {  // the partial last tile stores its points below extent
       referenced_.insert(tile_->base);
-      emit_guarded(tile_->base + " + " + tile_->index + " < " + std::to_string(tile_->extent),
+      emit_guarded(tile_->base + " + " + tile_->index + " < " + tile_->extent_text(),
                    [&] { emit_group_values(stage, axis_names, group_point, x, x_name); });
     } else {
       emit_group_values(stage, axis_names, group_point, x, x_name);

@@ -268,10 +268,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_vector_stage(const ir::Stage& stage, const std::vector<std::string>& axis_names);
   /// A `#pragma unroll` loop whose body sees `var` as `name`, declared `base + offset` at the
   /// top of the loop only when the body used it (clamped to `clamp` when clamp >= 0: a partial
-  /// thread tile's extra points).
+  /// thread tile's extra points; to runtime_limit - 1 when that code is given: a generic tile).
   void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
                         const std::string& base, const std::string& offset,
-                        const std::function<void()>& body, int64_t clamp = -1);
+                        const std::function<void()>& body, int64_t clamp = -1,
+                        const std::string& runtime_limit = "");
   /// `body` inside `if (condition) { ... }`, in a scope of its own (its temporaries stay in it
   /// or are hoisted before the if).
   void emit_guarded(const std::string& condition, const std::function<void()>& body);
@@ -342,7 +343,15 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     /// ceil(extent / points) x points: above extent, the last tile is partial (its points past
     /// extent - 1 are computed at the clamped index extent - 1 and not stored).
     int64_t padded = 1;
-    bool partial() const { return padded != extent; }
+    /// Generic kernels: the tile axis' runtime extent as code (empty: `extent`). Any tile may
+    /// then be the partial last one: its points at or past it compute at extent - 1 (clamped)
+    /// and are not stored; `extent` holds the declared upper bound for the bounds analysis.
+    std::string runtime_extent;
+    bool partial() const { return padded != extent || !runtime_extent.empty(); }
+    /// The extent as code, for clamps and store guards.
+    std::string extent_text() const {
+      return runtime_extent.empty() ? std::to_string(extent) : runtime_extent;
+    }
     const ir::VarNode* var = nullptr;  ///< the current stage's variable of the tile axis
   };
   std::optional<ThreadTile> tile_;

@@ -173,6 +173,10 @@ struct LowerOptions {
   /// specialized pipeline, the batch a kernel parameter); false sends them through
   /// lower_generic's own pipeline (tests compare the two).
   bool outer_generic = true;
+  /// Generic kernels whose innermost extent is a constant that their group of points divides
+  /// take a vector group (spans, one reduction loop per group) instead of tail-guarded points
+  /// (ADJOINT_TUNE_GENERIC_VECTOR_GROUPS=0: the guarded points, before).
+  bool generic_vector_groups = true;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

@@ -102,6 +102,172 @@ IndexWidth generic_index_width(const ir::Program& program, const ir::Kernel& ker
   return IndexWidth::k32;
 }
 
+/// The lanes of a warp that share each point of a generic kernel: 32 when one of its stages
+/// reduces (outside any other reduction) over a long axis of constant extent whose variable
+/// indexes the innermost, stride-1 dimension of a load (mhc_pre_backward's gate_grads: a sum over
+/// D per token and stream, which one thread would walk alone, reading strided rows), else 1.
+/// `why` receives the dump line.
+int generic_reduction_lanes(const ir::Kernel& kernel, std::string& why) {
+  int64_t points = 1;  // a static domain's point count, else -1
+  for (const ir::Stage& stage : kernel.stages) {
+    if (stage.kind != ir::StageKind::kCompute) return 1;
+  }
+  for (const ir::Axis& axis : kernel.stages.front().domain) {
+    auto* extent = axis.extent.as<ir::IntConstNode>();
+    points = extent && points >= 0 ? points * extent->value : -1;
+  }
+  // Few points of a static domain that reduce long (the combines of split_generic_reductions:
+  // dbias' 24 points over 1024 partials each): a warp per point whatever the access pattern.
+  for (const ir::Stage& stage : kernel.stages) {
+    auto* r = stage.value.as<ir::ReduceNode>();
+    if (points < 0 || points >= kGenericLaneMaxFewPoints || !r || r->axes.size() != 1) continue;
+    auto* extent = r->axes.front().extent.as<ir::IntConstNode>();
+    if (!extent || extent->value < kGenericLaneMinTrips) continue;
+    why = "warp-cooperative: " + stage.target->name + " has " + std::to_string(points) +
+          " points, each reducing " + std::to_string(extent->value) + " iterations of " +
+          r->axes.front().var.name_hint() + ": a warp per point, its lanes striding over them, "
+          "then a shuffle butterfly in fixed order";
+    return 32;
+  }
+  for (const ir::Stage& stage : kernel.stages) {
+    bool found = false;
+    for_each_node(stage.value, [&](const ir::Expr& node) {
+      auto* r = node.as<ir::ReduceNode>();
+      if (found || !r || r->axes.empty()) return;
+      const ir::Axis& axis = r->axes.back();
+      auto* start = axis.start.as<ir::IntConstNode>();
+      auto* extent = axis.extent.as<ir::IntConstNode>();
+      if (!start || !extent || extent->value < kGenericLaneMinTrips) return;
+      for_each_node(r->body, [&](const ir::Expr& inner) {
+        auto* load = inner.as<ir::LoadNode>();
+        if (found || !load || load->indices.empty() || load->tensor->strides.back() != 1) return;
+        if (!depends_on(load->indices.back(), axis.var.get())) return;
+        found = true;
+        why = "warp-cooperative: " + stage.target->name + " reduces over " +
+              axis.var.name_hint() + " (" + std::to_string(extent->value) +
+              " iterations, stride-1 in " + load->tensor->name +
+              "): the 32 lanes of a warp share each point and stride over it, then a shuffle "
+              "butterfly in fixed order; the grid-stride loop steps by warps";
+      });
+    });
+    if (found) return 32;
+  }
+  return 1;
+}
+
+/// A tensor's size for comparisons: its elements, each runtime dimension counting 2^20 (a
+/// dynamic tensor's `shape` holds upper bounds, whose product may overflow).
+double tensor_weight(const ir::TensorNode& t) {
+  double elements = 1;
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    const bool runtime = t.is_dynamic() && !t.dynamic_shape[d].as<ir::IntConstNode>();
+    elements *= runtime ? 1048576.0 : static_cast<double>(t.shape[d]);
+  }
+  return elements;
+}
+
+/// Whether generic `kernel` decodes its runtime axes between warps of its vector groups
+/// (EmitOptions::interleave_size_axes): a vector group on a constant innermost axis of a multiple
+/// of 32 groups, runtime extents on a prefix of the domain with a static axis after it, and a
+/// load of a static tensor (one the block's warps then share through L1).
+bool interleaves_size_axes(const ir::Program& program, const ir::Kernel& kernel) {
+  const ir::GridConfig& g = kernel.grid;
+  if (kernel.stages.empty() || g.vector_width <= 1 || g.reduction_lanes != 1) return false;
+  const std::vector<ir::Axis>& domain = kernel.stages.front().domain;
+  auto* inner = domain.empty() ? nullptr : domain.back().extent.as<ir::IntConstNode>();
+  if (!inner || (inner->value / g.vector_width) % 32 != 0) return false;
+  size_t prefix = 0;
+  while (prefix < domain.size() && !domain[prefix].extent.as<ir::IntConstNode>()) ++prefix;
+  if (prefix == 0 || prefix + 1 >= domain.size()) return false;
+  for (size_t i = prefix; i < domain.size(); ++i)
+    if (!domain[i].extent.as<ir::IntConstNode>()) return false;
+  bool shared = false;
+  for (const ir::Stage& stage : kernel.stages) {
+    for (const ir::Expr& e : stage_expressions(stage)) {
+      for_each_node(e, [&](const ir::Expr& node) {
+        auto* load = node.as<ir::LoadNode>();
+        shared = shared || (load && !load->tensor->is_dynamic() && tensor_weight(*load->tensor) > 1);
+      });
+    }
+  }
+  (void)program;
+  return shared;
+}
+
+/// The thread tile of a generic vector-group kernel (points per thread on one axis), or {-1, 1}:
+///  * a runtime axis (the innermost one) when a stage reduces, over constant trips, loads of a
+///    tensor that does not move with it: dx's phi, then read once per tile of tokens instead of
+///    once per token. R = kGenericTileAccumulators / V, at most kMaxGenericTilePoints; any tile
+///    may be partial (clamped, guarded);
+///  * in a static domain, the outer axis whose tile shares the largest tensor a reduction over
+///    a runtime extent loads (split_generic_reductions' x_mix partials: x does not move with k,
+///    so a tile of k reads each x span once for all its k). R is the largest divisor of the
+///    axis' extent within the same bounds (no partial tile).
+/// `why` receives the dump's reason.
+std::pair<int, int> generic_thread_tile(const ir::Kernel& kernel, int vector_width,
+                                        std::string& why) {
+  const std::vector<ir::Axis>& domain = kernel.stages.front().domain;
+  const int64_t most = std::min<int64_t>(kMaxGenericTilePoints, kGenericTileAccumulators / vector_width);
+  if (most < 2) return {-1, 1};
+  int runtime_axis = -1;
+  for (size_t i = 0; i + 1 < domain.size(); ++i)
+    if (!domain[i].extent.as<ir::IntConstNode>()) runtime_axis = static_cast<int>(i);
+  // The largest tensor that a reduction (of constant trips, or of runtime trips) of some stage
+  // loads without moving with domain axis `axis`.
+  auto shared_load = [&](int axis, bool runtime_trips) -> const ir::TensorNode* {
+    const ir::TensorNode* best = nullptr;
+    for (const ir::Stage& stage : kernel.stages) {
+      const ir::VarNode* var = stage.domain[axis].var.get();
+      for (const ir::Expr& e : stage_expressions(stage)) {
+        for_each_node(e, [&](const ir::Expr& node) {
+          auto* r = node.as<ir::ReduceNode>();
+          if (!r) return;
+          bool constant = true;
+          for (const ir::Axis& a : r->axes)
+            constant = constant && a.extent.as<ir::IntConstNode>() && a.start.as<ir::IntConstNode>();
+          if (constant == runtime_trips) return;
+          for_each_node(r->body, [&](const ir::Expr& inner) {
+            auto* load = inner.as<ir::LoadNode>();
+            if (!load || tensor_weight(*load->tensor) <= 1) return;
+            bool moves = false;
+            for (const ir::Expr& index : load->indices) moves = moves || depends_on(index, var);
+            if (!moves && (!best || tensor_weight(*load->tensor) > tensor_weight(*best)))
+              best = load->tensor.get();
+          });
+        });
+      }
+    }
+    return best;
+  };
+  if (runtime_axis >= 0) {
+    const ir::TensorNode* shared = shared_load(runtime_axis, false);
+    if (!shared) return {-1, 1};
+    why = "the reduction's loads of " + shared->name + " do not move with it";
+    return {runtime_axis, static_cast<int>(most)};
+  }
+  int best_axis = -1, best_points = 1;
+  const ir::TensorNode* best = nullptr;
+  for (size_t i = 0; i + 1 < domain.size(); ++i) {
+    const int64_t extent = domain[i].extent.as<ir::IntConstNode>()->value;
+    int points = 1;
+    for (int64_t r = most; r >= 2; --r) {
+      if (extent % r == 0) {
+        points = static_cast<int>(r);
+        break;
+      }
+    }
+    const ir::TensorNode* shared = points > 1 ? shared_load(static_cast<int>(i), true) : nullptr;
+    if (shared && (!best || tensor_weight(*shared) > tensor_weight(*best))) {
+      best = shared;
+      best_axis = static_cast<int>(i);
+      best_points = points;
+    }
+  }
+  if (best_axis < 0) return {-1, 1};
+  why = "the loads of " + best->name + " in its reduction over a runtime extent do not move with it";
+  return {best_axis, best_points};
+}
+
 std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
                        std::set<std::string>& used) {
   std::string base = sanitize_identifier(program.name + "_" + kernel.name + "_generic");
@@ -143,23 +309,35 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
              "; only linear axes (a grid-stride decode of every extent) are proven generically");
     }
   }
+  const int innermost = static_cast<int>(domain.size()) - 1;
+  // A vector group of V points covers the innermost axis exactly when its extent is a constant
+  // multiple of V (extent / V whole groups); a dynamic extent has no such guarantee.
   if (g.vector_width != 1) {
-    refuse("vector width " + std::to_string(g.vector_width) +
-           " needs the innermost extent to be a multiple of it, unknown for a dynamic extent");
+    auto* inner = domain.empty() ? nullptr : domain.back().extent.as<ir::IntConstNode>();
+    if (!inner || inner->value % g.vector_width != 0)
+      refuse("vector width " + std::to_string(g.vector_width) +
+             " needs the innermost extent to be a constant multiple of it");
+    if (g.tile_points > 1 && g.tile_axis == innermost)
+      refuse("a vector group and a group of points on one axis");
   }
   // A group of R consecutive innermost points per thread is covered for every extent E: the
   // decode counts ceil(E / R) groups on that axis, and point g * R + r (r < R) is computed behind
-  // the guard g * R + r < E, so each point of [0, E) is computed by exactly one (g, r). Any other
-  // tile axis would need R to divide its extent.
+  // the guard g * R + r < E, so each point of [0, E) is computed by exactly one (g, r). With a
+  // vector group on the innermost axis, the same holds for a thread tile of R points on another
+  // axis: ceil(E / R) tiles, point base + r stored behind base + r < E. Any other tile axis
+  // would need R to divide its extent.
   if (g.tile_points < 1 || g.tile_points > kMaxGenericGroupPoints)
     refuse("a group of " + std::to_string(g.tile_points) + " points per thread is outside [1, " +
            std::to_string(kMaxGenericGroupPoints) + "]");
-  if (g.tile_points > 1 && g.tile_axis != static_cast<int>(domain.size()) - 1) {
+  if (g.tile_points > 1 && g.vector_width == 1 && g.tile_axis != innermost) {
     refuse("a group of " + std::to_string(g.tile_points) + " points on axis " +
            std::to_string(g.tile_axis) + " needs that extent to be a multiple of it, unknown for a " +
            "dynamic extent; groups are proven on the innermost axis only (with a tail guard)");
   }
-  if (g.reduction_lanes != 1) refuse("warp-cooperative reductions are not generic");
+  if (g.tile_points > 1 && g.vector_width > 1 && (g.tile_axis < 0 || g.tile_axis >= innermost))
+    refuse("a thread tile must be on an axis other than the vector group's");
+  if (g.reduction_lanes != 1 && g.reduction_lanes != 32)
+    refuse("only whole warps (32 lanes) share a point of a generic kernel");
   if (g.block_size < 32 || g.block_size > 1024 || g.block_size % 32 != 0)
     refuse("block size " + std::to_string(g.block_size) + " is not a multiple of 32 in [32, 1024]");
   ir::Bounds bounds;
@@ -222,8 +400,34 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       kernel.grid.is_set = true;
       kernel.grid.bindings.assign(kernel.stages.front().domain.size(), ir::AxisBinding::kLinear);
       kernel.grid.block_size = block;
+      std::string lanes_note;
+      kernel.grid.reduction_lanes =
+          options.reduction_schedule == "serial" ? 1 : generic_reduction_lanes(kernel, lanes_note);
+      if (!lanes_note.empty()) add_schedule_note(notes, kernel.name, lanes_note);
       const int points = generic_group_points(gridded, kernel);
-      if (points > 1) {
+      auto* inner = kernel.stages.front().domain.empty()
+                        ? nullptr
+                        : kernel.stages.front().domain.back().extent.as<ir::IntConstNode>();
+      if (points > 1 && kernel.grid.reduction_lanes == 1 && options.generic_vector_groups &&
+          inner && inner->value % points == 0) {
+        // A static innermost extent that the group divides: a vector group (spans, one
+        // reduction loop for the group's points), as in a specialized kernel.
+        kernel.grid.vector_width = points;
+        std::string tile_note;
+        if (auto [axis, tile] = generic_thread_tile(kernel, points, tile_note); axis >= 0) {
+          const ir::Axis& tiled = kernel.stages.front().domain[axis];
+          kernel.grid.tile_axis = axis;
+          kernel.grid.tile_points = tile;
+          add_schedule_note(notes, kernel.name,
+                            "thread tile: " + std::to_string(tile) + " points of " +
+                                tiled.var.name_hint() + " per thread" +
+                                (tiled.extent.as<ir::IntConstNode>()
+                                     ? std::string(" (a divisor of its extent)")
+                                     : std::string(" (a runtime extent: any tile may be the "
+                                                   "partial last one, clamped and guarded)")) +
+                                "; " + tile_note);
+        }
+      } else if (points > 1) {
         kernel.grid.tile_axis = static_cast<int>(kernel.stages.front().domain.size()) - 1;
         kernel.grid.tile_points = points;
       }
@@ -242,6 +446,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
+    emit_options.interleave_size_axes = interleaves_size_axes(p, kernel);
     if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
       ir::Bounds bounds;
       for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
@@ -251,7 +456,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       std::string names;
       for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;
       return names;
-    }() + " (not as an outer batch: " + not_outer + ")" + (kernel.grid.tile_points > 1
+    }() + " (not as an outer batch: " + not_outer + ")" + (kernel.grid.vector_width > 1
+               ? "; a vector group of " + std::to_string(kernel.grid.vector_width) +
+                     " innermost points per thread (a constant extent that it divides: spans and "
+                     "one reduction loop for the group), grid-stride over the runtime group count"
+               : kernel.grid.tile_points > 1
                ? "; " + std::to_string(kernel.grid.tile_points) +
                      " consecutive innermost points per thread (tail-guarded), grid-stride over "
                      "the runtime group count"
@@ -265,8 +474,14 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       points.constant *= e.constant;
       points.sizes.insert(points.sizes.end(), e.sizes.begin(), e.sizes.end());
     }
+    // The runtime launches about points / (block x points per thread) threads: a warp-cooperative
+    // kernel counts a thread per lane of each point.
+    points.constant *= std::max(kernel.grid.reduction_lanes, 1);
     compiled.points = points;
-    compiled.points_per_thread = std::max(kernel.grid.tile_points, 1);
+    compiled.points_per_thread =
+        kernel.grid.vector_width > 1
+            ? kernel.grid.vector_width * std::max(kernel.grid.tile_points, 1)
+            : std::max(kernel.grid.tile_points, 1);
     for (const ir::Stage& stage : kernel.stages) {
       if (stage.kind == ir::StageKind::kScatterAdd)
         throw Error("generic kernel '" + kernel.name + "' kept a scatter", ErrorCode::kInternal);

@@ -46,6 +46,19 @@ inline constexpr int kMaxGenericGroupPoints = 16;
 /// the sectors and were slower than one point per thread on the upsampling cases.
 inline constexpr int kGenericGroupBytes = 16;
 
+/// The shortest reduction (constant trips) for which a generic kernel lets a warp share each
+/// point (generic_reduction_lanes in lower_generic.cpp).
+inline constexpr int64_t kGenericLaneMinTrips = 128;
+/// Static domains of fewer points than this that reduce at least kGenericLaneMinTrips
+/// iterations take a warp per point whatever their access pattern.
+inline constexpr int64_t kGenericLaneMaxFewPoints = 4096;
+
+/// A generic thread tile (a vector-group kernel's runtime axis, lower_generic.cpp) keeps at most
+/// this many accumulators per thread (tile points x vector width), and at most
+/// kMaxGenericTilePoints points.
+inline constexpr int64_t kGenericTileAccumulators = 64;
+inline constexpr int64_t kMaxGenericTilePoints = 16;
+
 /// The points of a group: kGenericGroupBytes of the widest stored element, at most the innermost
 /// extent's upper bound (1 for an empty domain).
 int generic_group_points(const ir::Program& program, const ir::Kernel& kernel);

@@ -30,7 +30,7 @@ namespace adjoint::compiler {
 
 struct GenericSplitOptions {
   /// Domain points x G aimed at (threads before grouping); G doubles while below.
-  int64_t target_threads = int64_t{1} << 18;
+  int64_t target_threads = int64_t{1} << 21;
   /// The largest G (the combine sums G partials per point in one thread).
   int64_t max_partials = 1024;
   /// 0: no split (ADJOINT_TUNE_REDUCTION_SPLIT=0 also switches this off).

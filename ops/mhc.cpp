@@ -397,12 +397,11 @@ void add_parameter_grad_kernels(ir::ProgramBuilder& pb, const MhcConfig& c,
                                 const BackwardTensors& t) {
   const int64_t D = c.dim;
   Var k("k"), j("j"), i("i"), d("d"), q("q");
-  const TensorRef& x_mix = *t.x_mix;
   pb.kernel("mhc_dphi", {compute(t.dphi, over(t.dphi, {k, j}),
-                                 t.gamma(j / D, j % D) * x_mix(k, j / D, j % D))});
+                                 t.gamma(j / D, j % D) * (*t.x_mix)(k, j / D, j % D))});
   pb.kernel("mhc_dgamma",
             {compute(t.dgamma, over(t.dgamma, {i, d}),
-                     ir::fma_sum({range(q, c.mix_width())}, t.phi(q, i * D + d), x_mix(q, i, d),
+                     ir::fma_sum({range(q, c.mix_width())}, t.phi(q, i * D + d), (*t.x_mix)(q, i, d),
                                  c.param_dtype))});
 }
 

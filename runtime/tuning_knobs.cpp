@@ -211,6 +211,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_STAGE_LOOPS", 1, [](int v) { return v == 0 || v == 1; },
           "1 (stages of a row-group kernel that repeat up to their tensors run as a loop) or 0 "
           "(every stage written out, the straight-line code of before)") == 1;
+  knobs.generic_vector_groups =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_VECTOR_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic kernels whose innermost extent is a constant that their group divides take "
+          "a vector group, their token axes decoded between its warps) or 0 (tail-guarded points, "
+          "the generic kernels of before)") == 1;
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -239,6 +245,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.row_groups = knobs.row_groups;
   options.row_schedule = knobs.row_schedule;
   options.stage_loops = knobs.stage_loops;
+  options.generic_vector_groups = knobs.generic_vector_groups;
   options.partial_unroll = knobs.partial_unroll;
   options.tile_unroll = knobs.tile_unroll;
   options.tile_prefetch = knobs.tile_prefetch;

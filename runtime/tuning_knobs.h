@@ -42,6 +42,8 @@ struct TuningKnobs {
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
   bool stage_loops = true;
+  /// ADJOINT_TUNE_GENERIC_VECTOR_GROUPS (LowerOptions::generic_vector_groups).
+  bool generic_vector_groups = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;

@@ -168,8 +168,13 @@ TEST(DynamicShapes, CoverageProofAcceptsLinearGridsAndRefusesWhatItCannotProve) 
   grouped.tile_points = 4;
   EXPECT_NO_THROW(compiler::lower(generic_copy(grouped), compiler::LowerOptions{}));
 
-  ir::GridConfig vectorized = linear;
-  vectorized.vector_width = 4;  // the innermost extent is constant here, but V is still unproven
+  // A vector group on a constant innermost extent that it divides (64 / 4 whole groups) is
+  // covered for every N; with a group of points on the same axis as well, it is refused.
+  ir::GridConfig vector_groups = linear;
+  vector_groups.vector_width = 4;
+  EXPECT_NO_THROW(compiler::lower(generic_copy(vector_groups), compiler::LowerOptions{}));
+  ir::GridConfig vectorized = grouped;
+  vectorized.vector_width = 4;
   ir::GridConfig blocks{true, {ir::AxisBinding::kBlock, ir::AxisBinding::kLinear}, 128, 1, 1};
   ir::GridConfig threads{true, {ir::AxisBinding::kLinear, ir::AxisBinding::kThread}, 64, 1, 1};
   // A group on the dynamic outer axis would need R | N (3 divides N at the verifier's sample
