@@ -166,6 +166,28 @@ double tensor_weight(const ir::TensorNode& t) {
   return elements;
 }
 
+/// True when a stage of `kernel` reduces over axes of constant extent (rms_grad's 24 mixing
+/// terms per token): such a kernel keeps one point per thread on a runtime innermost axis, for
+/// parallelism (a tail-guarded group of 4 tokens per thread ran its reductions serially in a
+/// quarter of the threads). Windows of runtime extent (upsample's) keep the group, whose points
+/// share window edges.
+bool reduces_per_point(const ir::Kernel& kernel) {
+  bool found = false;
+  for (const ir::Stage& stage : kernel.stages) {
+    for (const ir::Expr& e : stage_expressions(stage)) {
+      for_each_node(e, [&](const ir::Expr& node) {
+        auto* r = node.as<ir::ReduceNode>();
+        if (!r || found) return;
+        bool constant = !r->axes.empty();
+        for (const ir::Axis& a : r->axes)
+          constant = constant && a.extent.as<ir::IntConstNode>() && a.start.as<ir::IntConstNode>();
+        found = constant;
+      });
+    }
+  }
+  return found;
+}
+
 /// Whether generic `kernel` decodes its runtime axes between warps of its vector groups
 /// (EmitOptions::interleave_size_axes): a vector group on a constant innermost axis of a multiple
 /// of 32 groups, runtime extents on a prefix of the domain with a static axis after it, and a
@@ -426,8 +448,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
                                      : std::string(" (a runtime extent: any tile may be the "
                                                    "partial last one, clamped and guarded)")) +
                                 "; " + tile_note);
+          // A tiled thread keeps tile x V accumulators: blocks of 128 let more of them reside
+          // (as thread_tiles does for specialized kernels).
+          if (options.block_size <= 0) kernel.grid.block_size = kGenericTiledBlockSize;
         }
-      } else if (points > 1) {
+      } else if (points > 1 && !reduces_per_point(kernel)) {
         kernel.grid.tile_axis = static_cast<int>(kernel.stages.front().domain.size()) - 1;
         kernel.grid.tile_points = points;
       }

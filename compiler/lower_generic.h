@@ -58,6 +58,8 @@ inline constexpr int64_t kGenericLaneMaxFewPoints = 4096;
 /// kMaxGenericTilePoints points.
 inline constexpr int64_t kGenericTileAccumulators = 64;
 inline constexpr int64_t kMaxGenericTilePoints = 16;
+/// The block size of a thread-tiled generic kernel (LowerOptions::block_size unset).
+inline constexpr int kGenericTiledBlockSize = 128;
 
 /// The points of a group: kGenericGroupBytes of the widest stored element, at most the innermost
 /// extent's upper bound (1 for an empty domain).
