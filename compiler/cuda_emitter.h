@@ -92,6 +92,15 @@ struct EmitOptions {
   /// before the reductions, their DRAM latency overlapping the multiply-adds
   /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
   bool tile_early_copies = true;
+  /// Thread-tiled kernels with an aligned copy (tile_prefetch >= 1): the other copy, run when
+  /// some base pointer is misaligned, computes the thread's R x V points one at a time in
+  /// rolled loops (`#pragma unroll 1`: one scalar accumulator, each reduction loop rolled,
+  /// element accesses) instead of repeating the unrolled tile with a branch per access. Same
+  /// expressions per point, same order of every sum: the same bits. It halves the NVRTC time
+  /// of mhc_dx and x_mix's partials (docs/compiler.md, "The misaligned copy, point by point");
+  /// the misaligned path runs slower. false: the tiled body of before
+  /// (ADJOINT_TUNE_TILE_FALLBACK=0).
+  bool tile_point_fallback = true;
   /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to
   /// what N resident blocks per SM allow; ADJOINT_TUNE_TILE_MIN_BLOCKS). -1 (default): derived,
   /// N = 640 / block (5 blocks of 128) for a kernel whose aligned copy has a prefetched ring

@@ -21,8 +21,9 @@ using ir::UnaryOp;
 void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNode* var,
                                      const std::string& name, const std::string& base,
                                      const std::string& offset,
-                                     const std::function<void()>& body, int64_t clamp) {
-  out_->line("#pragma unroll");
+                                     const std::function<void()>& body, int64_t clamp,
+                                     const std::string& pragma) {
+  out_->line(pragma);
   CodeWriter::Block loop = out_->block(header);
   CodeWriter inner(out_->indent());
   CodeWriter* saved = out_;
@@ -566,6 +567,11 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     scopes_.clear();
     return;
   }
+  if (point_fallback_ && tile_) {
+    emit_points_one_by_one(stage, axis_names, x, x_name);
+    scopes_.clear();
+    return;
+  }
   const std::string width = std::to_string(vector_->width);
   std::vector<std::string> group_point = axis_names;
   group_point[vector_->axis] = vector_->base;
@@ -602,6 +608,34 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   group_reductions_.clear();
   spans_.clear();
   scopes_.clear();
+}
+
+void KernelEmitter::emit_points_one_by_one(const ir::Stage& stage,
+                                           const std::vector<std::string>& axis_names,
+                                           const ir::VarNode* x, const std::string& x_name) {
+  const std::string& r = tile_->index;
+  const std::string& e = vector_->element;
+  out_->line("// each of the " + std::to_string(tile_->points * vector_->width) +
+             " points alone, in rolled loops (element accesses, one accumulator)");
+  const std::string rolled = "#pragma unroll 1";
+  emit_scoped_loop(
+      "for (int " + r + " = 0; " + r + " < " + std::to_string(tile_->points) + "; ++" + r + ") {",
+      tile_->var, tile_name_, tile_->base, r,
+      [&] {
+        auto point = [&] {
+          emit_scoped_loop("for (int " + e + " = 0; " + e + " < " +
+                               std::to_string(vector_->width) + "; ++" + e + ") {",
+                           x, x_name, vector_->base, e,
+                           [&] { emit_stage_point(stage, axis_names); }, -1, rolled);
+        };
+        if (tile_->partial()) {  // the partial last tile: its points past the extent are skipped
+          referenced_.insert(tile_->base);
+          emit_guarded(tile_->base + " + " + r + " < " + std::to_string(tile_->extent), point);
+        } else {
+          point();
+        }
+      },
+      -1, rolled);
 }
 
 /// The values of one vector group (one tile point of a tiled kernel) and their stores.

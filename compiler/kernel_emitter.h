@@ -271,7 +271,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// thread tile's extra points).
   void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
                         const std::string& base, const std::string& offset,
-                        const std::function<void()>& body, int64_t clamp = -1);
+                        const std::function<void()>& body, int64_t clamp = -1,
+                        const std::string& pragma = "#pragma unroll");
   /// `body` inside `if (condition) { ... }`, in a scope of its own (its temporaries stay in it
   /// or are hoisted before the if).
   void emit_guarded(const std::string& condition, const std::function<void()>& body);
@@ -384,6 +385,15 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// stores take the adjoint_memory.cuh helpers without a check per access.
   bool aligned_twin_ = false;
   std::vector<std::pair<std::string, int>> twin_claims_;
+  /// The misaligned copy beside an aligned twin (EmitOptions::tile_point_fallback): each
+  /// vector stage computes the thread's tile points one at a time (emit_points_one_by_one) and
+  /// every reduction loop longer than kMaxUnrolledTrips is rolled (loop_pragmas).
+  bool point_fallback_ = false;
+  /// The thread's R x V points of `stage` one at a time: rolled loops over r and e binding the
+  /// tile and vector axes, each point computed and stored as an unvectorized kernel would
+  /// (emit_stage_point; a partial tile's points past the extent skipped).
+  void emit_points_one_by_one(const ir::Stage& stage, const std::vector<std::string>& axis_names,
+                              const ir::VarNode* x, const std::string& x_name);
   /// The `_aligned` variant of memory_helper(base, reused).
   std::string aligned_helper(const std::string& base, bool reused = false) const {
     const std::string helper = memory_helper(base, reused);
