@@ -76,8 +76,9 @@ struct EmitOptions {
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
   /// The unroll factor of a thread-tiled kernel's long reduction loops (the tile's R x V updates
-  /// per trip): 0 derives it (up to 4, about 256 updates per unrolled body), N in [1, 64] that
-  /// factor (ADJOINT_TUNE_TILE_UNROLL: more of x_mix's token loads in flight per thread).
+  /// per trip): 0 derives it (up to 4, at most 128 updates per unrolled body: 2 for dx's 8 x 8),
+  /// N in [1, 64] that factor (ADJOINT_TUNE_TILE_UNROLL; 4 the derived factor before, for tiles
+  /// of at most 64 accumulators).
   int tile_unroll = 0;
   /// Thread-tiled kernels (ADJOINT_TUNE_TILE_PREFETCH): 0 emits every span load and group
   /// store with its own alignment check (the kernel of before); 1 emits the body twice, behind

@@ -60,12 +60,13 @@ void KernelEmitter::emit_guarded(const std::string& condition, const std::functi
 }
 
 int KernelEmitter::tile_loop_unroll() const {
-  // About 256 accumulator updates per unrolled body: enough independent loads in flight, and
-  // a cubin NVRTC compiles in a fraction of a second (a fully unrolled 512-trip token loop of
+  // At most kTileUnrollUpdates accumulator updates per unrolled body, and at most 4 copies: a
+  // cubin NVRTC compiles in a fraction of a second (a fully unrolled 512-trip token loop of
   // 24 x 2 updates took 4.8 s and 574 KB).
   if (options_.tile_unroll > 0) return options_.tile_unroll;
   int factor = 1;
-  while (factor < 4 && 2 * factor * tile_->points * vector_->width <= 256) factor *= 2;
+  while (factor < 4 && 2 * factor * tile_->points * vector_->width <= kTileUnrollUpdates)
+    factor *= 2;
   return factor;
 }
 

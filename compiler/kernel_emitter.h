@@ -352,8 +352,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// inside the tile loop) or only those that do not, and the tile spans: loads contiguous
   /// along the tile axis alone, R elements from a_base (false, once before it).
   std::optional<bool> spans_moving_with_tile_;
-  /// The partial unroll factor of a tiled group reduction's long constant loops.
+  /// The partial unroll factor of a tiled group reduction's long constant loops: the largest
+  /// of 1, 2, 4 whose unrolled body makes at most kTileUnrollUpdates accumulator updates
+  /// (EmitOptions::tile_unroll overrides it).
   int tile_loop_unroll() const;
+  /// 128: dx's k loop (8 x 8 accumulators) unrolled 2 times. On the H100 (branch dxcold,
+  /// docs/compiler.md) 2 ran dx 5-6% faster than the 4 of 256 updates at three of the issue's
+  /// shapes and compiles faster; 1 ran 7-14% slower.
+  static constexpr int64_t kTileUnrollUpdates = 128;
   /// emit_spans of `e`, split around the tile loop (see spans_moving_with_tile_).
   void emit_tile_spans(const ir::Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
                        bool moving);
