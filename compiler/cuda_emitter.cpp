@@ -4,6 +4,7 @@
 #include "compiler/cuda_emitter.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "compiler/kernel_emitter.h"
 #include "compiler/program_utils.h"
@@ -12,6 +13,21 @@
 namespace adjoint::compiler {
 
 CompiledKernel KernelEmitter::emit(const std::string& entry) {
+  // A thread-tiled kernel's aligned copy (EmitOptions::tile_prefetch), emitted first: whether
+  // it exists (a tile, some base claimed aligned) decides how this emitter writes the other
+  // copy (EmitOptions::tile_point_fallback).
+  std::unique_ptr<KernelEmitter> twin;
+  if (!aligned_twin_ && options_.tile_prefetch > 0 && kernel_.grid.tile_points > 1 &&
+      program_.sizes.empty() && kernel_.row_axes == 0 && kernel_.grid.block_tokens == 0 &&
+      !options_.tiled_transpose && !options_.transposed_store) {
+    twin = std::make_unique<KernelEmitter>(program_, kernel_, options_);
+    twin->aligned_twin_ = true;
+    twin->span_alignment_claims_ = &twin->twin_claims_;
+    twin->body_ = CodeWriter(2);
+    twin->emit(entry);
+    if (!twin->tile_ || twin->twin_claims_.empty()) twin.reset();
+  }
+  point_fallback_ = twin && options_.tile_point_fallback;
   CompiledKernel result;
   result.entry = entry;
   std::vector<ir::Tensor> written = tensors_written(kernel_);
@@ -100,17 +116,10 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   std::string body = body_.text();
   std::string aligned_note;
   int min_blocks = kernel_.grid.tile_points > 1 && tile_ ? std::max(options_.tile_min_blocks, 0) : 0;
-  if (!aligned_twin_ && options_.tile_prefetch > 0 && kernel_.grid.tile_points > 1 && !generic &&
-      kernel_.row_axes == 0 && kernel_.grid.block_tokens == 0 && !options_.tiled_transpose &&
-      !options_.transposed_store && tile_) {
-    KernelEmitter twin(program_, kernel_, options_);
-    twin.aligned_twin_ = true;
-    twin.span_alignment_claims_ = &twin.twin_claims_;
-    twin.body_ = CodeWriter(2);
-    twin.emit(entry);
+  if (twin && tile_) {
     std::string aligned;
     int checks = 0;
-    for (const auto& [param, bytes] : twin.twin_claims_) {
+    for (const auto& [param, bytes] : twin->twin_claims_) {
       const std::string check = "adjoint::is_aligned<" + std::to_string(bytes) + ">(" + param + ")";
       if (aligned.find(check) == std::string::npos) {
         aligned += (aligned.empty() ? "" : " && ") + check;
@@ -128,17 +137,26 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
         start = end + 1;
       }
       body = "  if (" + aligned + ") {  // every base spanned is aligned: no check per access\n" +
-             twin.body_.text() + "  } else {  // a misaligned base: a check per access\n" +
+             twin->body_.text() +
+             (point_fallback_ ? "  } else {  // a misaligned base: each point alone\n"
+                              : "  } else {  // a misaligned base: a check per access\n") +
              checked + "  }\n";
       aligned_note = "one alignment test for the kernel (" + std::to_string(checks) +
                      " base pointer(s)): the aligned copy of the body loads its spans and " +
-                     "stores its groups without a branch per access (else the body of before)";
-      for (const std::string& note : twin.prefetch_notes_) aligned_note += "\nprefetch: " + note;
+                     "stores its groups without a branch per access " +
+                     (point_fallback_ ? std::string("(else each point alone, in rolled loops)")
+                                      : std::string("(else the body of before)"));
+      for (const std::string& note : twin->prefetch_notes_) aligned_note += "\nprefetch: " + note;
+      // The header describes the aligned copy: its unroll decisions (the point-by-point copy
+      // rolls its loops and records none) and the helpers and fmaf it uses.
+      if (point_fallback_) unroll_notes_ = twin->unroll_notes_;
+      uses_fma_ = uses_fma_ || twin->uses_fma_;
+      uses_memory_helpers_ = uses_memory_helpers_ || twin->uses_memory_helpers_;
       // A prefetched ring holds the streamed spans in shared memory, not registers: such a
       // kernel with few accumulators is held to 640 resident threads per SM (5 blocks of 128;
       // measured on the H100: x_mix's partials at B1 S4096 n4 D2560, 640 blocks, 168 -> 103 us).
       const int64_t accumulators = tile_->points * vector_->width;
-      if (options_.tile_min_blocks < 0 && twin.prefetch_rings_ > 0 &&
+      if (options_.tile_min_blocks < 0 && twin->prefetch_rings_ > 0 &&
           accumulators <= kMinBlocksAccumulators && launch_.block[0] > 0 &&
           640 / static_cast<int>(launch_.block[0]) >= 2) {
         min_blocks = 640 / static_cast<int>(launch_.block[0]);

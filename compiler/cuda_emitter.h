@@ -76,8 +76,9 @@ struct EmitOptions {
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
   /// The unroll factor of a thread-tiled kernel's long reduction loops (the tile's R x V updates
-  /// per trip): 0 derives it (up to 4, about 256 updates per unrolled body), N in [1, 64] that
-  /// factor (ADJOINT_TUNE_TILE_UNROLL: more of x_mix's token loads in flight per thread).
+  /// per trip): 0 derives it (up to 4, at most 128 updates per unrolled body: 2 for dx's 8 x 8),
+  /// N in [1, 64] that factor (ADJOINT_TUNE_TILE_UNROLL; 4 the derived factor before, for tiles
+  /// of at most 64 accumulators).
   int tile_unroll = 0;
   /// Thread-tiled kernels (ADJOINT_TUNE_TILE_PREFETCH): 0 emits every span load and group
   /// store with its own alignment check (the kernel of before); 1 emits the body twice, behind
@@ -92,6 +93,15 @@ struct EmitOptions {
   /// before the reductions, their DRAM latency overlapping the multiply-adds
   /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
   bool tile_early_copies = true;
+  /// Thread-tiled kernels with an aligned copy (tile_prefetch >= 1): the other copy, run when
+  /// some base pointer is misaligned, computes the thread's R x V points one at a time in
+  /// rolled loops (`#pragma unroll 1`: one scalar accumulator, each reduction loop rolled,
+  /// element accesses) instead of repeating the unrolled tile with a branch per access. Same
+  /// expressions per point, same order of every sum: the same bits. It halves the NVRTC time
+  /// of mhc_dx and x_mix's partials (docs/compiler.md, "The misaligned copy, point by point"),
+  /// and on the H100 the misaligned path ran as fast as the tiled copy it replaces. false: the
+  /// tiled body of before (ADJOINT_TUNE_TILE_FALLBACK=0).
+  bool tile_point_fallback = true;
   /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to
   /// what N resident blocks per SM allow; ADJOINT_TUNE_TILE_MIN_BLOCKS). -1 (default): derived,
   /// N = 640 / block (5 blocks of 128) for a kernel whose aligned copy has a prefetched ring

@@ -410,8 +410,13 @@ std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>
       loop.at_most = std::min(loop.at_most.value_or(range.max), range.max);
     trips.push_back(loop);
   }
-  const std::vector<LoopUnroll> unroll = choose_unrolling(trips, body_nodes, options_.unroll);
   std::vector<std::string> pragmas(bounds.size());
+  if (point_fallback_) {  // the misaligned copy's points one by one: only short loops unrolled
+    for (size_t i = 0; i < bounds.size() && i < first_free; ++i)
+      pragmas[i] = bounds[i].unrolled ? "#pragma unroll" : "#pragma unroll 1";
+    return pragmas;
+  }
+  const std::vector<LoopUnroll> unroll = choose_unrolling(trips, body_nodes, options_.unroll);
   for (size_t i = 0; i < bounds.size() && i < first_free; ++i) {
     // The policy caps, it does not force: a loop it leaves to NVVM or would unroll completely
     // keeps the pragma of before (complete unrolling up to 8 trips, LowerOptions::partial_unroll

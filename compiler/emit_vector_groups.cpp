@@ -22,8 +22,9 @@ void KernelEmitter::emit_scoped_loop(const std::string& header, const ir::VarNod
                                      const std::string& name, const std::string& base,
                                      const std::string& offset,
                                      const std::function<void()>& body, int64_t clamp,
+                                     const std::string& pragma,
                                      const std::string& runtime_limit) {
-  out_->line("#pragma unroll");
+  out_->line(pragma);
   CodeWriter::Block loop = out_->block(header);
   CodeWriter inner(out_->indent());
   CodeWriter* saved = out_;
@@ -65,12 +66,13 @@ void KernelEmitter::emit_guarded(const std::string& condition, const std::functi
 }
 
 int KernelEmitter::tile_loop_unroll() const {
-  // About 256 accumulator updates per unrolled body: enough independent loads in flight, and
-  // a cubin NVRTC compiles in a fraction of a second (a fully unrolled 512-trip token loop of
+  // At most kTileUnrollUpdates accumulator updates per unrolled body, and at most 4 copies: a
+  // cubin NVRTC compiles in a fraction of a second (a fully unrolled 512-trip token loop of
   // 24 x 2 updates took 4.8 s and 574 KB).
   if (options_.tile_unroll > 0) return options_.tile_unroll;
   int factor = 1;
-  while (factor < 4 && 2 * factor * tile_->points * vector_->width <= 256) factor *= 2;
+  while (factor < 4 && 2 * factor * tile_->points * vector_->width <= kTileUnrollUpdates)
+    factor *= 2;
   return factor;
 }
 
@@ -84,7 +86,7 @@ void KernelEmitter::for_each_tile_point(const ir::VarNode* a, const std::string&
   emit_scoped_loop("for (int " + r + " = 0; " + r + " < " + std::to_string(tile_->points) +
                        "; ++" + r + ") {",
                    a, a_name, tile_->base, r, body, tile_->partial() ? tile_->extent - 1 : -1,
-                   tile_->runtime_extent);
+                   "#pragma unroll", tile_->runtime_extent);
 }
 
 void KernelEmitter::for_each_element(const ir::VarNode* x, const std::string& x_name,
@@ -595,6 +597,11 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
     scopes_.clear();
     return;
   }
+  if (point_fallback_ && tile_) {
+    emit_points_one_by_one(stage, axis_names, x, x_name);
+    scopes_.clear();
+    return;
+  }
   const std::string width = std::to_string(vector_->width);
   std::vector<std::string> group_point = axis_names;
   group_point[vector_->axis] = vector_->base;
@@ -631,6 +638,34 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   group_reductions_.clear();
   spans_.clear();
   scopes_.clear();
+}
+
+void KernelEmitter::emit_points_one_by_one(const ir::Stage& stage,
+                                           const std::vector<std::string>& axis_names,
+                                           const ir::VarNode* x, const std::string& x_name) {
+  const std::string& r = tile_->index;
+  const std::string& e = vector_->element;
+  out_->line("// each of the " + std::to_string(tile_->points * vector_->width) +
+             " points alone, in rolled loops (element accesses, one accumulator)");
+  const std::string rolled = "#pragma unroll 1";
+  emit_scoped_loop(
+      "for (int " + r + " = 0; " + r + " < " + std::to_string(tile_->points) + "; ++" + r + ") {",
+      tile_->var, tile_name_, tile_->base, r,
+      [&] {
+        auto point = [&] {
+          emit_scoped_loop("for (int " + e + " = 0; " + e + " < " +
+                               std::to_string(vector_->width) + "; ++" + e + ") {",
+                           x, x_name, vector_->base, e,
+                           [&] { emit_stage_point(stage, axis_names); }, -1, rolled);
+        };
+        if (tile_->partial()) {  // the partial last tile: its points past the extent are skipped
+          referenced_.insert(tile_->base);
+          emit_guarded(tile_->base + " + " + r + " < " + tile_->extent_text(), point);
+        } else {
+          point();
+        }
+      },
+      -1, rolled);
 }
 
 /// The values of one vector group (one tile point of a tiled kernel) and their stores.

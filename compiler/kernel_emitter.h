@@ -272,6 +272,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   void emit_scoped_loop(const std::string& header, const ir::VarNode* var, const std::string& name,
                         const std::string& base, const std::string& offset,
                         const std::function<void()>& body, int64_t clamp = -1,
+                        const std::string& pragma = "#pragma unroll",
                         const std::string& runtime_limit = "");
   /// `body` inside `if (condition) { ... }`, in a scope of its own (its temporaries stay in it
   /// or are hoisted before the if).
@@ -360,8 +361,14 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// inside the tile loop) or only those that do not, and the tile spans: loads contiguous
   /// along the tile axis alone, R elements from a_base (false, once before it).
   std::optional<bool> spans_moving_with_tile_;
-  /// The partial unroll factor of a tiled group reduction's long constant loops.
+  /// The partial unroll factor of a tiled group reduction's long constant loops: the largest
+  /// of 1, 2, 4 whose unrolled body makes at most kTileUnrollUpdates accumulator updates
+  /// (EmitOptions::tile_unroll overrides it).
   int tile_loop_unroll() const;
+  /// 128: dx's k loop (8 x 8 accumulators) unrolled 2 times. On the H100 (branch dxcold,
+  /// docs/compiler.md) 2 ran dx 5-6% faster than the 4 of 256 updates at three of the issue's
+  /// shapes and compiles faster; 1 ran 7-14% slower.
+  static constexpr int64_t kTileUnrollUpdates = 128;
   /// emit_spans of `e`, split around the tile loop (see spans_moving_with_tile_).
   void emit_tile_spans(const ir::Expr& e, const std::unordered_map<const ir::VarNode*, Lane>& lanes,
                        bool moving);
@@ -393,6 +400,15 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// stores take the adjoint_memory.cuh helpers without a check per access.
   bool aligned_twin_ = false;
   std::vector<std::pair<std::string, int>> twin_claims_;
+  /// The misaligned copy beside an aligned twin (EmitOptions::tile_point_fallback): each
+  /// vector stage computes the thread's tile points one at a time (emit_points_one_by_one) and
+  /// every reduction loop longer than kMaxUnrolledTrips is rolled (loop_pragmas).
+  bool point_fallback_ = false;
+  /// The thread's R x V points of `stage` one at a time: rolled loops over r and e binding the
+  /// tile and vector axes, each point computed and stored as an unvectorized kernel would
+  /// (emit_stage_point; a partial tile's points past the extent skipped).
+  void emit_points_one_by_one(const ir::Stage& stage, const std::vector<std::string>& axis_names,
+                              const ir::VarNode* x, const std::string& x_name);
   /// The `_aligned` variant of memory_helper(base, reused).
   std::string aligned_helper(const std::string& base, bool reused = false) const {
     const std::string helper = memory_helper(base, reused);

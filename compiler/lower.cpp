@@ -291,6 +291,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_unroll = options.tile_unroll;
     emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.stage_loops = options.stage_loops;

@@ -83,6 +83,9 @@ struct LowerOptions {
   int tile_prefetch = 8;
   /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
   bool tile_early_copies = true;
+  /// EmitOptions::tile_point_fallback (ADJOINT_TUNE_TILE_FALLBACK: 1, the default, the
+  /// misaligned copy point by point in rolled loops; 0 the tiled body of before).
+  bool tile_point_fallback = true;
   /// EmitOptions::tile_min_blocks (ADJOINT_TUNE_TILE_MIN_BLOCKS): -1 derived, 0 none or N in
   /// [1, 32].
   int tile_min_blocks = -1;

@@ -108,6 +108,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       integer_knob("ADJOINT_TUNE_TILE_EARLY_COPIES", 1, [](int v) { return v == 0 || v == 1; },
                    "1 (a tiled stage's spans per tile point copied to shared memory before its "
                    "reductions) or 0 (loaded after them)") == 1;
+  knobs.tile_point_fallback =
+      integer_knob("ADJOINT_TUNE_TILE_FALLBACK", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (a thread-tiled kernel's misaligned copy computes its points one at a "
+                   "time in rolled loops) or 0 (the tiled body with a check per access, as "
+                   "before)") == 1;
   knobs.tile_min_blocks = integer_knob(
       "ADJOINT_TUNE_TILE_MIN_BLOCKS", -1, [](int v) { return v >= -1 && v <= 32; },
       "-1 (derived: 5 blocks of 128 for tiled kernels with a prefetched ring and at most 48 "
@@ -250,6 +255,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.tile_unroll = knobs.tile_unroll;
   options.tile_prefetch = knobs.tile_prefetch;
   options.tile_early_copies = knobs.tile_early_copies;
+  options.tile_point_fallback = knobs.tile_point_fallback;
   options.tile_min_blocks = knobs.tile_min_blocks;
   options.unroll_budget = knobs.unroll_budget;
   options.runtime_unroll = knobs.runtime_unroll;

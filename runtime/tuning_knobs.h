@@ -34,6 +34,7 @@ struct TuningKnobs {
   int tile_unroll = 0;
   int tile_prefetch = 8;
   bool tile_early_copies = true;
+  bool tile_point_fallback = true;
   int tile_min_blocks = -1;
   int unroll_budget = 0;
   int runtime_unroll = 0;

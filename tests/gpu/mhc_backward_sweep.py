@@ -7,7 +7,10 @@ cache, ADJOINT_CACHE_DIR); phase 2 times them one configuration at a time: the p
 with CUDA events (median of --runs after warm-ups) and each kernel's mean under torch.profiler.
 Prints one block per configuration and shape, with a digest of the outputs (the inputs are
 seeded, so equal digests across configurations mean bitwise equal results, and the digest after
-the first launches must equal the one after the last: determinism). Not collected by pytest.
+the first launches must equal the one after the last: determinism). With --misaligned every
+input is bound as a view one element into a larger buffer (its base pointer misaligned), so a
+thread-tiled kernel runs its misaligned copy: its digests must equal the aligned run's. Not
+collected by pytest.
 
     python3 tests/gpu/mhc_backward_sweep.py base: tile8:ADJOINT_TUNE_THREAD_TILE=8 ...
 """
@@ -47,7 +50,18 @@ def outputs_digest(program, bound):
     return digest.hexdigest()[:16]
 
 
-def child(shapes, runs, prepare_only):
+def misaligned_copy(tensor):
+    """The same values in a view one element into a larger buffer: its base pointer is aligned
+    to the element only."""
+    import torch
+
+    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    view = buffer[1:].view(tensor.shape)
+    view.copy_(tensor)
+    return view
+
+
+def child(shapes, runs, prepare_only, misaligned=False):
     sys.path.insert(0, HERE)
     import harness  # noqa: E402
     from harness import adjoint, torch  # noqa: E402
@@ -58,6 +72,10 @@ def child(shapes, runs, prepare_only):
         if prepare_only:
             continue
         bound = harness.bind_random(program)
+        if misaligned:
+            for info in program.tensors:
+                if info.role == "input":
+                    bound[info.name] = misaligned_copy(bound[info.name])
         for _ in range(3):
             program.launch(bound)
         torch.cuda.synchronize()
@@ -81,8 +99,9 @@ def child(shapes, runs, prepare_only):
             if total > 0:
                 kernels.append((total / max(event.count, 1), event.key))
         last = outputs_digest(program, bound)
-        print("B%d S%d n%d D%d: %.4f ms (median of %d), kernels sum %.1f us, outputs %s%s" %
-              (shape + (statistics.median(times), runs, sum(k[0] for k in kernels), last,
+        print("B%d S%d n%d D%d%s: %.4f ms (median of %d), kernels sum %.1f us, outputs %s%s" %
+              (shape + (" (misaligned inputs)" if misaligned else "", statistics.median(times),
+                        runs, sum(k[0] for k in kernels), last,
                         "" if last == first else " NOT DETERMINISTIC (first %s)" % first)))
         for us, key in kernels:
             print("  %8.1f us  %s" % (us, key.replace("mhc_pre_backward_", "")[:70]))
@@ -99,18 +118,21 @@ def main():
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--shapes", default="")
     parser.add_argument("--budget", type=float, default=120.0)
+    parser.add_argument("--misaligned", action="store_true")
     args = parser.parse_args()
     shapes = SHAPES
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.child:
-        child(shapes, args.runs, args.prepare_only)
+        child(shapes, args.runs, args.prepare_only, args.misaligned)
         return
     began = time.time()
     configs = [parse_config(c) for c in args.configs]
     me = [sys.executable, os.path.abspath(__file__), "--runs", str(args.runs)]
     if args.shapes:
         me += ["--shapes", args.shapes]
+    if args.misaligned:
+        me += ["--misaligned"]
     warm = [subprocess.Popen(me + ["--child", "--prepare-only"], env=dict(os.environ, **env),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             for _, env in configs]

@@ -453,6 +453,15 @@ struct Variant {
     v.tile_prefetch = depth;
     return v;
   }
+  /// EmitOptions::tile_point_fallback: the misaligned copy beside the aligned one computes its
+  /// points one at a time (true, the default) or is the tiled body with a check per access.
+  bool tile_point_fallback = true;
+  /// prefetch(width, points, depth, partials) with the tiled misaligned copy of before.
+  static Variant tiled_fallback(int width, int points, int depth, int partials = -1) {
+    Variant v = prefetch(width, points, depth, partials);
+    v.tile_point_fallback = false;
+    return v;
+  }
 
   std::string label() const {
     return std::string(binned ? "binned_cl" + std::to_string(channels_last_min) + "_c" +
@@ -473,6 +482,7 @@ struct Variant {
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (tile_partial ? std::string() : "_whole") +
            (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
+           (tile_point_fallback ? std::string() : "_tiledfb") +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
@@ -564,6 +574,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
     options.tile_prefetch = variant.tile_prefetch;
+    options.tile_point_fallback = variant.tile_point_fallback;
     options.stage_loops = variant.stage_loops;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
@@ -1335,7 +1346,21 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
             std::string::npos)
       << source;
   EXPECT_NE(source.find("adjoint::wait_async<1>();"), std::string::npos) << source;
-  EXPECT_NE(source.find("} else {  // a misaligned base"), std::string::npos) << source;
+  // The misaligned copy computes each point alone (EmitOptions::tile_point_fallback): rolled
+  // loops over r and e, one accumulator, the token loop rolled; the tiled copy of before with
+  // tiled_fallback.
+  EXPECT_NE(source.find("} else {  // a misaligned base: each point alone"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("// each of the 16 points alone, in rolled loops"), std::string::npos)
+      << source;
+  EXPECT_NE(source.find("#pragma unroll 1\n        for (int s = 0; s < 64; ++s)"),
+            std::string::npos)
+      << source;
+  std::vector<CompiledKernel> tiled = compile_kernels(programs[0], Variant::tiled_fallback(2, 8, 8, 0), "probe");
+  ASSERT_FALSE(tiled.empty());
+  EXPECT_NE(tiled.front().source.find("} else {  // a misaligned base: a check per access"),
+            std::string::npos)
+      << tiled.front().source;
   // mhc_pre_backward's dx reads x and grad_h_in per point of s after its reduction: copied to
   // shared memory before it (EmitOptions::tile_early_copies; 8 tokens x 2 spans of 4 floats x
   // 128 threads = 32 KB, kEarlyCopyBytes), and the same bits.
@@ -1360,7 +1385,8 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
                          {Variant::prefetch(2, 8, 0, 0), Variant::prefetch(2, 8, 1, 0),
                           Variant::prefetch(2, 8, 4, 0), Variant::prefetch(2, 8, 8, 0),
                           Variant::prefetch(4, 4, 16, 0), Variant::prefetch(1, 2, 8, 2),
-                          Variant::prefetch(2, 4, 8, 2)},
+                          Variant::prefetch(2, 4, 8, 2), Variant::tiled_fallback(2, 8, 8, 0),
+                          Variant::tiled_fallback(1, 2, 8, 2)},
                          0);
 }
 
@@ -1384,7 +1410,7 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
                          2e-2);
   // The tiled kernels of before (a check per access) and the aligned copy without prefetch.
   expect_host_runs_match(programs, {Variant::prefetch(0, -1, 0), Variant::prefetch(0, -1, 1),
-                                    Variant::prefetch(0, -1, 16)},
+                                    Variant::prefetch(0, -1, 16), Variant::tiled_fallback(0, -1, 8)},
                          2e-2);
   expect_host_runs_match(programs, {Variant::tile(0, 0, 4), Variant::tile(0, 2, 4),
                                     Variant::tile(0, 8, 4)},

@@ -271,17 +271,27 @@ TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   EXPECT_LT(w_span, tile_loop);
   EXPECT_NE(src.find("acc[r][e] += w_span[r] * adjoint::to_float(x_span[e]);"), std::string::npos)
       << src;
-  // The long token loop is partially unrolled, never left to NVVM's full unrolling.
+  // The long token loop is partially unrolled, never left to NVVM's full unrolling: 2 times
+  // (24 x 2 updates a trip, at most kTileUnrollUpdates = 128 a body), 4 when
+  // LowerOptions::tile_unroll says so.
   const size_t token_loop = src.find("for (int t = 0; t < 64; ++t)");
   ASSERT_NE(token_loop, std::string::npos) << src;
-  EXPECT_NE(src.rfind("#pragma unroll 4", token_loop), std::string::npos) << src;
-  // The default (tile_prefetch 8): that body behind one alignment test, after an aligned copy
-  // whose token loop runs in chunks of 8, x copied into a ring of shared memory a chunk ahead.
+  EXPECT_NE(src.find("#pragma unroll 2\n  for (int t = 0; t < 64; ++t)"), std::string::npos)
+      << src;
+  LowerOptions unroll4 = options;
+  unroll4.tile_unroll = 4;
+  EXPECT_NE(lower(token_sums(24, 1 << 20, 64), unroll4)
+                .kernels.front()
+                .source.find("#pragma unroll 4\n  for (int t = 0; t < 64; ++t)"),
+            std::string::npos);
+  // The default (tile_prefetch 8): an aligned copy whose token loop runs in chunks of 8, x
+  // copied into a ring of shared memory a chunk ahead, behind one alignment test; else each
+  // point alone in rolled loops (tile_point_fallback; false: the body above).
   options.tile_prefetch = 8;
   const std::string aligned = lower(token_sums(24, 1 << 20, 64), options).kernels.front().source;
   const size_t test = aligned.find("if (adjoint::is_aligned<4>(x) && adjoint::is_aligned<16>(w)");
   const size_t chunks = aligned.find("for (int t_chunk = 0; t_chunk < 64; t_chunk += 8) {");
-  const size_t checked = aligned.find("} else {  // a misaligned base: a check per access");
+  const size_t checked = aligned.find("} else {  // a misaligned base: each point alone");
   ASSERT_NE(test, std::string::npos) << aligned;
   ASSERT_NE(chunks, std::string::npos) << aligned;
   ASSERT_NE(checked, std::string::npos) << aligned;
@@ -293,7 +303,15 @@ TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   EXPECT_NE(aligned.find("acc[r][e] += w_span[r] * adjoint::to_float(x_ring[ring_buffer][u][threadIdx.x][e]);"),
             std::string::npos)
       << aligned;
-  EXPECT_NE(aligned.find("for (int t = 0; t < 64; ++t)", checked), std::string::npos) << aligned;
+  EXPECT_NE(aligned.find("#pragma unroll 1\n        for (int t = 0; t < 64; ++t)", checked),
+            std::string::npos)
+      << aligned;
+  EXPECT_EQ(aligned.find("load_elements<", checked), std::string::npos) << aligned;
+  options.tile_point_fallback = false;
+  const std::string tiled = lower(token_sums(24, 1 << 20, 64), options).kernels.front().source;
+  const size_t tiled_checked = tiled.find("} else {  // a misaligned base: a check per access");
+  ASSERT_NE(tiled_checked, std::string::npos) << tiled;
+  EXPECT_NE(tiled.find("load_elements<4>(x_span", tiled_checked), std::string::npos) << tiled;
 }
 
 TEST(ThreadTiles, TiledKernelsGetDerivedBlocksOf128Threads) {
