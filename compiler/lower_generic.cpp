@@ -335,6 +335,8 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   // A vector group of V points covers the innermost axis exactly when its extent is a constant
   // multiple of V (extent / V whole groups); a dynamic extent has no such guarantee.
   if (g.vector_width != 1) {
+    if (g.vector_width < 1 || g.vector_width > 16 || (g.vector_width & (g.vector_width - 1)) != 0)
+      refuse("vector width " + std::to_string(g.vector_width) + " is not a power of two up to 16");
     auto* inner = domain.empty() ? nullptr : domain.back().extent.as<ir::IntConstNode>();
     if (!inner || inner->value % g.vector_width != 0)
       refuse("vector width " + std::to_string(g.vector_width) +
@@ -430,8 +432,8 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       auto* inner = kernel.stages.front().domain.empty()
                         ? nullptr
                         : kernel.stages.front().domain.back().extent.as<ir::IntConstNode>();
-      if (points > 1 && kernel.grid.reduction_lanes == 1 && options.generic_vector_groups &&
-          inner && inner->value % points == 0) {
+      if (points > 1 && (points & (points - 1)) == 0 && kernel.grid.reduction_lanes == 1 &&
+          options.generic_vector_groups && inner && inner->value % points == 0) {
         // A static innermost extent that the group divides: a vector group (spans, one
         // reduction loop for the group's points), as in a specialized kernel.
         kernel.grid.vector_width = points;
