@@ -91,7 +91,8 @@ def child_sweep(mode):
     total_s = time.perf_counter() - start
     return {"mode": mode, "calls": len(pairs), "token_counts": [b * s for b, s in pairs],
             "compile_stats": adjoint.compile_stats(), "sweep_seconds": total_s,
-            "first_call_ms": per_call_ms[0], "max_call_ms": max(per_call_ms),
+            "first_call_ms": per_call_ms[0], "first_calls_ms": per_call_ms[:3],
+            "max_call_ms": max(per_call_ms),
             "median_call_ms": statistics.median(per_call_ms),
             "median_call_ms_after_first_two": statistics.median(per_call_ms[2:]),
             "max_relative_difference_vs_torch": worst}
