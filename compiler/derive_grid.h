@@ -23,6 +23,8 @@ struct DeriveGridOptions {
   int block_size = 0;
   /// Most bytes of the widest target per vector group: 0 (kDefaultGroupBytes), 8, 16 or 32.
   int vector_bytes = 0;
+  /// derived_vector_width's whole-axis groups (vector_groups.h); false: powers of two only.
+  bool whole_axis_groups = true;
 };
 
 /// Throws adjoint::Error (kInvalidArgument) naming the field, the valid values and the value

@@ -76,7 +76,8 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   const ir::Program input = options.fused_multiply_add ? source : unfuse_fma_sums(source);
-  const DeriveGridOptions grid_options{options.block_size, options.vector_bytes};
+  const DeriveGridOptions grid_options{options.block_size, options.vector_bytes,
+                                       options.whole_axis_groups};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
@@ -100,6 +101,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.count_vector = options.split_count_vector;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
+  split_options.tiles.whole_axis_groups = options.whole_axis_groups;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;

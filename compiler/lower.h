@@ -42,6 +42,11 @@ struct LowerOptions {
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
   /// 8, 16 or 32; 32 gives each thread two 16-byte stores.
   int vector_bytes = 0;
+  /// Whole-axis vector groups (vector_groups.h, derived_vector_width): a short innermost axis
+  /// of no power-of-two extent (3 channels) is one group where the kernel's reductions share a
+  /// load along it (the binned gather's bucket walk); false: power-of-two widths only
+  /// (ADJOINT_TUNE_WHOLE_AXIS_GROUPS=0).
+  bool whole_axis_groups = true;
   /// Span loads (ld.global.cs) and group stores (st.global.cs) of vector-group kernels carry
   /// evict-first streaming hints (templates/adjoint_memory.cuh), each switched on its own. On by
   /// default: on the H100 they raised the upsample backward cases from 80-89% to 84-105% of copy

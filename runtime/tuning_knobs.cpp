@@ -46,6 +46,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.vector_bytes = integer_knob(
       "ADJOINT_TUNE_VECTOR_BYTES", 0,
       [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
+  knobs.whole_axis_groups =
+      integer_knob("ADJOINT_TUNE_WHOLE_AXIS_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
+                   "0 (power-of-two vector widths only) or 1 (a short odd innermost axis whose "
+                   "reductions share a load is one group)") == 1;
   const int streaming = integer_knob(
       "ADJOINT_TUNE_STREAMING", 1, [](int v) { return v >= 0 && v <= 3; },
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
@@ -226,6 +230,7 @@ const TuningKnobs& tuning_knobs() {
 void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options) {
   options.block_size = knobs.block_size;
   options.vector_bytes = knobs.vector_bytes;
+  options.whole_axis_groups = knobs.whole_axis_groups;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;
   options.reduction_split = knobs.reduction_split;

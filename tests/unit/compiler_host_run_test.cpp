@@ -375,6 +375,8 @@ struct Variant {
   }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
+  /// DeriveGridOptions::whole_axis_groups (false: power-of-two vector widths only).
+  bool whole_axis_groups = true;
   int64_t channels_last_min = 8;
   int width = 1;
   int block_size = 0;
@@ -482,7 +484,7 @@ struct Variant {
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
-           (stage_loops ? std::string() : "_straight");
+           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2");
   }
 };
 
@@ -527,6 +529,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.warp_combine_points = variant.split_warp_combine;
   split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
+  split.tiles.whole_axis_groups = variant.whole_axis_groups;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -553,7 +556,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
+  p = narrow_index_math(
+      derive_grid(p, {variant.block_size, variant.vector_bytes, variant.whole_axis_groups}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
       variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
@@ -2103,6 +2107,49 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
       EXPECT_EQ(t->rank(), 1) << t->name;
     }
   }
+}
+
+/// Whole-axis groups (vector_groups.h): at 3 channels the broadcast-innermost binned gather
+/// (and its chunk sums) give each thread a cell's 3 channels, one bucket walk for the three,
+/// where there are at least 2^15 cells and 2 records (points x taps) per cell. The sums and their order are those of one thread per
+/// channel: bit for bit the power-of-two kernels (one channel per thread) at several block
+/// sizes, aligned and misaligned, bilinear (taps in the gather) and bicubic (taps as records),
+/// f32 and bf16, uniform and one-cell grids.
+TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=96,96 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,3,128,128 output_size=96,90 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=64,48 "
+        "interpolation_mode=bicubic padding_mode=zeros align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The derived grids: the gather takes the channels whole, and only with the knob on.
+  for (bool whole : {true, false}) {
+    Variant v = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+    v.whole_axis_groups = whole;
+    for (const ir::Program& program : programs) {
+      bool gather_found = false;
+      for (const CompiledKernel& k : compile_kernels(program, v, whole ? "w" : "p")) {
+        if (k.source.find("// compute grad_input_bin_gathered[") == std::string::npos) continue;
+        gather_found = true;
+        EXPECT_EQ(k.source.find("Each thread computes 3 consecutive points of c.") !=
+                      std::string::npos,
+                  whole)
+            << k.source;
+      }
+      EXPECT_TRUE(gather_found);
+    }
+  }
+  Variant pow2 = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+  pow2.whole_axis_groups = false;
+  const std::vector<Variant> variants = {
+      pow2, Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max),
+      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max)};
+  expect_host_runs_match(programs, variants, 2e-2);
+  expect_host_runs_match(programs, {variants[0], variants[1]}, 2e-2, one_cell_inputs<true>);
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold
