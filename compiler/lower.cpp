@@ -271,7 +271,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   // Copies fused into the kernel writing their source: the copy is not emitted, its source
   // not allocated.
   const TransposedStores fused_stores = options.transposed_store
-                                            ? choose_transposed_stores(p, transposes)
+                                            ? choose_transposed_stores(
+                                                  p, transposes, options.direct_transposed_store)
                                             : TransposedStores{};
   std::set<std::string> fused_copies, unallocated;
   for (const auto& [writer, store] : fused_stores) {

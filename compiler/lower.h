@@ -159,6 +159,11 @@ struct LowerOptions {
   /// binned gather writes grad_input transposed through shared memory; no copy kernel, no
   /// gathered temporary); false keeps the two kernels (ADJOINT_TUNE_TRANSPOSED_STORE=0).
   bool transposed_store = true;
+  /// transposed_store.h, "Direct stores": where a kernel's vector groups are whole rows of the
+  /// copy's source (the binned gather at 3 f32 channels under whole-axis groups), the copy is
+  /// fused as one store per channel from each thread, tiled or not; false: only tiled copies
+  /// are fused, staged (ADJOINT_TUNE_DIRECT_STORE=0).
+  bool direct_transposed_store = true;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

@@ -50,6 +50,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       integer_knob("ADJOINT_TUNE_WHOLE_AXIS_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
                    "0 (power-of-two vector widths only) or 1 (a short odd innermost axis whose "
                    "reductions share a load is one group)") == 1;
+  knobs.direct_transposed_store =
+      integer_knob("ADJOINT_TUNE_DIRECT_STORE", 1, [](int v) { return v == 0 || v == 1; },
+                   "0 (only tiled copies are fused, staged in shared memory) or 1 (a copy whose "
+                   "source rows are whole vector groups is fused as direct stores)") == 1;
   const int streaming = integer_knob(
       "ADJOINT_TUNE_STREAMING", 1, [](int v) { return v >= 0 && v <= 3; },
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
@@ -230,6 +234,7 @@ const TuningKnobs& tuning_knobs() {
 void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options) {
   options.block_size = knobs.block_size;
   options.vector_bytes = knobs.vector_bytes;
+  options.direct_transposed_store = knobs.direct_transposed_store;
   options.whole_axis_groups = knobs.whole_axis_groups;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;

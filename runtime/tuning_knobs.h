@@ -56,6 +56,7 @@ struct TuningKnobs {
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
   bool transposed_store = true;
+  bool direct_transposed_store = true;
   int gathered_lanes_min = 32;
   int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;

@@ -2111,10 +2111,12 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
 
 /// Whole-axis groups (vector_groups.h): at 3 channels the broadcast-innermost binned gather
 /// (and its chunk sums) give each thread a cell's 3 channels, one bucket walk for the three,
-/// where there are at least 2^15 cells and 2 records (points x taps) per cell. The sums and their order are those of one thread per
-/// channel: bit for bit the power-of-two kernels (one channel per thread) at several block
-/// sizes, aligned and misaligned, bilinear (taps in the gather) and bicubic (taps as records),
-/// f32 and bf16, uniform and one-cell grids.
+/// where there are at least 2^15 cells and 2 records (points x taps) per cell, and with the
+/// copy back fused as direct stores each thread writes its cell's 3 channels to grad_input.
+/// The sums and their order are those of one thread per channel: bit for bit the power-of-two
+/// kernels (one channel per thread, the copy kernel) at several block sizes, aligned and
+/// misaligned, bilinear (taps in the gather) and bicubic (taps as records), f32 and bf16,
+/// uniform and one-cell grids; and 3-d grad_grid, whose 3 axes a thread takes at 2^15 points.
 TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
   std::vector<ir::Program> programs;
   for (const char* spec :
@@ -2145,11 +2147,37 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
   }
   Variant pow2 = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
   pow2.whole_axis_groups = false;
+  pow2.transposed_store = true;  // nothing to fuse: the gather's groups are single channels
+  // The copy back fused as direct stores (transposed_store.h): the gather writes grad_input.
+  Variant direct = Variant::binned_taps(128, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+  direct.transposed_store = true;
+  for (const ir::Program& program : programs) {
+    bool copied = false, stored = false;  // the copy kernel computes grad_input
+    for (const CompiledKernel& k : compile_kernels(program, direct, "d")) {
+      copied |= k.source.find("// compute grad_input[") != std::string::npos;
+      stored |= k.source.find("// Direct transposed store") != std::string::npos;
+    }
+    EXPECT_TRUE(stored);
+    EXPECT_FALSE(copied);
+  }
   const std::vector<Variant> variants = {
       pow2, Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max),
-      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max)};
+      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max), direct};
   expect_host_runs_match(programs, variants, 2e-2);
   expect_host_runs_match(programs, {variants[0], variants[1]}, 2e-2, one_cell_inputs<true>);
+  // 3-d grad_grid at 2^15 grid points: a point's 3 axes in one thread, sharing its reduction's
+  // loads (input and grad_output at the 8 taps of every channel).
+  const ir::Program three_d = ops::parse_specialization(
+      "grid_sampler_3d_backward dtype=f32 input_size=1,2,6,5,7 output_size=32,32,32 "
+      "interpolation_mode=bilinear padding_mode=zeros align_corners=false").build_program();
+  bool grad_grid_whole = false;
+  for (const CompiledKernel& k : compile_kernels(three_d, variants[1], "g3")) {
+    grad_grid_whole |= k.source.find("// compute grad_grid[") != std::string::npos &&
+                       k.source.find("Each thread computes 3 consecutive points of axis.") !=
+                           std::string::npos;
+  }
+  EXPECT_TRUE(grad_grid_whole);
+  expect_host_runs_match({three_d}, {variants[0], variants[1], variants[2]}, 2e-2);
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold
