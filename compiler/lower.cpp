@@ -76,8 +76,7 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   const ir::Program input = options.fused_multiply_add ? source : unfuse_fma_sums(source);
-  const DeriveGridOptions grid_options{options.block_size, options.vector_bytes,
-                                       options.whole_axis_groups};
+  DeriveGridOptions grid_options{options.block_size, options.vector_bytes, {}};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
@@ -101,7 +100,6 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.count_vector = options.split_count_vector;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
-  split_options.tiles.whole_axis_groups = options.whole_axis_groups;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   RowGroupOptions row_options;
@@ -213,11 +211,13 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;
   binned_options.subbucket_records = options.binned_subbucket_records;
+  binned_options.whole_axis_records_max = options.binned_whole_axis_records_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
-                                            &schedule_options.preferred_kernels);
+                                            &schedule_options.preferred_kernels,
+                                            &grid_options.whole_axis_kernels);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);

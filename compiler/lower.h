@@ -42,11 +42,11 @@ struct LowerOptions {
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
   /// 8, 16 or 32; 32 gives each thread two 16-byte stores.
   int vector_bytes = 0;
-  /// Whole-axis vector groups (vector_groups.h, derived_vector_width): a short innermost axis
-  /// of no power-of-two extent (3 channels) is one group where the kernel's reductions share a
-  /// load along it (the binned gather's bucket walk); false: power-of-two widths only
-  /// (ADJOINT_TUNE_WHOLE_AXIS_GROUPS=0).
-  bool whole_axis_groups = true;
+  /// Whole-axis vector groups (vector_groups.h, derived_vector_width) for the broadcast-
+  /// innermost binned gather and its chunk sums where records / cells is at most this (3
+  /// channels per thread at one record per walk); 0: power-of-two widths only
+  /// (BinnedGatherOptions::whole_axis_records_max, ADJOINT_TUNE_WHOLE_AXIS_GROUPS).
+  int64_t binned_whole_axis_records_max = 2;
   /// Span loads (ld.global.cs) and group stores (st.global.cs) of vector-group kernels carry
   /// evict-first streaming hints (templates/adjoint_memory.cuh), each switched on its own. On by
   /// default: on the H100 they raised the upsample backward cases from 80-89% to 84-105% of copy

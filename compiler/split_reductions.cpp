@@ -209,9 +209,8 @@ Launched launched(const ir::Kernel& kernel, const ThreadTileOptions& tiles) {
   l.tile = choose_thread_tile(kernel, tiles).points;
   ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
   linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
-  l.vector = derived_vector_width(
-      linear, tiles.group_bytes != 0 ? tiles.group_bytes : kDefaultGroupBytes,
-      tiles.whole_axis_groups);
+  l.vector = derived_vector_width(linear, tiles.group_bytes != 0 ? tiles.group_bytes
+                                                                 : kDefaultGroupBytes);
   while (l.tile > 1 && l.vector > 1 && l.tile * l.vector > tiles.max_accumulators) l.vector /= 2;
   l.threads = points / (l.tile * l.vector);
   return l;

@@ -185,8 +185,7 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
       ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
       linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
       const int v = derived_vector_width(
-          linear, options.group_bytes != 0 ? options.group_bytes : kDefaultGroupBytes,
-          options.whole_axis_groups);
+          linear, options.group_bytes != 0 ? options.group_bytes : kDefaultGroupBytes);
       const int64_t before = r;
       while (r > 2 && r * v > options.max_accumulators && r % 2 == 0 && fits(extent, r / 2))
         r /= 2;

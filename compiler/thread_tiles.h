@@ -70,8 +70,6 @@ struct ThreadTileOptions {
   /// of the axis; a forced R < extent applies too); false: only tiles that divide their axis
   /// (ADJOINT_TUNE_TILE_PARTIAL=0, the tiles before).
   bool partial_tiles = true;
-  /// derive_grid's whole-axis groups (DeriveGridOptions::whole_axis_groups), for V.
-  bool whole_axis_groups = true;
 };
 
 /// Throws adjoint::Error (kInvalidArgument) for forced_points outside {-1, 0} and [2, 64].

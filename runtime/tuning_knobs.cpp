@@ -46,10 +46,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.vector_bytes = integer_knob(
       "ADJOINT_TUNE_VECTOR_BYTES", 0,
       [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
-  knobs.whole_axis_groups =
-      integer_knob("ADJOINT_TUNE_WHOLE_AXIS_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
-                   "0 (power-of-two vector widths only) or 1 (a short odd innermost axis whose "
-                   "reductions share a load is one group)") == 1;
+  knobs.binned_whole_axis_records_max = integer_knob(
+      "ADJOINT_TUNE_WHOLE_AXIS_GROUPS", 2, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (power-of-two vector widths only) or the most records per cell (records / cells) for "
+      "which a binned gather takes a cell's broadcast elements (3 channels) per thread, at most "
+      "1048576");
   knobs.direct_transposed_store =
       integer_knob("ADJOINT_TUNE_DIRECT_STORE", 1, [](int v) { return v == 0 || v == 1; },
                    "0 (only tiled copies are fused, staged in shared memory) or 1 (a copy whose "
@@ -235,7 +236,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.block_size = knobs.block_size;
   options.vector_bytes = knobs.vector_bytes;
   options.direct_transposed_store = knobs.direct_transposed_store;
-  options.whole_axis_groups = knobs.whole_axis_groups;
+  options.binned_whole_axis_records_max = knobs.binned_whole_axis_records_max;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;
   options.reduction_split = knobs.reduction_split;

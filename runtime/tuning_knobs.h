@@ -17,7 +17,7 @@ namespace adjoint::runtime {
 struct TuningKnobs {
   int block_size = 0;
   int vector_bytes = 0;
-  bool whole_axis_groups = true;
+  int binned_whole_axis_records_max = 2;
   bool streaming_loads = false;
   bool streaming_stores = false;
   int reduction_split = -1;

@@ -10,7 +10,7 @@ grid points per input pixel, so scatter collisions are common) in f32 and bf16, 
 program that claims it; 32 channels on 64 x 64 cells (WIDE_CASES) reach the vectorized
 channels-last gather with its fused store and grad_grid on lanes; small inputs under large grids
 (SMALL_INPUT_CASES) the binned sort's sub-buckets; 3 and 4 channels on 2^15 cells
-(FEW_CHANNEL_CASES) the gather that walks a cell's buckets once for all its channels
+(FEW_CHANNEL_CASES) the bilinear gather that walks a cell's buckets once for all its channels
 (whole-axis groups at 3) and writes grad_input itself (direct stores). Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
 edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
 size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
@@ -74,9 +74,10 @@ SMALL_INPUT_CASES = [Case((2, 5, 3, 4), (96, 80), mode, padding, False, dtype)
                      for dtype in ("f32", "bf16")]
 
 # 3 channels on 2 x 128 x 128 cells (2^15 groups) and 2.25 records (points x 4 taps) per cell:
-# the channels-last gather and its chunk sums take a cell's 3 channels per thread
-# (vector_groups.h, whole-axis groups), as at 32x3x224^2, and the gather writes grad_input
-# itself (transposed_store.h, direct stores), as it does at 4 channels.
+# bilinear's channels-last gather (taps in the gather, 0.55 records per walk) and its chunk sums
+# take a cell's 3 channels per thread (vector_groups.h, whole-axis groups), as at 32x3x224^2,
+# and the gather writes grad_input itself (transposed_store.h, direct stores), as it does at 4
+# channels; bicubic (9 records per walk) keeps one thread per channel and the copy kernel.
 FEW_CHANNEL_CASES = [Case((2, 3, 128, 128), (96, 96), mode, padding, False, dtype)
                      for mode in ("bilinear", "bicubic") for padding in ("zeros", "border")
                      for dtype in ("f32", "bf16")] + \

@@ -7,9 +7,8 @@ harness.NORM_TOL of the reference's max magnitude. Matrix: trilinear ("bilinear"
 [-1, 1]; a denser case (many grid points per voxel, so scatter collisions are common) in f32 and
 bf16; output_mask [False, True]; the atomics opt-in; edge cases (grids on voxel centres, edges,
 +-1 and well outside [-1, 1], inputs of size 1 in D, H, W and all three) in every mode x padding
-x align_corners x dtype; 3 channels on a 32^3 grid (LARGE_CASES: one thread per point for
-grad_grid's 3 axes and per cell for the gather's 3 channels); bitwise determinism over 3 runs for
-every program that claims it; and bicubic refused with an error naming the argument.
+x align_corners x dtype; 3 channels on a 32^3 grid (LARGE_CASES); bitwise determinism over 3
+runs for every program that claims it; and bicubic refused with an error naming the argument.
 """
 
 import harness
@@ -67,9 +66,9 @@ EDGE_SHAPES = (((1, 2, 1, 4, 5), (3, 2, 4)),  # D = 1
                ((2, 2, 3, 4, 1), (2, 2, 3)),  # W = 1
                ((1, 1, 1, 1, 1), (2, 2, 2)))  # a single voxel
 
-# 2^15 grid points and more: grad_grid computes a point's 3 axes in one thread, and at 3
-# channels the gather a cell's 3 channels, writing grad_input itself (compiler/vector_groups.h,
-# whole-axis groups; compiler/transposed_store.h, direct stores).
+# 3 channels on a 32^3 grid (2^15 points and cells): the channels-last gather with its 8 taps
+# as records (8 records per cell, so one thread per channel: compiler/vector_groups.h's
+# whole-axis groups want at most 2).
 LARGE_CASES = [Case((2, 3, 32, 32, 32), (32, 32, 32), "bilinear", padding, False, dtype)
                for padding in ("zeros", "border") for dtype in ("f32", "bf16")]
 

@@ -375,7 +375,8 @@ struct Variant {
   }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
-  /// DeriveGridOptions::whole_axis_groups (false: power-of-two vector widths only).
+  /// BinnedGatherOptions::whole_axis_records_max at its default (false: 0, power-of-two vector
+  /// widths only).
   bool whole_axis_groups = true;
   int64_t channels_last_min = 8;
   int width = 1;
@@ -499,6 +500,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ClaimSlotTensors claims;
   StoreScatterTargets stores;
   ReductionScheduleOptions schedule;
+  WholeAxisKernels whole_axis;
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
@@ -506,8 +508,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     binned.taps_walks_max = variant.taps_walks_max;
     binned.scan_digits = variant.scan_digits;
     binned.subbucket_records = variant.subbucket_records;
+    if (!variant.whole_axis_groups) binned.whole_axis_records_max = 0;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
-                                       &schedule.preferred_kernels);
+                                       &schedule.preferred_kernels, &whole_axis);
   }
   p = lower_scatter_to_atomics(p);
   p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
@@ -529,7 +532,6 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.warp_combine_points = variant.split_warp_combine;
   split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
-  split.tiles.whole_axis_groups = variant.whole_axis_groups;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -556,8 +558,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = narrow_index_math(
-      derive_grid(p, {variant.block_size, variant.vector_bytes, variant.whole_axis_groups}));
+  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
       variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
@@ -2109,14 +2110,14 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
   }
 }
 
-/// Whole-axis groups (vector_groups.h): at 3 channels the broadcast-innermost binned gather
-/// (and its chunk sums) give each thread a cell's 3 channels, one bucket walk for the three,
-/// where there are at least 2^15 cells and 2 records (points x taps) per cell, and with the
-/// copy back fused as direct stores each thread writes its cell's 3 channels to grad_input.
-/// The sums and their order are those of one thread per channel: bit for bit the power-of-two
-/// kernels (one channel per thread, the copy kernel) at several block sizes, aligned and
-/// misaligned, bilinear (taps in the gather) and bicubic (taps as records), f32 and bf16,
-/// uniform and one-cell grids; and 3-d grad_grid, whose 3 axes a thread takes at 2^15 points.
+/// Whole-axis groups (vector_groups.h): at 3 channels and at most 2 records per cell (bilinear
+/// with taps in the gather) the broadcast-innermost binned gather (and its chunk sums) give
+/// each thread a cell's 3 channels, one bucket walk for the three, where there are at least
+/// 2^15 cells; bicubic's 16 records per walk keep one channel per thread. With the copy back
+/// fused as direct stores each thread writes its cell's 3 channels to grad_input. The sums and
+/// their order are those of one thread per channel: bit for bit the power-of-two kernels (one
+/// channel per thread, the copy kernel) at several block sizes, aligned and misaligned, f32 and
+/// bf16, uniform and one-cell grids.
 TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
   std::vector<ir::Program> programs;
   for (const char* spec :
@@ -2128,18 +2129,19 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
         "interpolation_mode=bicubic padding_mode=zeros align_corners=false"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
-  // The derived grids: the gather takes the channels whole, and only with the knob on.
+  // The derived grids: the bilinear gathers take the channels whole, only with the knob on;
+  // bicubic (16 records per walk) never.
   for (bool whole : {true, false}) {
     Variant v = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
     v.whole_axis_groups = whole;
-    for (const ir::Program& program : programs) {
+    for (size_t i = 0; i < programs.size(); ++i) {
       bool gather_found = false;
-      for (const CompiledKernel& k : compile_kernels(program, v, whole ? "w" : "p")) {
+      for (const CompiledKernel& k : compile_kernels(programs[i], v, whole ? "w" : "p")) {
         if (k.source.find("// compute grad_input_bin_gathered[") == std::string::npos) continue;
         gather_found = true;
         EXPECT_EQ(k.source.find("Each thread computes 3 consecutive points of c.") !=
                       std::string::npos,
-                  whole)
+                  whole && i < 2)
             << k.source;
       }
       EXPECT_TRUE(gather_found);
@@ -2151,9 +2153,9 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
   // The copy back fused as direct stores (transposed_store.h): the gather writes grad_input.
   Variant direct = Variant::binned_taps(128, 64, 2, BinnedGatherOptions{}.taps_walks_max);
   direct.transposed_store = true;
-  for (const ir::Program& program : programs) {
+  for (size_t i = 0; i < 2; ++i) {
     bool copied = false, stored = false;  // the copy kernel computes grad_input
-    for (const CompiledKernel& k : compile_kernels(program, direct, "d")) {
+    for (const CompiledKernel& k : compile_kernels(programs[i], direct, "d")) {
       copied |= k.source.find("// compute grad_input[") != std::string::npos;
       stored |= k.source.find("// Direct transposed store") != std::string::npos;
     }
@@ -2165,19 +2167,6 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
       Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max), direct};
   expect_host_runs_match(programs, variants, 2e-2);
   expect_host_runs_match(programs, {variants[0], variants[1]}, 2e-2, one_cell_inputs<true>);
-  // 3-d grad_grid at 2^15 grid points: a point's 3 axes in one thread, sharing its reduction's
-  // loads (input and grad_output at the 8 taps of every channel).
-  const ir::Program three_d = ops::parse_specialization(
-      "grid_sampler_3d_backward dtype=f32 input_size=1,2,6,5,7 output_size=32,32,32 "
-      "interpolation_mode=bilinear padding_mode=zeros align_corners=false").build_program();
-  bool grad_grid_whole = false;
-  for (const CompiledKernel& k : compile_kernels(three_d, variants[1], "g3")) {
-    grad_grid_whole |= k.source.find("// compute grad_grid[") != std::string::npos &&
-                       k.source.find("Each thread computes 3 consecutive points of axis.") !=
-                           std::string::npos;
-  }
-  EXPECT_TRUE(grad_grid_whole);
-  expect_host_runs_match({three_d}, {variants[0], variants[1], variants[2]}, 2e-2);
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold

@@ -69,7 +69,7 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.binned_subbucket_records, 0);
   EXPECT_EQ(options.reduction_schedule, "serial");
   EXPECT_EQ(options.split_target_threads, int64_t{1} << 12);
-  EXPECT_FALSE(options.whole_axis_groups);
+  EXPECT_EQ(options.binned_whole_axis_records_max, 0);
   EXPECT_FALSE(options.direct_transposed_store);
 }
 
@@ -81,7 +81,7 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "yes"},
       {"ADJOINT_TUNE_BLOCK_SIZE", "100"},
       {"ADJOINT_TUNE_SPLIT_TAIL", "1x"},
-      {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "2"},
+      {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "-1"},
       {"ADJOINT_TUNE_DIRECT_STORE", "-1"},
   };
   for (const auto& [name, value] : invalid) {
