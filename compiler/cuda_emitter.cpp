@@ -100,9 +100,10 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       launch_ = result.launch;
       mapping = grid_mapping(kernel_);
       if (options_.outer_size) bind_outer_size(*mapping, extents, result, signature);
-      if (options_.transposed_store) begin_transposed_store();
+      const bool staged = options_.transposed_store && !options_.transposed_store->direct;
+      if (staged) begin_transposed_store();
       if (!kernel_.stages.empty()) emit_body(*mapping, extents);
-      if (options_.transposed_store) end_transposed_store();
+      if (staged) end_transposed_store();
     }
     for (size_t j = 0; j < extents.size(); ++j) {
       const bool outer = options_.outer_size && mapping &&

@@ -12,6 +12,9 @@
 // extents are therefore never chosen by hand from the wrong extent: they follow from the domain.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -23,6 +26,9 @@ struct DeriveGridOptions {
   int block_size = 0;
   /// Most bytes of the widest target per vector group: 0 (kDefaultGroupBytes), 8, 16 or 32.
   int vector_bytes = 0;
+  /// Kernels derived_vector_width may give a whole-axis group (vector_groups.h): the binned
+  /// gathers whose walks are short (lower_scatter_to_binned_gather.h, WholeAxisKernels).
+  std::set<std::string> whole_axis_kernels;
 };
 
 /// Throws adjoint::Error (kInvalidArgument) naming the field, the valid values and the value

@@ -707,6 +707,9 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
                ") / " + std::to_string(columns) + " * " + std::to_string(columns + 1) + " + (" +
                at + " + " + vector_->element + ") % " + std::to_string(columns) + "] = " +
                values + "[" + vector_->element + "];");
+  } else if (contiguous && options_.transposed_store && options_.transposed_store->direct &&
+             target->name == options_.transposed_store->transpose.source) {
+    emit_direct_transposed_store(stage, group_point, values);
   } else if (contiguous) {
     std::vector<Expr> point;
     for (const ir::Axis& axis : stage.domain) point.push_back(axis.var);
@@ -723,6 +726,56 @@ void KernelEmitter::emit_group_values(const ir::Stage& stage,
                ", " + values + ");");
     uses_memory_helpers_ = true;
   }
+}
+
+/// Direct transposed store (transposed_store.h): the group is the whole row p of G = [b][p][q]
+/// (its C values, q = e), written to target[b][q][p] one element per column. G is dense
+/// row-major in the domain's order (choose_transposed_stores proved it), so the row is the
+/// group's flat element index over C.
+void KernelEmitter::emit_direct_transposed_store(const ir::Stage& stage,
+                                                 const std::vector<std::string>& group_point,
+                                                 const std::string& values) {
+  const TransposedStore& s = *options_.transposed_store;
+  const TiledTranspose& t = s.transpose;
+  const ir::Tensor& g = stage.target;
+  const ir::Tensor target = program_.find_tensor(t.target);
+  const int64_t highest = (t.batches - 1) * t.target_batch_stride +
+                          (t.columns - 1) * t.target_column_stride +
+                          (t.rows - 1) * t.target_row_stride;
+  const std::string index =
+      index_type_ == "int" && highest <= INT32_MAX && t.batches * t.rows * t.columns <= INT32_MAX
+          ? "int"
+          : "long long";
+  auto literal = [&](int64_t v) {
+    return index == "int" ? std::to_string(v) : std::to_string(v) + "LL";
+  };
+  std::string row;  // the group's flat element index / C: G's index without its last axis
+  int64_t stride = 1;
+  for (size_t d = g->shape.size(); d-- > 0;) {
+    if (d + 1 < g->shape.size() && g->shape[d] != 1) {
+      if (is_identifier(group_point[d])) referenced_.insert(group_point[d]);
+      const int64_t rows_stride = stride / t.columns;
+      std::string term = "(" + index + ")" + group_point[d] +
+                         (rows_stride == 1 ? "" : " * " + literal(rows_stride));
+      row = row.empty() ? term : term + " + " + row;
+    }
+    stride *= g->shape[d];
+  }
+  const std::string cell = names_.fresh("cell");
+  out_->line("// Direct transposed store (compiler/transposed_store.h): the group is row " + cell +
+             " of " + t.source + ", written as " + t.target + "[b][q][p] = " + t.source +
+             "[b][p][q] (b < " + std::to_string(t.batches) + ", p < " + std::to_string(t.rows) +
+             ", q < " + std::to_string(t.columns) + "), the copy kernel '" + s.copy_kernel +
+             "' fused.");
+  out_->line("const " + index + " " + cell + " = " + (row.empty() ? literal(0) : row) + ";");
+  const std::string& out = params_.at(target.get());
+  const std::string& e = vector_->element;
+  out_->line("#pragma unroll");
+  out_->line("for (int " + e + " = 0; " + e + " < " + std::to_string(t.columns) + "; ++" + e +
+             ") " + out + "[" + cell + " / " + literal(t.rows) + " * " +
+             literal(t.target_batch_stride) + " + " + e + " * " +
+             literal(t.target_column_stride) + " + " + cell + " % " + literal(t.rows) + " * " +
+             literal(t.target_row_stride) + "] = " + values + "[" + e + "];");
 }
 
 }  // namespace adjoint::compiler

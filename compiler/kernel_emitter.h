@@ -186,6 +186,11 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     return "__shfl_sync(0xffffffffu, " + value + ", 0" + (lanes < 32 ? ", " + std::to_string(lanes) : "") + ")";
   }
   void end_transposed_store();
+  /// A direct transposed store (TransposedStore::direct): the group's `values` written to the
+  /// copy's target, one element per column (emit_vector_groups.cpp).
+  void emit_direct_transposed_store(const ir::Stage& stage,
+                                    const std::vector<std::string>& group_point,
+                                    const std::string& values);
   /// Row-group kernels (emit_row_groups.cpp): a loop per stage over the block's rows' points,
   /// __syncthreads() between stages.
   void emit_row_group_body();

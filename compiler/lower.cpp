@@ -76,7 +76,7 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   const ir::Program input = options.fused_multiply_add ? source : unfuse_fma_sums(source);
-  const DeriveGridOptions grid_options{options.block_size, options.vector_bytes};
+  DeriveGridOptions grid_options{options.block_size, options.vector_bytes, {}};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
@@ -211,11 +211,13 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;
   binned_options.subbucket_records = options.binned_subbucket_records;
+  binned_options.whole_axis_records_max = options.binned_whole_axis_records_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
   if (options.determinism == Determinism::kDefault) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
-                                            &schedule_options.preferred_kernels);
+                                            &schedule_options.preferred_kernels,
+                                            &grid_options.whole_axis_kernels);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
@@ -269,7 +271,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   // Copies fused into the kernel writing their source: the copy is not emitted, its source
   // not allocated.
   const TransposedStores fused_stores = options.transposed_store
-                                            ? choose_transposed_stores(p, transposes)
+                                            ? choose_transposed_stores(
+                                                  p, transposes, options.direct_transposed_store)
                                             : TransposedStores{};
   std::set<std::string> fused_copies, unallocated;
   for (const auto& [writer, store] : fused_stores) {

@@ -42,6 +42,11 @@ struct LowerOptions {
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
   /// 8, 16 or 32; 32 gives each thread two 16-byte stores.
   int vector_bytes = 0;
+  /// Whole-axis vector groups (vector_groups.h, derived_vector_width) for the broadcast-
+  /// innermost binned gather and its chunk sums where records / cells is at most this (3
+  /// channels per thread at one record per walk); 0: power-of-two widths only
+  /// (BinnedGatherOptions::whole_axis_records_max, ADJOINT_TUNE_WHOLE_AXIS_GROUPS).
+  int64_t binned_whole_axis_records_max = 2;
   /// Span loads (ld.global.cs) and group stores (st.global.cs) of vector-group kernels carry
   /// evict-first streaming hints (templates/adjoint_memory.cuh), each switched on its own. On by
   /// default: on the H100 they raised the upsample backward cases from 80-89% to 84-105% of copy
@@ -157,6 +162,11 @@ struct LowerOptions {
   /// binned gather writes grad_input transposed through shared memory; no copy kernel, no
   /// gathered temporary); false keeps the two kernels (ADJOINT_TUNE_TRANSPOSED_STORE=0).
   bool transposed_store = true;
+  /// transposed_store.h, "Direct stores": where a kernel's vector groups are whole rows of the
+  /// copy's source (the binned gather at 3 f32 channels under whole-axis groups), the copy is
+  /// fused as one store per channel from each thread, tiled or not; false: only tiled copies
+  /// are fused, staged (ADJOINT_TUNE_DIRECT_STORE=0).
+  bool direct_transposed_store = true;
   /// Thread tiles (thread_tiles.h): -1 derives them, 0 never tiles, R in [2, 64] forces a tile
   /// of R points wherever the chosen axis' extent allows (ADJOINT_TUNE_THREAD_TILE).
   int thread_tile = -1;

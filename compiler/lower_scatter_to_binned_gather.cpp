@@ -597,7 +597,8 @@ class Rewriter {
   void rewrite(const ir::Kernel& kernel, const ir::Stage& stage, const Binning& b,
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
-               ScheduleNotes* notes, LaneKernels* lane_kernels) {
+               ScheduleNotes* notes, LaneKernels* lane_kernels,
+               WholeAxisKernels* whole_axis_kernels) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr condition = record_condition(b, stage);
@@ -832,6 +833,25 @@ class Rewriter {
     for (int j = 0; j < target->rank(); ++j) {
       if (b.component_axis[j]) order.push_back(j);
     }
+    // Short walks: a thread may take a cell's broadcast elements whole (vector_groups.h).
+    if (whole_axis_kernels && options.whole_axis_records_max > 0 &&
+        (broadcast_elements & (broadcast_elements - 1)) != 0) {
+      const bool whole = b.records <= options.whole_axis_records_max * b.cells;
+      if (whole) {
+        whole_axis_kernels->insert(kernel.name + "_gather");
+        whole_axis_kernels->insert(prefix + "_chunk_sums");
+      }
+      if (notes) {
+        add_schedule_note(
+            *notes, kernel.name + "_gather",
+            std::string("whole-axis groups: ") +
+                (whole ? "allowed where 2^15 cells remain" : "not taken") + " (" +
+                std::to_string(b.records) + " records over " + std::to_string(b.cells) +
+                " cells " + (whole ? "<=" : ">") + " " +
+                std::to_string(options.whole_axis_records_max) +
+                " per cell, ADJOINT_TUNE_WHOLE_AXIS_GROUPS)");
+      }
+    }
     std::vector<Var> gather_vars;
     std::vector<int64_t> gather_shape;
     for (int j : order) {
@@ -877,7 +897,8 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options,
                                            StoreScatterTargets* stores, ScheduleNotes* notes,
-                                           LaneKernels* lane_kernels) {
+                                           LaneKernels* lane_kernels,
+                                           WholeAxisKernels* whole_axis_kernels) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -895,7 +916,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       continue;
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
-                     notes, lane_kernels);
+                     notes, lane_kernels, whole_axis_kernels);
     changed = true;
   }
   return changed ? out : program;

@@ -131,7 +131,18 @@ struct BinnedGatherOptions {
   /// ceil(records / S) others instead of its whole bucket. 0 never. LowerOptions::
   /// binned_subbucket_records carries it.
   int64_t subbucket_records = 16;
+  /// Whole-axis groups (vector_groups.h): the broadcast-innermost gather and its chunk sums are
+  /// named in WholeAxisKernels, so that derive_grid may give a thread all of a cell's broadcast
+  /// elements (3 channels: one bucket walk for the three), where records / cells is at most this
+  /// (short walks, whose fixed cost per walk the group shares; with 16 records per walk,
+  /// bicubic's, the group's 3 row loads per record cost more on the H100). 0 never.
+  /// LowerOptions::binned_whole_axis_records_max carries it.
+  int64_t whole_axis_records_max = 2;
 };
+
+/// Kernels whose vector groups may take their whole innermost axis (DeriveGridOptions::
+/// whole_axis_kernels).
+using WholeAxisKernels = std::set<std::string>;
 
 /// Kernels the binned gather wants on warp lanes (ReductionScheduleOptions::preferred_kernels):
 /// the scan by digits' chunk sums, each point a sum of 32 consecutive counts, which lanes read
@@ -146,6 +157,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            const BinnedGatherOptions& options = {},
                                            StoreScatterTargets* stores = nullptr,
                                            ScheduleNotes* notes = nullptr,
-                                           LaneKernels* lane_kernels = nullptr);
+                                           LaneKernels* lane_kernels = nullptr,
+                                           WholeAxisKernels* whole_axis_kernels = nullptr);
 
 }  // namespace adjoint::compiler

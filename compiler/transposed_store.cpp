@@ -4,6 +4,7 @@
 #include "compiler/transposed_store.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "compiler/launch_geometry.h"
 #include "compiler/program_utils.h"
@@ -28,15 +29,22 @@ bool row_major(const ir::TensorNode& t) {
 }  // namespace
 
 TransposedStores choose_transposed_stores(const ir::Program& program,
-                                          const TiledTransposes& transposes) {
+                                          const TiledTransposes& transposes, bool direct) {
   TransposedStores out;
   if (!program.sizes.empty()) return out;
   for (size_t k = 0; k + 1 < program.kernels.size(); ++k) {
     const ir::Kernel& writer = program.kernels[k];
     const ir::Kernel& copy = program.kernels[k + 1];
-    auto transpose = transposes.find(copy.name);
-    if (transpose == transposes.end() || writer.stages.size() != 1) continue;
-    const TiledTranspose& t = transpose->second;
+    if (writer.stages.size() != 1) continue;
+    // The copy: a tiled transposition, or (direct stores) any transposition.
+    std::optional<TiledTranspose> matched;
+    if (auto tiled = transposes.find(copy.name); tiled != transposes.end()) {
+      matched = tiled->second;
+    } else if (direct) {
+      matched = match_tiled_transpose(copy, 1);
+    }
+    if (!matched) continue;
+    const TiledTranspose& t = *matched;
     const ir::Stage& stage = writer.stages[0];
     const ir::Tensor& g = stage.target;
     if (stage.kind != ir::StageKind::kCompute || g->name != t.source ||
@@ -81,6 +89,19 @@ TransposedStores choose_transposed_stores(const ir::Program& program,
       if (extents[a] > 1) order.push_back(a);
     }
     if (wide != order || m.linear_axes.size() != extents.size()) continue;
+    // Direct: every group a whole row of G (its C channels), so the thread writes them itself.
+    if (direct && grid.vector_width == t.columns && t.columns >= 2 &&
+        extents[static_cast<size_t>(g->rank() - 1)] == t.columns) {
+      TransposedStore store;
+      store.transpose = t;
+      store.copy_kernel = copy.name;
+      store.block_elements = int64_t{grid.block_size} * grid.vector_width;
+      store.direct = true;
+      out[writer.name] = store;
+      ++k;  // the copy is taken
+      continue;
+    }
+    if (!transposes.count(copy.name)) continue;  // staging: tiled copies only
     const int64_t block = grid.block_size;
     const LaunchDims launch = launch_dims(writer);
     if (block <= 0 || m.linear_points % block != 0 ||

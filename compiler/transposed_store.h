@@ -17,6 +17,16 @@
 // kMaxStagingBytes. The copy moves bits: the target's values are bitwise those of the two
 // kernels, at every launch configuration. lower() then emits K with the fused store
 // (EmitOptions::transposed_store), does not emit T, and does not allocate G.
+//
+// Direct stores (`direct`, LowerOptions::direct_transposed_store, ADJOINT_TUNE_DIRECT_STORE):
+// where K's vector groups are whole rows of G (V == C: the binned gather at 3 f32 channels
+// under whole-axis groups, vector_groups.h, or at 4 f32 / 8 bf16 channels), each thread
+// already holds every channel of its cell, so it writes its V values straight to T, one
+// element per channel: the threads of a warp hold consecutive cells, so each channel's stores
+// are one coalesced run of T, with no staging and no barrier. The copy T need not be tiled
+// (C = 3 is below tiled_transpose's 16): any transposition T of G that match_tiled_transpose
+// describes (at a minimum extent of 1) qualifies, under the same conditions on K and G as
+// above except the staging, blocks and grid steps, which a direct store does not use.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +44,9 @@ struct TransposedStore {
   TiledTranspose transpose;
   std::string copy_kernel;     ///< the copy kernel, no longer emitted
   int64_t block_elements = 0;  ///< B * V: the elements one block stages
+  /// Each vector group is a whole row of C values of G: stored straight to the target, one
+  /// element per column, nothing staged (see "Direct stores" above).
+  bool direct = false;
 };
 
 /// Writer kernel name -> its fused store, for EmitOptions.
@@ -43,8 +56,9 @@ using TransposedStores = std::map<std::string, TransposedStore>;
 inline constexpr int64_t kMaxStagingBytes = 32 * 1024;
 
 /// Every writer/copy pair of `program` (grids derived) that qualifies (see above), among the
-/// copies `transposes` tiles.
+/// copies `transposes` tiles and, with `direct`, the copies any transposition describes whose
+/// writer's groups are whole rows.
 TransposedStores choose_transposed_stores(const ir::Program& program,
-                                          const TiledTransposes& transposes);
+                                          const TiledTransposes& transposes, bool direct = true);
 
 }  // namespace adjoint::compiler

@@ -12,7 +12,28 @@
 
 namespace adjoint::compiler {
 
-int derived_vector_width(const ir::Kernel& kernel, int group_bytes) {
+namespace {
+
+/// True when some reduction of `kernel` reads, in its body, an element that does not move with
+/// the domain axis `axis` (a binned gather's record ids and factors, the same for every
+/// channel): a group along that axis reads it once for all its points.
+bool reductions_share_a_load(const ir::Kernel& kernel, int axis) {
+  for (const ir::Stage& stage : kernel.stages) {
+    const ir::VarNode* x = stage.domain[static_cast<size_t>(axis)].var.get();
+    for (const ir::ReduceNode* r : outermost_reductions(stage.value)) {
+      bool shared = false;
+      for_each_node(r->body, [&](const ir::Expr& node) {
+        shared = shared || (node.kind() == ir::ExprKind::kLoad && !depends_on(node, x));
+      });
+      if (shared) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int derived_vector_width(const ir::Kernel& kernel, int group_bytes, bool whole_axis_groups) {
   if (kernel.stages.empty()) return 1;
   GridMapping mapping = grid_mapping(kernel);
   if (mapping.linear_axes.empty()) return 1;
@@ -26,8 +47,15 @@ int derived_vector_width(const ir::Kernel& kernel, int group_bytes) {
   std::vector<int64_t> extents = domain_extents(kernel);
   int64_t points = 1;
   for (int64_t e : extents) points *= e;
-  int64_t width = std::max<int64_t>(group_bytes / widest, 1);
+  const int64_t most = std::max<int64_t>(group_bytes / widest, 1);
+  int64_t width = most;
   while (width > 1 && (extents[axis] % width != 0 || points / width < kMinVectorGroups)) width /= 2;
+  // A whole short axis of no power-of-two extent (3 channels): one group, if its reductions
+  // share a load that the group then reads once (see the header).
+  const int64_t extent = extents[axis];
+  if (whole_axis_groups && extent > width && extent <= most && (extent & (extent - 1)) != 0 &&
+      points / extent >= kMinVectorGroups && reductions_share_a_load(kernel, axis))
+    width = extent;
   return static_cast<int>(width);
 }
 

@@ -39,7 +39,15 @@ inline constexpr int64_t kMinVectorGroups = int64_t{1} << 15;
 /// Then the largest power of two V such that a group of V target elements is at most
 /// `group_bytes` (a power of two; above kMaxAccessBytes a group stores in several accesses),
 /// V divides the axis' extent (no tail), and at least kMinVectorGroups groups remain.
-int derived_vector_width(const ir::Kernel& kernel, int group_bytes = kDefaultGroupBytes);
+/// Whole-axis groups (`whole_axis_groups`, for the kernels DeriveGridOptions::
+/// whole_axis_kernels names: the binned gather at few records per cell): where that V is below
+/// the axis' extent E, E is no power of two, E elements fit `group_bytes`, at least
+/// kMinVectorGroups groups remain, and a reduction of the kernel reads in its body an element
+/// that does not move with the axis, V = E: one thread per row of E, which reads the shared
+/// elements once (the binned gather at 3 channels: a cell's bucket walks once for its 3
+/// channels instead of once per channel).
+int derived_vector_width(const ir::Kernel& kernel, int group_bytes = kDefaultGroupBytes,
+                         bool whole_axis_groups = false);
 
 /// Where the windows of one reduce axis lie inside every group: for the point x_base + e, the
 /// axis runs over base(x_base) + [begin[e], end[e]), where base(x_base) = start(x_base) + shift.

@@ -138,8 +138,18 @@ class Verifier {
            std::to_string(g.bindings.size()));
     if (g.block_size < 1 || g.block_size > 1024)
       fail("grid: invalid block size", "1 to 1024 threads", std::to_string(g.block_size));
-    if (g.vector_width < 1 || g.vector_width > 16 || (g.vector_width & (g.vector_width - 1)))
-      fail("grid: invalid vector width", "a power of two from 1 to 16",
+    // A power of two, or a whole linear axis of at most 16 points (compiler/vector_groups.h,
+    // whole-axis groups: 3 channels per thread).
+    bool whole_axis = false;
+    for (size_t i = 0; i < domain.size() && i < g.bindings.size(); ++i) {
+      const auto* extent = domain[i].extent.as<IntConstNode>();
+      whole_axis |= g.bindings[i] == AxisBinding::kLinear && extent &&
+                    extent->value == g.vector_width;
+    }
+    if (g.vector_width < 1 || g.vector_width > 16 ||
+        ((g.vector_width & (g.vector_width - 1)) && !whole_axis))
+      fail("grid: invalid vector width",
+           "a power of two from 1 to 16, or the extent of a linear axis of at most 16",
            std::to_string(g.vector_width));
     int block_axes = 0;
     int64_t threads = 1;

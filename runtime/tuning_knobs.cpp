@@ -46,6 +46,15 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.vector_bytes = integer_knob(
       "ADJOINT_TUNE_VECTOR_BYTES", 0,
       [](int v) { return v == 0 || v == 8 || v == 16 || v == 32; }, "0 (derive), 8, 16 or 32");
+  knobs.binned_whole_axis_records_max = integer_knob(
+      "ADJOINT_TUNE_WHOLE_AXIS_GROUPS", 2, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (power-of-two vector widths only) or the most records per cell (records / cells) for "
+      "which a binned gather takes a cell's broadcast elements (3 channels) per thread, at most "
+      "1048576");
+  knobs.direct_transposed_store =
+      integer_knob("ADJOINT_TUNE_DIRECT_STORE", 1, [](int v) { return v == 0 || v == 1; },
+                   "0 (only tiled copies are fused, staged in shared memory) or 1 (a copy whose "
+                   "source rows are whole vector groups is fused as direct stores)") == 1;
   const int streaming = integer_knob(
       "ADJOINT_TUNE_STREAMING", 1, [](int v) { return v >= 0 && v <= 3; },
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
@@ -237,6 +246,8 @@ const TuningKnobs& tuning_knobs() {
 void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options) {
   options.block_size = knobs.block_size;
   options.vector_bytes = knobs.vector_bytes;
+  options.direct_transposed_store = knobs.direct_transposed_store;
+  options.binned_whole_axis_records_max = knobs.binned_whole_axis_records_max;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;
   options.reduction_split = knobs.reduction_split;

@@ -17,6 +17,7 @@ namespace adjoint::runtime {
 struct TuningKnobs {
   int block_size = 0;
   int vector_bytes = 0;
+  int binned_whole_axis_records_max = 2;
   bool streaming_loads = false;
   bool streaming_stores = false;
   int reduction_split = -1;
@@ -58,6 +59,7 @@ struct TuningKnobs {
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
   bool transposed_store = true;
+  bool direct_transposed_store = true;
   int gathered_lanes_min = 32;
   int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;

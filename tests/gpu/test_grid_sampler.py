@@ -9,7 +9,9 @@ grid points per input pixel, so scatter collisions are common) in f32 and bf16, 
 [False, True] (no grad_input), both determinism settings, and bitwise determinism for every
 program that claims it; 32 channels on 64 x 64 cells (WIDE_CASES) reach the vectorized
 channels-last gather with its fused store and grad_grid on lanes; small inputs under large grids
-(SMALL_INPUT_CASES) the binned sort's sub-buckets. Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
+(SMALL_INPUT_CASES) the binned sort's sub-buckets; 3 and 4 channels on 2^15 cells
+(FEW_CHANNEL_CASES) the bilinear gather that walks a cell's buckets once for all its channels
+(whole-axis groups at 3) and writes grad_input itself (direct stores). Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
 edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
 size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
 derivative taken on the other side of a pixel from ATen's shows as an O(1) grad_grid error.
@@ -71,6 +73,17 @@ SMALL_INPUT_CASES = [Case((2, 5, 3, 4), (96, 80), mode, padding, False, dtype)
                      for mode in MODES for padding in ("zeros", "border")
                      for dtype in ("f32", "bf16")]
 
+# 3 channels on 2 x 128 x 128 cells (2^15 groups) and 2.25 records (points x 4 taps) per cell:
+# bilinear's channels-last gather (taps in the gather, 0.55 records per walk) and its chunk sums
+# take a cell's 3 channels per thread (vector_groups.h, whole-axis groups), as at 32x3x224^2,
+# and the gather writes grad_input itself (transposed_store.h, direct stores), as it does at 4
+# channels; bicubic (9 records per walk) keeps one thread per channel and the copy kernel.
+FEW_CHANNEL_CASES = [Case((2, 3, 128, 128), (96, 96), mode, padding, False, dtype)
+                     for mode in ("bilinear", "bicubic") for padding in ("zeros", "border")
+                     for dtype in ("f32", "bf16")] + \
+    [Case((2, 4, 128, 128), (96, 96), "bilinear", "zeros", False, dtype)
+     for dtype in ("f32", "bf16")]
+
 
 def matrix():
     cases = []
@@ -83,7 +96,7 @@ def matrix():
         for mode in MODES:
             for padding in PADDINGS:
                 cases.append(Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype))
-    for case in WIDE_CASES + SMALL_INPUT_CASES:
+    for case in WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES:
         cases.append(case)
     for mode in MODES:
         cases.append(Case((2, 4, 9, 7), (6, 10), mode, "border", True, "f32", (False, True)))
@@ -158,7 +171,7 @@ def _parity(case):
 DETERMINISM_CASES = [Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype)
                      for mode in MODES for padding in PADDINGS
                      for dtype in ("f16", "bf16", "f32", "f64")] + WIDE_CASES + \
-    SMALL_INPUT_CASES
+    SMALL_INPUT_CASES + FEW_CHANNEL_CASES
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=repr)

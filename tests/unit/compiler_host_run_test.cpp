@@ -375,6 +375,9 @@ struct Variant {
   }
   /// copy_gathered_rows_innermost's min_extent (0: not run).
   int64_t gathered_rows_min = 0;
+  /// BinnedGatherOptions::whole_axis_records_max at its default (false: 0, power-of-two vector
+  /// widths only).
+  bool whole_axis_groups = true;
   int64_t channels_last_min = 8;
   int width = 1;
   int block_size = 0;
@@ -492,7 +495,7 @@ struct Variant {
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
-           (stage_loops ? std::string() : "_straight");
+           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2");
   }
 };
 
@@ -507,6 +510,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ClaimSlotTensors claims;
   StoreScatterTargets stores;
   ReductionScheduleOptions schedule;
+  WholeAxisKernels whole_axis;
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
@@ -514,8 +518,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     binned.taps_walks_max = variant.taps_walks_max;
     binned.scan_digits = variant.scan_digits;
     binned.subbucket_records = variant.subbucket_records;
+    if (!variant.whole_axis_groups) binned.whole_axis_records_max = 0;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
-                                       &schedule.preferred_kernels);
+                                       &schedule.preferred_kernels, &whole_axis);
   }
   p = lower_scatter_to_atomics(p);
   p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
@@ -563,7 +568,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes}));
+  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
       variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
@@ -2129,6 +2134,65 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
       EXPECT_EQ(t->rank(), 1) << t->name;
     }
   }
+}
+
+/// Whole-axis groups (vector_groups.h): at 3 channels and at most 2 records per cell (bilinear
+/// with taps in the gather) the broadcast-innermost binned gather (and its chunk sums) give
+/// each thread a cell's 3 channels, one bucket walk for the three, where there are at least
+/// 2^15 cells; bicubic's 16 records per walk keep one channel per thread. With the copy back
+/// fused as direct stores each thread writes its cell's 3 channels to grad_input. The sums and
+/// their order are those of one thread per channel: bit for bit the power-of-two kernels (one
+/// channel per thread, the copy kernel) at several block sizes, aligned and misaligned, f32 and
+/// bf16, uniform and one-cell grids.
+TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=96,96 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,3,128,128 output_size=96,90 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=64,48 "
+        "interpolation_mode=bicubic padding_mode=zeros align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  // The derived grids: the bilinear gathers take the channels whole, only with the knob on;
+  // bicubic (16 records per walk) never.
+  for (bool whole : {true, false}) {
+    Variant v = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+    v.whole_axis_groups = whole;
+    for (size_t i = 0; i < programs.size(); ++i) {
+      bool gather_found = false;
+      for (const CompiledKernel& k : compile_kernels(programs[i], v, whole ? "w" : "p")) {
+        if (k.source.find("// compute grad_input_bin_gathered[") == std::string::npos) continue;
+        gather_found = true;
+        EXPECT_EQ(k.source.find("Each thread computes 3 consecutive points of c.") !=
+                      std::string::npos,
+                  whole && i < 2)
+            << k.source;
+      }
+      EXPECT_TRUE(gather_found);
+    }
+  }
+  Variant pow2 = Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+  pow2.whole_axis_groups = false;
+  pow2.transposed_store = true;  // nothing to fuse: the gather's groups are single channels
+  // The copy back fused as direct stores (transposed_store.h): the gather writes grad_input.
+  Variant direct = Variant::binned_taps(128, 64, 2, BinnedGatherOptions{}.taps_walks_max);
+  direct.transposed_store = true;
+  for (size_t i = 0; i < 2; ++i) {
+    bool copied = false, stored = false;  // the copy kernel computes grad_input
+    for (const CompiledKernel& k : compile_kernels(programs[i], direct, "d")) {
+      copied |= k.source.find("// compute grad_input[") != std::string::npos;
+      stored |= k.source.find("// Direct transposed store") != std::string::npos;
+    }
+    EXPECT_TRUE(stored);
+    EXPECT_FALSE(copied);
+  }
+  const std::vector<Variant> variants = {
+      pow2, Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max),
+      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max), direct};
+  expect_host_runs_match(programs, variants, 2e-2);
+  expect_host_runs_match(programs, {variants[0], variants[1]}, 2e-2, one_cell_inputs<true>);
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold

@@ -304,7 +304,17 @@ TEST(IrVerifier, ExplicitGridMapsTheDomain) {
                       {"grid: the thread axes do not fit in one block, expected at most 2 "
                        "threads, got 4"}));
   EXPECT_TRUE(rejects(with_grid({true, {AxisBinding::kLinear}, 128, 3}),
-                      {"grid: invalid vector width, expected a power of two from 1 to 16, got 3"}));
+                      {"grid: invalid vector width, expected a power of two from 1 to 16, or the "
+                       "extent of a linear axis of at most 16, got 3"}));
+  // A whole-axis group (compiler/vector_groups.h): 3 points of an axis of 3.
+  ProgramBuilder pb("p");
+  TensorRef x = pb.input("x", DType::kF32, {3, 6});
+  Tensor y = pb.output("y", DType::kF32, {3});
+  Var i("i");
+  pb.kernel("k", {compute(y, over(y, {i}), x(i, 0))});
+  Program three = std::move(pb).build();
+  three.kernels[0].grid = {true, {AxisBinding::kLinear}, 128, 3};
+  EXPECT_NO_THROW(verify(three));
 }
 
 // --- the interval analysis ---------------------------------------------------------------------

@@ -57,6 +57,8 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_TEMPORARY_ARENA", "0"},
       {"ADJOINT_TUNE_REDUCTION", "serial"},
       {"ADJOINT_TUNE_SPLIT_THREADS", "12"},
+      {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "0"},
+      {"ADJOINT_TUNE_DIRECT_STORE", "0"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -67,6 +69,8 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.binned_subbucket_records, 0);
   EXPECT_EQ(options.reduction_schedule, "serial");
   EXPECT_EQ(options.split_target_threads, int64_t{1} << 12);
+  EXPECT_EQ(options.binned_whole_axis_records_max, 0);
+  EXPECT_FALSE(options.direct_transposed_store);
 }
 
 TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
@@ -77,6 +81,8 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "yes"},
       {"ADJOINT_TUNE_BLOCK_SIZE", "100"},
       {"ADJOINT_TUNE_SPLIT_TAIL", "1x"},
+      {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "-1"},
+      {"ADJOINT_TUNE_DIRECT_STORE", "-1"},
   };
   for (const auto& [name, value] : invalid) {
     try {
