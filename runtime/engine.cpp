@@ -153,12 +153,12 @@ class LaunchTemporaries {
     allocations_.push_back(allocate_device_memory(bytes, stream_));
     return allocations_.back().pointer;
   }
-  /// Places every temporary of `program` in one allocation (temporary_arena.h), sets their
-  /// pointers and zeroes the ones placed first with one memset. Returns, per buffer, whether
-  /// that memset zeroed it.
-  std::vector<char> place_in_arena(const LoadedProgram& program, CUdeviceptr* pointers) {
-    TemporaryArena arena = plan_temporary_arena(program.buffers, program.kernels);
-    if (arena.bytes == 0) return {};
+  /// Places every temporary of `program` in one allocation (its temporary_arena, planned at
+  /// load), sets their pointers and zeroes the ones placed first with one memset. Returns, per
+  /// buffer, whether that memset zeroed it (null: no temporaries).
+  const char* place_in_arena(const LoadedProgram& program, CUdeviceptr* pointers) {
+    const TemporaryArena& arena = program.temporary_arena;
+    if (arena.bytes == 0) return nullptr;
     const CUdeviceptr base = allocate(arena.bytes);
     for (size_t i = 0; i < program.buffers.size(); ++i) {
       const compiler::BufferInfo& b = program.buffers[i];
@@ -167,7 +167,7 @@ class LaunchTemporaries {
     if (arena.zeroed_bytes > 0) {
       check(driver().MemsetD8Async(base, 0, arena.zeroed_bytes, stream_), "cuMemsetD8Async");
     }
-    return std::move(arena.zeroed_at_start);
+    return arena.zeroed_at_start.data();
   }
 
  private:
@@ -246,7 +246,7 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
   }
   LaunchTemporaries temporaries(stream);
   // Temporaries zeroed at the start: those no kernel reads or writes before their zeroing.
-  std::vector<char> zeroed_at_start;
+  const char* zeroed_at_start = nullptr;
   if (tuning_knobs().temporary_arena) {
     zeroed_at_start = temporaries.place_in_arena(*this, pointers);
   } else {
@@ -258,7 +258,7 @@ void LoadedProgram::launch(const TensorView* tensors, int count, CUstream stream
   }
   for (const LoadedKernel& k : kernels) {
     for (int z : k.zero_before) {
-      if (buffers[z].bytes > 0 && (zeroed_at_start.empty() || !zeroed_at_start[z])) {
+      if (buffers[z].bytes > 0 && (zeroed_at_start == nullptr || !zeroed_at_start[z])) {
         check(d.MemsetD8Async(pointers[z], 0, static_cast<size_t>(buffers[z].bytes), stream),
               "cuMemsetD8Async");
       }
@@ -362,6 +362,12 @@ std::shared_ptr<const LoadedProgram> bind_generic_program(
       k.size_args.push_back(compiler::SizeProduct{1, {name}}.evaluate(program->sizes, values));
     }
   }
+  // Which temporaries go first depends on the kernels, planned at load; where, on these sizes.
+  // (A generic program made without Engine::build, as in tests, has no plan: planned here.)
+  const std::vector<char>& zeroed_first = program->temporary_arena.zeroed_first;
+  bound->temporary_arena = zeroed_first.size() == program->buffers.size()
+                               ? place_temporaries(bound->buffers, zeroed_first)
+                               : plan_temporary_arena(bound->buffers, bound->kernels);
   return bound;
 }
 
@@ -634,6 +640,7 @@ std::shared_ptr<const LoadedProgram> Engine::build(const ir::Program& ir_program
     }
   }
   profile.load_modules_ms = milliseconds_since(step);
+  program->temporary_arena = plan_temporary_arena(program->buffers, program->kernels);
   program->compile_milliseconds = profile.compile_ms;
   program->source = any_compiled   ? BinarySource::kCompiled
                     : all_packaged ? BinarySource::kPackage

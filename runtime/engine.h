@@ -24,6 +24,7 @@
 #include "compiler/lower.h"
 #include "ops/registry.h"
 #include "runtime/dynamic_policy.h"
+#include "runtime/temporary_arena.h"
 
 namespace adjoint::runtime {
 
@@ -92,6 +93,10 @@ struct LoadedProgram {
   /// under ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=1; docs/runtime.md, "Programmatic dependent launch").
   bool programmatic_launch = false;
   int64_t programmatic_launch_blocks = 0;
+  /// Where a launch places the temporaries under ADJOINT_TUNE_TEMPORARY_ARENA=1
+  /// (temporary_arena.h): planned once when the program is loaded, and placed again for each
+  /// binding of a generic program to its sizes (bind_generic_program), never per launch.
+  TemporaryArena temporary_arena;
 
   /// Index of the buffer named `name`, or -1.
   int buffer_index(const std::string& name) const;
@@ -117,7 +122,9 @@ struct CompileStats {
 };
 
 /// A binding of the generic `program` to one specialization's size values (in the order of
-/// program->sizes): the buffers' shapes, each kernel's size arguments and grid. No compile.
+/// program->sizes): the buffers' shapes, each kernel's size arguments and grid, and the
+/// temporaries' arena placed again from the plan `program` was loaded with (planned whole when
+/// it has none). No compile.
 std::shared_ptr<const LoadedProgram> bind_generic_program(
     const std::shared_ptr<const LoadedProgram>& program, const std::string& spec_text,
     const std::vector<int64_t>& values);
