@@ -175,7 +175,8 @@ int cold_prepare_child(const std::string& spec_text) {
 runtime::BinaryRequest cold_compile_request(const std::string& spec_text) {
   ops::Specialization spec = ops::parse_specialization(spec_text);
   compiler::CompiledProgram cp = compiler::lower(
-      spec.build_program(), runtime::lower_options(compiler::Determinism::kDefault, 90));
+      spec.build_program(runtime::build_options()),
+      runtime::lower_options(compiler::Determinism::kDefault, 90));
   runtime::BinaryRequest request;
   request.program = spec.op_name();
   request.arch = 90;
@@ -329,7 +330,7 @@ void add_cold_compile_figures(nlohmann::json& out, int arch) {
   for (const ops::OpDefinition& op : ops::all_ops()) {
     ops::Specialization spec = ops::parse_specialization(op.examples.front());
     compiler::CompiledProgram cp =
-        compiler::lower(spec.build_program(),
+        compiler::lower(spec.build_program(runtime::build_options()),
                         runtime::lower_options(compiler::Determinism::kDefault, arch));
     runtime::BinaryRequest request;
     request.program = spec.op_name();

@@ -277,7 +277,7 @@ OpDefinition grid_sampler_3d_backward_definition() {
       input_strides_attribute("input"),
       input_strides_attribute("grid"),
   };
-  op.build = build_from_spec;
+  op.build = built_from_attributes(build_from_spec);
   op.examples = {
       "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,5,7 output_size=2,4,3 "
       "interpolation_mode=bilinear padding_mode=zeros align_corners=false",

@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -190,38 +189,6 @@ struct BackwardTensors {
   TensorRef dalpha_tokens;
 };
 
-/// The value of a 0/1 knob of the mhc op family (ADJOINT_TUNE_MHC_*, docs/runtime.md): 1 when
-/// unset or empty; anything but 0 or 1 throws adjoint::Error naming the variable and `valid`.
-int binary_knob(const char* name, const char* valid) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return 1;
-  const std::string v(text);
-  if (v != "0" && v != "1")
-    throw Error(std::string(name) + ": expected " + valid + ", got '" + v + "'",
-                ErrorCode::kInvalidArgument);
-  return v == "1" ? 1 : 0;
-}
-
-/// ADJOINT_TUNE_MHC_X_MIX: 1 (default) counts every load of the direct dgamma in uses_x_mix,
-/// 0 only its loads of x (the rule before). Read once per process.
-bool count_direct_phi_loads() {
-  static const bool on =
-      binary_knob("ADJOINT_TUNE_MHC_X_MIX",
-                  "1 (x_mix where the direct dgamma would load more: its phi loads counted) or 0 "
-                  "(its loads of x only, the rule before)") == 1;
-  return on;
-}
-
-/// ADJOINT_TUNE_MHC_DVECX: 1 (default) stores dvecx_mm where the token sums are direct (see
-/// BackwardTensors::dvecx), 0 recomputes it in dx and dgamma (before). Read once per process.
-bool stores_dvecx() {
-  static const bool on =
-      binary_knob("ADJOINT_TUNE_MHC_DVECX",
-                  "1 (with the direct token sums, dvecx = dh_mix . phi stored once for dx and "
-                  "dgamma) or 0 (recomputed in both: phi read twice, before)") == 1;
-  return on;
-}
-
 /// Whether the parameter gradients go through x_mix. Per element (i, d) of a token row, x_mix
 /// costs K f32 written once and read twice (by dphi and dgamma) and dgamma's one read of K phi
 /// values: 4 K parameter words. Without it dgamma sums over the B S tokens itself, and each
@@ -230,14 +197,14 @@ bool stores_dvecx() {
 /// D = 16384: 42 MB of x_mix traffic against phi read once) the direct sums move less; from
 /// B S = 4 on x_mix does (at B1 S181 n8 D4096 the direct dgamma ran 181 x 80 dependent
 /// multiply-adds per thread in 32,768 threads, reloading phi for every token).
-/// ADJOINT_TUNE_MHC_X_MIX=0 counts only the direct dgamma's loads of x (x_mix from
-/// B S > 6 K on), the rule before.
-bool uses_x_mix(const MhcConfig& c) {
+/// BuildOptions::mhc_x_mix_counts_phi = false (ADJOINT_TUNE_MHC_X_MIX=0) counts only the direct
+/// dgamma's loads of x (x_mix from B S > 6 K on), the rule before.
+bool uses_x_mix(const MhcConfig& c, const BuildOptions& options) {
   const double tokens = static_cast<double>(c.batch) * static_cast<double>(c.seq);
   const double x_bytes = ir::dtype_bytes(c.dtype);
   const double p_bytes = ir::dtype_bytes(c.param_dtype);
   const double k = static_cast<double>(c.mix_width());
-  if (!count_direct_phi_loads()) return tokens * x_bytes > 3.0 * k * p_bytes;
+  if (!options.mhc_x_mix_counts_phi) return tokens * x_bytes > 3.0 * k * p_bytes;
   return tokens * (x_bytes + k * p_bytes) > 4.0 * k * p_bytes;
 }
 
@@ -250,8 +217,9 @@ struct TokenAxes {
 
 TokenAxes constant_token_axes(const MhcConfig& c) { return {Expr(c.batch), Expr(c.seq), false}; }
 
+/// The backward's tensors: x_mix where `x_mix`, else dvecx where `store_dvecx`.
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c,
-                                 const TokenAxes& tokens, bool x_mix) {
+                                 const TokenAxes& tokens, bool x_mix, bool store_dvecx) {
   const int64_t n = c.streams, D = c.dim, K = c.mix_width();
   const DType p = c.param_dtype;
   // A tensor of one token row per (b, s): dynamic in a generic program.
@@ -302,7 +270,7 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c,
   };
   if (x_mix) {
     t.x_mix = pb.temporary("x_mix", p, {K, n, D});
-  } else if (stores_dvecx()) {
+  } else if (store_dvecx) {
     t.dvecx = per_token("dvecx", p, {n, D}, tmp);
   }
   if (c.with_grad_x_post) t.grad_x_post = per_token("grad_x_post", c.dtype, {n, D}, in);
@@ -488,14 +456,15 @@ ir::Program build_mhc_pre(const Specialization& spec) {
 
 namespace {
 
-/// The backward program over `tokens` (constants, or sizes of a generic program).
+/// The backward program over `tokens` (constants, or sizes of a generic program), through
+/// x_mix where `x_mix`, else with dvecx stored where `store_dvecx`.
 ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
                            const std::function<TokenAxes(ir::ProgramBuilder&)>& token_axes,
-                           bool x_mix) {
+                           bool x_mix, bool store_dvecx) {
   ir::ProgramBuilder pb(kBackwardName);
   record_attributes(pb, spec);
   const TokenAxes tokens = token_axes(pb);
-  BackwardTensors t = declare_backward(pb, c, tokens, x_mix);
+  BackwardTensors t = declare_backward(pb, c, tokens, x_mix, store_dvecx);
   add_gate_grad_kernel(pb, c, t);
   add_mix_grad_kernel(pb, c, t);
   add_rms_grad_kernel(pb, c, t);
@@ -514,10 +483,11 @@ ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
 
 }  // namespace
 
-ir::Program build_mhc_pre_backward(const Specialization& spec) {
+ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options) {
   MhcConfig c = mhc_config(spec);
   return build_backward(
-      spec, c, [&](ir::ProgramBuilder&) { return constant_token_axes(c); }, uses_x_mix(c));
+      spec, c, [&](ir::ProgramBuilder&) { return constant_token_axes(c); },
+      uses_x_mix(c, options), options.mhc_store_dvecx);
 }
 
 std::vector<DynamicAxis> mhc_token_dynamic_axes() {
@@ -549,7 +519,7 @@ ir::Program build_mhc_pre_backward_generic(const Specialization& spec,
         if (seq) tokens.seq = pb.size("S", "seq", 1, kMaxGenericTokens);
         return tokens;
       },
-      /*x_mix=*/true);
+      /*x_mix=*/true, /*store_dvecx=*/false);  // no BuildOptions apply to the x_mix form
 }
 
 std::vector<OpDefinition> mhc_ops() {
@@ -571,7 +541,7 @@ std::vector<OpDefinition> mhc_ops() {
           kForwardName,
           "mHC pre mapping forward: h_in, h_post, h_res and the saved h_pre, inv_rms, h_mix",
           forward_attributes,
-          build_mhc_pre,
+          built_from_attributes(build_mhc_pre),
           {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
            "mhc_pre batch=1 seq=5 n=6 dim=7 dtype=f32",
            "mhc_pre batch=4 seq=2048 n=4 dim=4096 dtype=bf16"}},

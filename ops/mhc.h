@@ -59,8 +59,9 @@ MhcConfig mhc_config(const Specialization& spec);
 ir::Program build_mhc_pre(const Specialization& spec);
 
 /// The backward program: inputs x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
-/// h_mix, h_pre, h_post, gamma (+ grad_x_post); outputs dx, dphi, dalpha, dbias, dgamma.
-ir::Program build_mhc_pre_backward(const Specialization& spec);
+/// h_mix, h_pre, h_post, gamma (+ grad_x_post); outputs dx, dphi, dalpha, dbias, dgamma. With
+/// few tokens `options` chooses between x_mix, dvecx and the direct token sums.
+ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options = {});
 
 /// The dynamic axes of mhc_pre_backward (ops/dynamic_ops.h): batch and seq, the token axes.
 /// Not outer batches: the token sums (dphi, dgamma, dbias, dalpha) reduce over them.

@@ -205,8 +205,8 @@ std::string Specialization::to_string() const {
   return out;
 }
 
-ir::Program Specialization::build_program() const {
-  ir::Program program = op_->build(*this);
+ir::Program Specialization::build_program(const BuildOptions& options) const {
+  ir::Program program = op_->build(*this, options);
   check_program_addressable(op_name(), program);  // every op: no shape past 64-bit indexing
   return program;
 }

@@ -18,6 +18,7 @@
 
 #include "ir/dtype.h"
 #include "ir/program.h"
+#include "ops/build_options.h"
 
 namespace adjoint::ops {
 
@@ -45,13 +46,21 @@ struct AttrSpec {
 
 class Specialization;
 
+/// Builds the IR program for a validated specialization under `options` (ops/build_options.h).
+/// Throws adjoint::Error (kind kInvalidArgument) naming the attribute when the values are
+/// inconsistent.
+using BuildFunction = std::function<ir::Program(const Specialization&, const BuildOptions&)>;
+
+/// The BuildFunction of an op whose IR depends on its attributes alone.
+inline BuildFunction built_from_attributes(ir::Program (*build)(const Specialization&)) {
+  return [build](const Specialization& spec, const BuildOptions&) { return build(spec); };
+}
+
 struct OpDefinition {
   std::string name;
   std::string summary;
   std::vector<AttrSpec> attributes;
-  /// Builds the IR program for a validated specialization. Throws adjoint::Error (kind
-  /// kInvalidArgument) naming the attribute when the values are inconsistent.
-  std::function<ir::Program(const Specialization&)> build;
+  BuildFunction build;
   /// Example specialization texts (used by the CLI, docs and the compile tests).
   std::vector<std::string> examples;
 };
@@ -74,8 +83,9 @@ class Specialization {
 
   /// "op a=1 b=2,3 ..." with attributes in schema order: the canonical text and cache key.
   std::string to_string() const;
-  /// Builds the op's IR program.
-  ir::Program build_program() const;
+  /// Builds the op's IR program; `options` as the runtime's knobs give them
+  /// (runtime::build_options()) wherever the program is to match what the runtime runs.
+  ir::Program build_program(const BuildOptions& options = {}) const;
 
  private:
   const OpDefinition* op_;

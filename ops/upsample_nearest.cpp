@@ -421,7 +421,8 @@ std::vector<OpDefinition> upsample_nearest_ops() {
   std::vector<OpDefinition> ops;
   for (const FamilyMember& m : kMembers) {
     ops.push_back(OpDefinition{m.name, summary(m), attribute_schema(m.spatial_rank),
-                               build_upsample_nearest_backward, examples(m)});
+                               built_from_attributes(build_upsample_nearest_backward),
+                               examples(m)});
   }
   return ops;
 }

@@ -496,7 +496,7 @@ std::shared_ptr<const LoadedProgram> Engine::prepare(const ops::Specialization& 
         logger().info("'{}': no generic program ({}); specializing", text, e.what());
       }
     }
-    ir::Program ir_program = spec.build_program();
+    ir::Program ir_program = spec.build_program(build_options());
     auto program = build(ir_program, text, spec.op_name(), determinism, context, current_arch(),
                          milliseconds_since(step));
     ++counters_->specialized_programs;
@@ -541,6 +541,12 @@ compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch
   compiler::LowerOptions options;
   options.determinism = determinism;
   options.arch = arch;
+  apply_tuning_knobs(tuning_knobs(), options);
+  return options;
+}
+
+ops::BuildOptions build_options() {
+  ops::BuildOptions options;
   apply_tuning_knobs(tuning_knobs(), options);
   return options;
 }

@@ -195,6 +195,11 @@ class Engine {
 /// package keys) the runtime will look up. Throws adjoint::Error for an invalid knob value.
 compiler::LowerOptions lower_options(compiler::Determinism determinism, int arch);
 
+/// ops::BuildOptions with this process's op-building knobs (ADJOINT_TUNE_MHC_*) applied: what
+/// the engine builds a specialization's program with, and so what the CLI's ir, cuda, compile,
+/// aot and demo build with too. Throws adjoint::Error for an invalid knob value.
+ops::BuildOptions build_options();
+
 /// The current context, made current from device 0's primary context if there is none.
 CUcontext current_context();
 

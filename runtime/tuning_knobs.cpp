@@ -1,4 +1,4 @@
-// tuning_knobs: parsing the ADJOINT_TUNE_* variables and handing them to the compiler.
+// tuning_knobs: parsing the ADJOINT_TUNE_* variables and handing them to the compiler and the ops.
 #include "runtime/tuning_knobs.h"
 
 #include <cerrno>
@@ -235,6 +235,15 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
   }
+  // Op-building knobs: they choose the IR of mhc_pre_backward (ops/mhc.cpp), not the lowering.
+  knobs.mhc_x_mix =
+      integer_knob("ADJOINT_TUNE_MHC_X_MIX", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (x_mix where the direct dgamma would load more: its phi loads counted) or 0 "
+                   "(its loads of x only, the rule before)") == 1;
+  knobs.mhc_dvecx =
+      integer_knob("ADJOINT_TUNE_MHC_DVECX", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (with the direct token sums, dvecx = dh_mix . phi stored once for dx and "
+                   "dgamma) or 0 (recomputed in both: phi read twice, before)") == 1;
   return knobs;
 }
 
@@ -290,6 +299,11 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_records_per_cell_min = knobs.binned_records_per_cell_min;
   if (knobs.split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << knobs.split_threads_log2;
+}
+
+void apply_tuning_knobs(const TuningKnobs& knobs, ops::BuildOptions& options) {
+  options.mhc_x_mix_counts_phi = knobs.mhc_x_mix;
+  options.mhc_store_dvecx = knobs.mhc_dvecx;
 }
 
 }  // namespace adjoint::runtime

@@ -1,14 +1,16 @@
 // tuning_knobs: the ADJOINT_TUNE_* environment variables (docs/runtime.md, "Tuning and
-// debugging knobs"). Each overrides one code-generation or launch choice; read once per process,
-// they change the emitted source (so the disk cache and packages, keyed by source, keep the
-// variants apart) or how the runtime launches. An invalid value is an adjoint::Error naming the
-// variable, what it accepts and what it got, on every use.
+// debugging knobs"). Each overrides one code-generation, op-building or launch choice; read once
+// per process, they change the emitted source (so the disk cache and packages, keyed by source,
+// keep the variants apart) or how the runtime launches. An invalid value is an adjoint::Error
+// naming the variable, what it accepts and what it got, on every use. This is the one place
+// that reads them: the compiler gets its knobs as LowerOptions, the ops as ops::BuildOptions.
 #pragma once
 
 #include <functional>
 #include <string>
 
 #include "compiler/lower.h"
+#include "ops/build_options.h"
 
 namespace adjoint::runtime {
 
@@ -63,6 +65,8 @@ struct TuningKnobs {
   int gathered_lanes_min = 32;
   int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;
+  bool mhc_x_mix = true;  ///< ops::BuildOptions::mhc_x_mix_counts_phi
+  bool mhc_dvecx = true;  ///< ops::BuildOptions::mhc_store_dvecx
 };
 
 /// The value of an environment variable, or null when unset (std::getenv; tests pass a map).
@@ -78,5 +82,8 @@ const TuningKnobs& tuning_knobs();
 
 /// Copies the code-generation knobs into `options` (the launch knobs stay in TuningKnobs).
 void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& options);
+
+/// Copies the op-building knobs (ADJOINT_TUNE_MHC_*) into `options`.
+void apply_tuning_knobs(const TuningKnobs& knobs, ops::BuildOptions& options);
 
 }  // namespace adjoint::runtime

@@ -156,7 +156,7 @@ void run_compile(const CompileCommandOptions& options) {
   const double load_ms = milliseconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  ir::Program ir_program = request.specialization.build_program();
+  ir::Program ir_program = request.specialization.build_program(runtime::build_options());
   const double build_ms = milliseconds_since(start);
   start = std::chrono::steady_clock::now();
   compiler::CompiledProgram program =

@@ -113,7 +113,7 @@ void add_demo_command(CLI::App& app) {
         continue;
       }
       ops::Specialization spec = ops::parse_specialization(op->examples.front());
-      ir::Program program = spec.build_program();
+      ir::Program program = spec.build_program(runtime::build_options());
       ir::verify(program);
       std::cout << "== " << spec.to_string() << "\n" << ir::to_string(program);
       auto reference = reference::find(name);

@@ -10,6 +10,7 @@
 #include "ir/error.h"
 #include "ops/dynamic_ops.h"
 #include "runtime/dynamic_policy.h"
+#include "runtime/engine.h"
 
 namespace adjoint::tools {
 namespace {
@@ -41,7 +42,7 @@ std::string SpecRequest::to_string() const {
 }
 
 ir::Program SpecRequest::program() const {
-  if (generic_axes.empty()) return specialization.build_program();
+  if (generic_axes.empty()) return specialization.build_program(runtime::build_options());
   runtime::ProgramChoice choice = runtime::generic_choice(specialization, generic_axes);
   if (!choice.generic) {
     throw Error("generic: a size of '" + specialization.to_string() +

@@ -5,7 +5,6 @@
 // covers the policy.)
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <regex>
 #include <string>
 
@@ -17,23 +16,19 @@ namespace adjoint::compiler {
 namespace {
 
 /// The program below with the direct token sums and dvecx recomputed in dgamma, the mhc IR
-/// this test was written for (ops/mhc.cpp reads both knobs once per process, at the first
-/// build: set before any test runs).
-const bool kDirectTokenSums = [] {
-  setenv("ADJOINT_TUNE_MHC_X_MIX", "0", 1);
-  setenv("ADJOINT_TUNE_MHC_DVECX", "0", 1);
-  return true;
-}();
+/// this test was written for (ADJOINT_TUNE_MHC_X_MIX=0 ADJOINT_TUNE_MHC_DVECX=0).
+constexpr ops::BuildOptions kDirectTokenSums{.mhc_x_mix_counts_phi = false,
+                                             .mhc_store_dvecx = false};
 
 /// mhc_pre_backward at a small shape: its dgamma kernel sums over b (2) and s (3) with
 /// constant loops unrolled completely, and over k (24) with a longer constant loop.
 std::string all_sources(int partial_unroll) {
-  EXPECT_TRUE(kDirectTokenSums);
   LowerOptions options;
   options.partial_unroll = partial_unroll;
   options.unroll_budget = 0;  // partial_unroll applies with the unroll policy off
   CompiledProgram program = lower(
-      ops::parse_specialization("mhc_pre_backward batch=2 seq=3 n=4 dim=12").build_program(),
+      ops::parse_specialization("mhc_pre_backward batch=2 seq=3 n=4 dim=12")
+          .build_program(kDirectTokenSums),
       options);
   std::string text;
   for (const CompiledKernel& kernel : program.kernels) text += kernel.source;

@@ -1,7 +1,8 @@
 // runtime_tuning_knobs_test: the ADJOINT_TUNE_* variables (runtime/tuning_knobs.h). Unset, they
-// must leave the compiler at its own defaults (the lowered kernels of every op family are the
-// ones LowerOptions{} gives, character for character); set, they parse as documented; invalid,
-// they fail with an error that names the variable, what it accepts and what it got.
+// must leave the compiler and the ops at their own defaults (the lowered kernels of every op
+// family are the ones LowerOptions{} gives, character for character, and the programs the ones
+// ops::BuildOptions{} builds); set, they parse as documented; invalid, they fail with an error
+// that names the variable, what it accepts and what it got.
 #include "runtime/tuning_knobs.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include "compiler/compiled_program.h"
 #include "ir/error.h"
+#include "ir/printer.h"
 #include "ops/registry.h"
 
 namespace adjoint::runtime {
@@ -49,6 +51,50 @@ TEST(TuningKnobs, UnsetKnobsLeaveTheCompilersDefaults) {
   EXPECT_EQ(knobs.programmatic_launch, 2);
 }
 
+/// mhc_pre_backward at `tokens` = B S (B = 1): x_mix from 4 on, dvecx below (docs/mhc.md).
+std::string mhc_backward(int tokens) {
+  return "mhc_pre_backward dtype=bf16 batch=1 seq=" + std::to_string(tokens) + " n=4 dim=64";
+}
+
+bool has_temporary(const ir::Program& program, const std::string& name) {
+  for (const ir::Tensor& t : program.temporaries) {
+    if (t->name == name) return true;
+  }
+  return false;
+}
+
+TEST(TuningKnobs, UnsetKnobsLeaveTheOpsDefaultPrograms) {
+  ops::BuildOptions from_knobs;
+  apply_tuning_knobs(read_tuning_knobs(environment({})), from_knobs);
+  EXPECT_EQ(from_knobs, ops::BuildOptions{});
+  for (int tokens : {1, 3, 4, 512}) {
+    const ops::Specialization spec = ops::parse_specialization(mhc_backward(tokens));
+    EXPECT_EQ(ir::to_string(spec.build_program(from_knobs)), ir::to_string(spec.build_program()))
+        << tokens;
+  }
+}
+
+TEST(TuningKnobs, TheMhcKnobsChooseTheBackwardsProgram) {
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"ADJOINT_TUNE_MHC_X_MIX", "0"},
+                                                        {"ADJOINT_TUNE_MHC_X_MIX", "1"},
+                                                        {"ADJOINT_TUNE_MHC_DVECX", "0"},
+                                                        {"ADJOINT_TUNE_MHC_DVECX", "1"}}) {
+    ops::BuildOptions options;
+    apply_tuning_knobs(read_tuning_knobs(environment({{name, value}})), options);
+    const bool on = value == "1";
+    const bool x_mix_knob = name == "ADJOINT_TUNE_MHC_X_MIX";
+    EXPECT_EQ(options.mhc_x_mix_counts_phi, x_mix_knob ? on : true) << name << "=" << value;
+    EXPECT_EQ(options.mhc_store_dvecx, x_mix_knob ? true : on) << name << "=" << value;
+    // B S = 4 goes through x_mix only when the direct dgamma's phi loads count; B S = 1 stores
+    // dvecx unless told not to.
+    const ir::Program four = ops::parse_specialization(mhc_backward(4)).build_program(options);
+    const ir::Program one = ops::parse_specialization(mhc_backward(1)).build_program(options);
+    EXPECT_EQ(has_temporary(four, "x_mix"), options.mhc_x_mix_counts_phi) << name << "=" << value;
+    EXPECT_EQ(has_temporary(one, "dvecx"), options.mhc_store_dvecx) << name << "=" << value;
+  }
+}
+
 TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   const TuningKnobs knobs = read_tuning_knobs(environment({
       {"ADJOINT_TUNE_STREAMING", "2"},
@@ -83,6 +129,8 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_SPLIT_TAIL", "1x"},
       {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "-1"},
       {"ADJOINT_TUNE_DIRECT_STORE", "-1"},
+      {"ADJOINT_TUNE_MHC_X_MIX", "2"},
+      {"ADJOINT_TUNE_MHC_DVECX", "yes"},
   };
   for (const auto& [name, value] : invalid) {
     try {
