@@ -10,6 +10,7 @@
 # Usage: bench/cold_malloc_ab.sh BUILD_DIR OUT_DIR
 set -u
 build=$1 out=$2
+source "$(cd "$(dirname "$0")" && pwd)/cold_ab_lib.sh"
 mkdir -p "$out"
 {
   nproc; uname -r; cat /sys/kernel/mm/transparent_hugepage/enabled
@@ -21,12 +22,7 @@ keep=$keep:glibc.malloc.top_pad=67108864
 export ADJOINT_BENCH_COLD_SETTINGS="base=GLIBC_TUNABLES=;knob=ADJOINT_TUNE_COMPILE_HUGE_PAGES=1;\
 thp=GLIBC_TUNABLES=$thp;keep=GLIBC_TUNABLES=$keep;thp_keep=GLIBC_TUNABLES=$keep:$thp;\
 base2=GLIBC_TUNABLES="
-for case in upsample:30 bicubic:45 mhc:65; do
-  op=${case%%:*}
-  timeout "${case##*:}" "$build/bin/adjoint_jit_bench" --cold-prepare-only "$op" \
-    >"$out/cold-$op.json" 2>"$out/cold-$op.err"
-  echo "$op rc=$?"
-done
+cold_prepare_per_op "$build" "$out" upsample:30 bicubic:45 mhc:65
 spec='grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=128,128 interpolation_mode=bicubic padding_mode=zeros align_corners=false'
 tmp=$(mktemp -d)
 for setting in plain tuned knob; do
@@ -39,9 +35,7 @@ done
 {
   for other in tuned knob; do
     echo "disk cache entries, plain against $other (grid_sampler bicubic, 18 kernels):"
-    for f in "$tmp"/a-plain/*; do
-      cmp -s "$f" "$tmp/a-$other/$(basename "$f")" && echo "same" || echo "DIFFERENT $(basename "$f")"
-    done | sort | uniq -c
+    same_entries "$tmp/a-plain" "$tmp/a-$other"
   done
 } >"$out/identical.txt" 2>&1
 rm -rf "$tmp"

@@ -11,17 +11,13 @@
 set -u
 build=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cold_ab_lib.sh"
 mkdir -p "$out"
 { nproc; lscpu | grep -E "Model name|Thread|Core|Socket"; } >"$out/host.txt" 2>&1
 export ADJOINT_BENCH_COLD_SETTINGS="threads=ADJOINT_COMPILE_PROCESSES=0;\
 processes=ADJOINT_COMPILE_PROCESSES=1;threads2=ADJOINT_COMPILE_PROCESSES=0;\
 processes2=ADJOINT_COMPILE_PROCESSES=1"
-for case in upsample:20 bicubic:35 mhc:45; do
-  op=${case%%:*}
-  timeout "${case##*:}" "$build/bin/adjoint_jit_bench" --cold-prepare-only "$op" \
-    >"$out/cold-$op.json" 2>"$out/cold-$op.err"
-  echo "$op rc=$?"
-done
+cold_prepare_per_op "$build" "$out" upsample:20 bicubic:35 mhc:45
 tmp=$(mktemp -d)
 # A process's second cold compile (ADJOINT_BENCH_WARM_SPEC: the same op at another shape
 # first, so NVRTC is set up and, with the knob, the workers run warm), no GPU needed.
@@ -51,9 +47,7 @@ specs=("grid_sampler_2d_backward dtype=f32 input_size=8,64,128,128 output_size=1
         timeout 8 "$build/bin/adjoint_jit_bench" --cold-compile-child "${specs[$i]}"
     done
     echo "disk cache entries, threads against processes: ${specs[$i]%% *}"
-    for f in "$tmp/a$i-0"/*; do
-      cmp -s "$f" "$tmp/a$i-1/$(basename "$f")" && echo "same" || echo "DIFFERENT $(basename "$f")"
-    done | sort | uniq -c
+    same_entries "$tmp/a$i-0" "$tmp/a$i-1"
   done
 } >"$out/identical.txt" 2>&1
 rm -rf "$tmp"

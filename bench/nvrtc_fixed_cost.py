@@ -26,7 +26,6 @@ Output: one JSON object on stdout.
 """
 import argparse
 import concurrent.futures
-import ctypes
 import hashlib
 import json
 import os
@@ -38,54 +37,22 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvrtc_strategies import SPECS, text_sections  # noqa: E402
+import nvrtc_ctypes  # noqa: E402
+from nvrtc_ctypes import OPTIONS, ROOT, TRIVIAL, text_sections  # noqa: E402
+from nvrtc_strategies import emitted_programs  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# adjoint's options (runtime/nvrtc.cpp, kFixedOptions and -minimal) with NVRTC's own cache off.
-OPTIONS = ["-std=c++17", "--fmad=false", "-default-device", "-lineinfo", "-minimal", "-no-cache"]
 CUBIN, PTX = ["-arch=sm_90"], ["-arch=compute_90"]
 EMPTY = b"\n"
-TRIVIAL = b'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n'
 TEMPLATES = ["adjoint_types.cuh", "adjoint_math.cuh", "adjoint_memory.cuh", "adjoint_atomics.cuh"]
 ALL_HEADERS = b"".join(b'#include "%s"\n' % n.encode() for n in TEMPLATES)
 
 
-class Nvrtc:
-    def __init__(self):
-        self.lib = ctypes.CDLL("libnvrtc.so.13")
-        tdir = os.path.join(ROOT, "templates")
-        names = sorted(f for f in os.listdir(tdir) if f.endswith(".cuh"))
-        self.count = len(names)
-        self.names = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-        self.texts = (ctypes.c_char_p * len(names))(
-            *[open(os.path.join(tdir, n), "rb").read() for n in names])
-
-    def compile(self, source, arch=CUBIN, extra=()):
-        """{wall_ms, cpu_ms, output, log, pch_status}; ctypes drops the GIL during the call."""
-        options = [o.encode() for o in arch + OPTIONS + list(extra)]
-        array = (ctypes.c_char_p * len(options))(*options)
-        program = ctypes.c_void_p()
-        self.lib.nvrtcCreateProgram(ctypes.byref(program), source, b"unit.cu", self.count,
-                                    self.texts, self.names)
-        start, cpu = time.perf_counter(), time.thread_time()
-        status = self.lib.nvrtcCompileProgram(program, len(options), array)
-        cpu_ms, wall_ms = (time.thread_time() - cpu) * 1e3, (time.perf_counter() - start) * 1e3
-        size = ctypes.c_size_t()
-        self.lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
-        log = ctypes.create_string_buffer(size.value)
-        self.lib.nvrtcGetProgramLog(program, log)
-        pch_status = self.lib.nvrtcGetPCHCreateStatus(program)
-        output = b""
-        if status == 0 and arch == CUBIN and "-dlto" not in extra:
-            self.lib.nvrtcGetCUBINSize(program, ctypes.byref(size))
-            buffer = ctypes.create_string_buffer(size.value)
-            self.lib.nvrtcGetCUBIN(program, buffer)
-            output = buffer.raw
-        self.lib.nvrtcDestroyProgram(ctypes.byref(program))
-        if status != 0:
-            raise RuntimeError("NVRTC status %d: %s" % (status, log.value.decode(errors="replace")))
-        return {"wall_ms": wall_ms, "cpu_ms": cpu_ms, "output": output,
-                "log": log.value.decode(errors="replace"), "pch_status": pch_status}
+class Nvrtc(nvrtc_ctypes.Nvrtc):
+    def compile_for(self, source, arch=CUBIN, extra=()):
+        """{wall_ms, cpu_ms, cubin, log, pch_status} with adjoint's options for `arch` (a cubin
+        for CUBIN without -dlto, else b"")."""
+        return self.compile(source, arch + OPTIONS + list(extra),
+                            cubin=arch == CUBIN and "-dlto" not in extra)
 
 
 def medians(nvrtc, variants, reps):
@@ -93,7 +60,7 @@ def medians(nvrtc, variants, reps):
     runs = {label: [] for label in variants}
     for _ in range(reps):
         for label, (source, arch, extra) in variants.items():
-            runs[label].append(nvrtc.compile(source, arch, extra))
+            runs[label].append(nvrtc.compile_for(source, arch, extra))
     return {label: {"cpu_ms": round(statistics.median(r["cpu_ms"] for r in rs), 2),
                     "wall_ms": round(statistics.median(r["wall_ms"] for r in rs), 2)}
             for label, rs in runs.items()}
@@ -107,13 +74,13 @@ def digest(cubin):
 def worker():
     """A compile process: reads JSON requests, one a line, answers each with one JSON line."""
     nvrtc = Nvrtc()
-    nvrtc.compile(TRIVIAL)
+    nvrtc.compile_for(TRIVIAL)
     print("ready", flush=True)
     for line in sys.stdin:
         request = json.loads(line)
-        r = nvrtc.compile(request["source"].encode(), CUBIN, request["extra"])
+        r = nvrtc.compile_for(request["source"].encode(), CUBIN, request["extra"])
         print(json.dumps({"wall_ms": r["wall_ms"], "cpu_ms": r["cpu_ms"],
-                          "digest": digest(r["output"])}), flush=True)
+                          "digest": digest(r["cubin"])}), flush=True)
 
 
 def concurrent_rounds(nvrtc, sources, threads, reps, pch_option):
@@ -126,7 +93,7 @@ def concurrent_rounds(nvrtc, sources, threads, reps, pch_option):
         for _ in range(reps):
             start = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(n) as pool:
-                results = list(pool.map(lambda s: nvrtc.compile(prefix + s, CUBIN, extra),
+                results = list(pool.map(lambda s: nvrtc.compile_for(prefix + s, CUBIN, extra),
                                         sources))
             rounds.append(((time.perf_counter() - start) * 1e3,
                            sum(r["wall_ms"] for r in results)))
@@ -182,12 +149,12 @@ def main():
         return worker()
     os.environ["CUDA_CACHE_DISABLE"] = "1"
     nvrtc = Nvrtc()
-    nvrtc.compile(TRIVIAL)  # a process's first compile carries NVRTC's one-time set-up
+    nvrtc.compile_for(TRIVIAL)  # a process's first compile carries NVRTC's one-time set-up
     work = tempfile.mkdtemp(prefix="nvrtc_fixed_cost_")
     pch = os.path.join(work, "adjoint_templates.pch")
-    created = nvrtc.compile(ALL_HEADERS + TRIVIAL, CUBIN, ["-create-pch=" + pch])
+    created = nvrtc.compile_for(ALL_HEADERS + TRIVIAL, CUBIN, ["-create-pch=" + pch])
     use_pch = "-use-pch=" + pch
-    check = nvrtc.compile(ALL_HEADERS + TRIVIAL, CUBIN, [use_pch])
+    check = nvrtc.compile_for(ALL_HEADERS + TRIVIAL, CUBIN, [use_pch])
     result = {"cores": os.cpu_count(), "reps": args.reps, "threads": args.threads,
               "pch_bytes": os.path.getsize(pch), "pch_create_status": created["pch_status"],
               "pch_used": "using precompiled header" in check["log"]}
@@ -203,13 +170,7 @@ def main():
         "all_four_pch": (ALL_HEADERS + TRIVIAL, CUBIN, [use_pch])}, args.reps)
     print(json.dumps(result), file=sys.stderr, flush=True)
     result["programs"] = []
-    for label, spec in SPECS.items():
-        if args.only and not any(w in label for w in args.only.split(",")):
-            continue
-        directory = os.path.join(work, label.split()[0])
-        subprocess.run([args.adjoint, "compile", *spec.split(), "-o", directory], check=True,
-                       capture_output=True, env=dict(os.environ, CUDA_CACHE_DISABLE="1"))
-        names = sorted(f for f in os.listdir(directory) if f.endswith(".cu"))
+    for label, directory, names in emitted_programs(args.adjoint, args.only, work):
         sources = [open(os.path.join(directory, f), "rb").read() for f in names]
         entry = {"op": label, "kernels": len(sources)}
         if not args.skip_kernels:
@@ -218,8 +179,8 @@ def main():
                 variants = {"as_emitted": (source, CUBIN, []),
                             "pch": (ALL_HEADERS + source, CUBIN, [use_pch])}
                 row = medians(nvrtc, variants, max(3, args.reps // 2))
-                a = nvrtc.compile(source)["output"]
-                b = nvrtc.compile(ALL_HEADERS + source, CUBIN, [use_pch])["output"]
+                a = nvrtc.compile_for(source)["cubin"]
+                b = nvrtc.compile_for(ALL_HEADERS + source, CUBIN, [use_pch])["cubin"]
                 row["same_text"] = text_sections(a) == text_sections(b)
                 rows[name[:-3]] = row
             entry["per_kernel"] = rows

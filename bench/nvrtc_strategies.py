@@ -23,18 +23,18 @@ the library the loader finds (libnvrtc.so.13). Output: one JSON object.
 """
 import argparse
 import concurrent.futures
-import ctypes
 import json
 import os
 import re
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvrtc_ctypes import OPTIONS, ROOT, TRIVIAL, Nvrtc, text_sections  # noqa: E402
+
 SPECS = {
     "upsample_nearest2d_backward":
         "upsample_nearest2d_backward dtype=f32 input_size=1,3,101,67 output_size=203,134",
@@ -43,60 +43,29 @@ SPECS = {
         "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
     "mhc_pre_backward": "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16",
 }
-# adjoint's options (runtime/nvrtc.cpp) with NVRTC's own cache off.
-BASE = ["-arch=sm_90", "-std=c++17", "--fmad=false", "-default-device", "-lineinfo", "-minimal",
-        "-no-cache"]
-TRIVIAL = b'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n'
 
 
-class Nvrtc:
-    def __init__(self):
-        start = time.perf_counter()
-        self.lib = ctypes.CDLL("libnvrtc.so.13")
-        self.load_ms = (time.perf_counter() - start) * 1e3
-        tdir = os.path.join(ROOT, "templates")
-        names = sorted(f for f in os.listdir(tdir) if f.endswith(".cuh"))
-        self.count = len(names)
-        self.names = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-        self.texts = (ctypes.c_char_p * len(names))(
-            *[open(os.path.join(tdir, n), "rb").read() for n in names])
-
-    def compile(self, source, extra=()):
-        """(milliseconds, cubin bytes) of one compile; ctypes drops the GIL during the call."""
-        options = [o.encode() for o in BASE + list(extra)]
-        array = (ctypes.c_char_p * len(options))(*options)
-        program = ctypes.c_void_p()
-        self.lib.nvrtcCreateProgram(ctypes.byref(program), source, b"unit.cu", self.count,
-                                    self.texts, self.names)
-        start = time.perf_counter()
-        status = self.lib.nvrtcCompileProgram(program, len(options), array)
-        ms = (time.perf_counter() - start) * 1e3
-        size = ctypes.c_size_t()
-        cubin = b""
-        if status == 0:
-            self.lib.nvrtcGetCUBINSize(program, ctypes.byref(size))
-            buffer = ctypes.create_string_buffer(size.value)
-            self.lib.nvrtcGetCUBIN(program, buffer)
-            cubin = buffer.raw
-        self.lib.nvrtcDestroyProgram(ctypes.byref(program))
-        if status != 0:
-            raise RuntimeError("NVRTC status %d" % status)
-        return ms, cubin
+def emitted_programs(adjoint, only, work):
+    """(label, directory, sorted .cu file names) of each program of SPECS whose label holds a
+    word of `only` (comma-separated; every program when empty), its kernels written into a
+    directory under `work` by `adjoint compile`."""
+    for label, spec in SPECS.items():
+        if only and not any(w in label for w in only.split(",")):
+            continue
+        directory = os.path.join(work, label.split()[0])
+        subprocess.run([adjoint, "compile", *spec.split(), "-o", directory], check=True,
+                       capture_output=True, env=dict(os.environ, CUDA_CACHE_DISABLE="1"))
+        yield label, directory, sorted(f for f in os.listdir(directory) if f.endswith(".cu"))
 
 
-def text_sections(cubin):
-    """{'.text.<kernel>': bytes} of a cubin (ELF64)."""
-    b = cubin
-    shoff = struct.unpack_from("<Q", b, 0x28)[0]
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
-    headers = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize) for i in range(shnum)]
-    names_at = headers[shstrndx][4]
-    out = {}
-    for h in headers:
-        name = b[names_at + h[0]:b.index(b"\0", names_at + h[0])].decode()
-        if name.startswith(".text."):
-            out[name] = b[h[4]:h[4] + h[5]]
-    return out
+# adjoint's options (runtime/nvrtc.cpp) for sm_90 with NVRTC's own cache off.
+BASE = ["-arch=sm_90"] + OPTIONS
+
+
+def compile_ms(nvrtc, source, extra=()):
+    """(milliseconds, cubin bytes) of one compile with BASE and `extra`."""
+    r = nvrtc.compile(source, BASE + list(extra))
+    return r["wall_ms"], r["cubin"]
 
 
 def combined(sources):
@@ -128,7 +97,7 @@ def run_units(nvrtc, units, threads, extra):
     """Wall ms, each unit's ms and {.text name: bytes} of compiling `units` on `threads` threads."""
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=threads) as pool:
-        results = list(pool.map(lambda u: nvrtc.compile(u, extra), units))
+        results = list(pool.map(lambda u: compile_ms(nvrtc, u, extra), units))
     wall = (time.perf_counter() - start) * 1e3
     texts = {}
     for _, cubin in results:
@@ -139,14 +108,14 @@ def run_units(nvrtc, units, threads, extra):
 def child(args):
     """One strategy in this fresh process; prints a JSON line."""
     nvrtc = Nvrtc()
-    first_ms, _ = nvrtc.compile(TRIVIAL)
-    second_ms, _ = nvrtc.compile(TRIVIAL)
+    first_ms, _ = compile_ms(nvrtc, TRIVIAL)
+    second_ms, _ = compile_ms(nvrtc, TRIVIAL)
     out = {"nvrtc_load_ms": nvrtc.load_ms, "first_trivial_ms": first_ms,
            "second_trivial_ms": second_ms}
     if args.child == "trivial":
         start = time.perf_counter()
         for _ in range(16):
-            nvrtc.compile(TRIVIAL)
+            compile_ms(nvrtc, TRIVIAL)
         out["serial16_ms"] = (time.perf_counter() - start) * 1e3
         out["threads16_ms"], each, _ = run_units(nvrtc, [TRIVIAL] * 16, 16, [])
         out["threads16_sum_ms"] = sum(each)
@@ -208,7 +177,7 @@ def kernel_processes(sources_path, count, reps):
 def child_one(args):
     nvrtc = Nvrtc()
     entry, text = json.load(open(args.sources))[args.child_one]
-    ms, _ = nvrtc.compile(combined([(entry, text)]))
+    ms, _ = compile_ms(nvrtc, combined([(entry, text)]))
     print(json.dumps({"ms": ms}))
 
 
@@ -234,14 +203,8 @@ def main():
     trivial = [spawn(args, "trivial") for _ in range(args.reps)]
     result["trivial"] = {k: statistics.median(t[k] for t in trivial) for k in trivial[0]}
     work = tempfile.mkdtemp(prefix="nvrtc_strategies_")
-    for label, spec in SPECS.items():
-        if args.only and not any(w in label for w in args.only.split(",")):
-            continue
-        directory = os.path.join(work, label.split()[0])
-        subprocess.run([args.adjoint, "compile", *spec.split(), "-o", directory], check=True,
-                       capture_output=True, env=dict(os.environ, CUDA_CACHE_DISABLE="1"))
-        sources = sorted((f[:-3], open(os.path.join(directory, f)).read())
-                         for f in os.listdir(directory) if f.endswith(".cu"))
+    for label, directory, names in emitted_programs(args.adjoint, args.only, work):
+        sources = [(f[:-3], open(os.path.join(directory, f)).read()) for f in names]
         sources_path = directory + ".json"
         json.dump(sources, open(sources_path, "w"))
         entry = {"op": label, "kernels": len(sources), "strategies": {}}

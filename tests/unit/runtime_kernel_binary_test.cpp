@@ -103,8 +103,69 @@ class RuntimeKernelBinary : public ::testing::Test {
     ASSERT_FALSE(nvrtc_loaded()) << "a test loaded NVRTC in the parent process";
   }
   void TearDown() override { fs::remove_all(root_); }
+
+  /// The message of the compile failure (an adjoint::Error of code kCompileFailed) that
+  /// acquiring `request`'s images throws in a forked child; `also` then runs in that child and
+  /// must hold too. A child that fails otherwise is a test failure (its message is then empty).
+  std::string compile_failure_in_child(const BinaryRequest& request, const DiskCache& cache,
+                                       const std::function<bool()>& also = [] { return true; }) {
+    const fs::path message_file = root_ / "message.txt";
+    const int code = run_in_child([&] {
+      try {
+        acquire_kernel_images(request, cache);
+      } catch (const Error& error) {
+        std::ofstream(message_file) << error.what();
+        if (error.code() != ErrorCode::kCompileFailed) return 2;
+        return also() ? 0 : 4;
+      }
+      return 3;
+    });
+    EXPECT_EQ(code, 0) << "2: another error, 3: no error, 4: the child's other check failed";
+    std::ifstream in(message_file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+
   fs::path root_;
 };
+
+/// What every compile failure of kBrokenKernel says: its own file and line, and where the
+/// unit that failed was written.
+void expect_names_the_broken_kernel(const std::string& message) {
+  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
+  EXPECT_NE(message.find("written to "), std::string::npos) << message;
+}
+
+/// In a child: 0 when `images` are `request`'s units `groups`, freshly compiled (each image
+/// its unit's kernels, an ELF naming their entries, under the unit's cache key); else the
+/// code of the first check that fails (3 to 6).
+int check_compiled_units(const std::vector<KernelImage>& images, const BinaryRequest& request,
+                         const std::vector<std::vector<size_t>>& groups) {
+  for (size_t u = 0; u < groups.size(); ++u) {
+    if (images[u].kernels != groups[u]) return 3;
+    if (images[u].source != BinarySource::kCompiled || !is_elf(images[u].bytes)) return 4;
+    for (size_t k : groups[u]) {
+      if (!contains(images[u].bytes, request.kernels[k].entry)) return 5;
+    }
+    if (images[u].disk_cache_key !=
+        unit_cache_key(unit_compile_request(request, groups[u]), locate_nvrtc())) {
+      return 6;
+    }
+  }
+  return 0;
+}
+
+/// In a fresh child: `request`'s images are its `units` units, every one a disk-cache hit,
+/// and NVRTC is not loaded. Returns the child's exit code (0 when so).
+int all_disk_hits_in_child(const BinaryRequest& request, const DiskCache& cache, size_t units) {
+  return run_in_child([&] {
+    std::vector<KernelImage> images = acquire_kernel_images(request, cache);
+    if (images.size() != units || nvrtc_loaded()) return 2;
+    for (const KernelImage& image : images) {
+      if (image.source != BinarySource::kDiskCache) return 3;
+    }
+    return 0;
+  });
+}
 
 TEST(RuntimeKernelBinaryUnit, OneKernelIsItsOwnSource) {
   EXPECT_EQ(combined_translation_unit({{"unit_test_a", kKernelA}}), kKernelA);
@@ -213,20 +274,8 @@ TEST_F(RuntimeKernelBinary, CompileErrorNamesTheKernelFileAndLineAndWritesTheUni
   const DiskCache cache(root_ / "cache");
   const BinaryRequest request =
       request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
-  const fs::path message_file = root_ / "message.txt";
-  const int code = run_in_child([&] {
-    try {
-      acquire_kernel_images(request, cache);
-    } catch (const Error& error) {
-      std::ofstream(message_file) << error.what();
-      return error.code() == ErrorCode::kCompileFailed ? 0 : 2;
-    }
-    return 3;
-  });
-  ASSERT_EQ(code, 0);
-  std::ifstream in(message_file);
-  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
+  const std::string message = compile_failure_in_child(request, cache);
+  expect_names_the_broken_kernel(message);
   EXPECT_NE(message.find("undeclared_identifier_xyz"), std::string::npos) << message;
   EXPECT_NE(message.find("unit_test_program (test)"), std::string::npos) << message;
   const size_t at = message.find("written to ");
@@ -251,29 +300,11 @@ TEST_F(RuntimeKernelBinary, ConcurrentUnitsOnePerKernelAreCachedEach) {
               if (images.size() != 2 || profile.units_compiled != 2 || profile.threads != 2) {
                 return 2;
               }
-              for (size_t k = 0; k < 2; ++k) {
-                if (images[k].kernels != std::vector<size_t>{k}) return 3;
-                if (images[k].source != BinarySource::kCompiled || !is_elf(images[k].bytes)) {
-                  return 4;
-                }
-                if (!contains(images[k].bytes, request.kernels[k].entry)) return 5;
-                if (images[k].disk_cache_key !=
-                    unit_cache_key(unit_compile_request(request, {k}), locate_nvrtc())) {
-                  return 6;
-                }
-              }
+              if (int failed = check_compiled_units(images, request, {{0}, {1}})) return failed;
               return profile.compile_wall_ms > 0 && profile.compile_sum_ms > 0 ? 0 : 7;
             }),
             0);
-  EXPECT_EQ(run_in_child([&] {
-              std::vector<KernelImage> images = acquire_kernel_images(request, cache);
-              if (images.size() != 2 || nvrtc_loaded()) return 2;
-              for (const KernelImage& image : images) {
-                if (image.source != BinarySource::kDiskCache) return 3;
-              }
-              return 0;
-            }),
-            0);
+  EXPECT_EQ(all_disk_hits_in_child(request, cache, 2), 0);
 }
 
 /// A failed kernel among concurrent units: the error still names its file and line and the
@@ -283,26 +314,11 @@ TEST_F(RuntimeKernelBinary, ConcurrentUnitFailureNamesTheKernel) {
   BinaryRequest request =
       request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
   request.compile_threads = 4;
-  const fs::path message_file = root_ / "message.txt";
-  ASSERT_EQ(run_in_child([&] {
-              try {
-                acquire_kernel_images(request, cache);
-              } catch (const Error& error) {
-                std::ofstream(message_file) << error.what();
-                if (error.code() != ErrorCode::kCompileFailed) return 2;
-                // the good kernel's unit finished and was stored
-                return cache.load(unit_cache_key(unit_compile_request(request, {0}),
-                                                 locate_nvrtc()))
-                           ? 0
-                           : 4;
-              }
-              return 3;
-            }),
-            0);
-  std::ifstream in(message_file);
-  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
-  EXPECT_NE(message.find("written to "), std::string::npos) << message;
+  expect_names_the_broken_kernel(compile_failure_in_child(request, cache, [&] {
+    // the good kernel's unit finished and was stored
+    return cache.load(unit_cache_key(unit_compile_request(request, {0}), locate_nvrtc()))
+        .has_value();
+  }));
 }
 
 /// ADJOINT_COMPILE_PROCESSES: units compiled in adjoint_compile_worker processes are the same
@@ -337,21 +353,8 @@ TEST_F(RuntimeKernelBinary, WorkerProcessesGiveTheSameBinariesAndErrors) {
       request_of({{"unit_test_a", kKernelA}, {"unit_test_broken", kBrokenKernel}});
   broken.compile_threads = 2;
   broken.compile_processes = true;
-  const fs::path message_file = root_ / "message.txt";
-  ASSERT_EQ(run_in_child([&] {
-              try {
-                acquire_kernel_images(broken, DiskCache(root_ / "broken"));
-              } catch (const Error& error) {
-                std::ofstream(message_file) << error.what();
-                return error.code() == ErrorCode::kCompileFailed && !nvrtc_loaded() ? 0 : 2;
-              }
-              return 3;
-            }),
-            0);
-  std::ifstream in(message_file);
-  const std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(message.find("unit_test_broken.cu(6)"), std::string::npos) << message;
-  EXPECT_NE(message.find("written to "), std::string::npos) << message;
+  expect_names_the_broken_kernel(compile_failure_in_child(
+      broken, DiskCache(root_ / "broken"), [] { return !nvrtc_loaded(); }));
 }
 
 /// Workers stay for the life of the process and serve its later compiles; a fork of the
@@ -448,31 +451,10 @@ TEST_F(RuntimeKernelBinary, GroupedUnitsAreCachedEachAndFoundAgain) {
               if (images.size() != 2 || profile.units_compiled != 2 || profile.threads != 2) {
                 return 2;
               }
-              for (size_t u = 0; u < 2; ++u) {
-                if (images[u].kernels != groups[u]) return 3;
-                if (images[u].source != BinarySource::kCompiled || !is_elf(images[u].bytes)) {
-                  return 4;
-                }
-                for (size_t k : groups[u]) {
-                  if (!contains(images[u].bytes, request.kernels[k].entry)) return 5;
-                }
-                if (images[u].disk_cache_key !=
-                    unit_cache_key(unit_compile_request(request, groups[u]), locate_nvrtc())) {
-                  return 6;
-                }
-              }
-              return 0;
+              return check_compiled_units(images, request, groups);
             }),
             0);
-  EXPECT_EQ(run_in_child([&] {
-              std::vector<KernelImage> images = acquire_kernel_images(request, cache);
-              if (images.size() != 2 || nvrtc_loaded()) return 2;
-              for (const KernelImage& image : images) {
-                if (image.source != BinarySource::kDiskCache) return 3;
-              }
-              return 0;
-            }),
-            0);
+  EXPECT_EQ(all_disk_hits_in_child(request, cache, 2), 0);
 }
 
 /// The `.text.<kernel>` sections (each kernel's machine code) of a 64-bit ELF cubin.
