@@ -22,9 +22,7 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -127,16 +125,9 @@ def child_time(mode, runs):
 
 
 def run_child(part, mode, runs, timeout):
-    env = dict(os.environ)
-    env["ADJOINT_DYNAMIC"] = mode
-    env["ADJOINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="adjoint-mhcdyn-cache-")
-    env["CUDA_CACHE_PATH"] = tempfile.mkdtemp(prefix="adjoint-mhcdyn-cuda-")
-    command = [sys.executable, os.path.abspath(__file__), "--child", part, "--mode", mode,
-               "--runs", str(runs)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        return {"error": result.stderr[-3000:]}
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    """This script's `part` in a child with fresh, empty caches (bench_dynamic.run_child)."""
+    import bench_dynamic
+    return bench_dynamic.run_child(part, mode, runs, timeout, script=__file__)
 
 
 def main():
