@@ -3,12 +3,16 @@ knobs, ADJOINT_TUNE_UNROLL_BUDGET, ADJOINT_TUNE_RUNTIME_UNROLL, ADJOINT_TUNE_PAR
 compare): per spec, random inputs of the program's own shapes and dtypes (seeded, so every
 setting sees the same), 10 warm-up calls, then CUDA events around 30 calls, median per call in
 microseconds, and a digest of the outputs' bytes (unroll pragmas must not change a bit).
-Prints one JSON object {spec: {"us": microseconds, "digest": hex}}."""
+Specs given as arguments replace the default list. Each spec's `adjoint.prepare` wall time
+("prepare_ms": its NVRTC compiles when ADJOINT_CACHE_DIR and CUDA_CACHE_PATH start empty) is
+recorded too. Prints one JSON object {spec: {"us": microseconds, "digest": hex, "prepare_ms":
+milliseconds}}."""
 import hashlib
 import json
 import os
 import statistics
 import sys
+import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
@@ -35,8 +39,10 @@ SPECS = [
 
 def main():
     results = {}
-    for spec in SPECS:
+    for spec in sys.argv[1:] or SPECS:
+        start_prepare = time.perf_counter()
         program = adjoint.prepare(spec)
+        prepare_ms = (time.perf_counter() - start_prepare) * 1e3
         torch.manual_seed(0)
         tensors = {}
         for info in program.tensors:
@@ -59,7 +65,8 @@ def main():
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end) * 1e3)
-        results[spec] = {"us": round(statistics.median(times), 1), "digest": digest.hexdigest()[:16]}
+        results[spec] = {"us": round(statistics.median(times), 1), "digest": digest.hexdigest()[:16],
+                         "prepare_ms": round(prepare_ms, 1)}
     print(json.dumps(results))
 
 

@@ -75,6 +75,12 @@ struct EmitOptions {
   /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
+  /// Reduction loops of more than 64 constant trips that no other rule gives a pragma (not in a
+  /// thread tile or a warp's lanes, partial_unroll 0, the unroll budget off) get
+  /// `#pragma unroll N` with this N instead of NVVM's complete unrolling (mhc_pre_backward's
+  /// serial x_mix at 455 tokens: a 446 KB cubin, seconds of NVRTC); 0: no pragma, as before
+  /// (ADJOINT_TUNE_LONG_LOOP_UNROLL).
+  int long_loop_unroll = 16;
   /// The unroll factor of a thread-tiled kernel's long reduction loops (the tile's R x V updates
   /// per trip): 0 derives it (up to 4, at most 128 updates per unrolled body: 2 for dx's 8 x 8),
   /// N in [1, 64] that factor (ADJOINT_TUNE_TILE_UNROLL; 4 the derived factor before, for tiles

@@ -369,6 +369,9 @@ std::string KernelEmitter::accumulate_body(const ir::ReduceNode& n, const std::s
 /// multiplying (mhc_pre_backward's dgamma partials: 32 x 4 x 24 copies of the body, a 474 KB
 /// cubin, seconds of NVRTC time).
 constexpr int64_t kMaxUnrolledTrips = 8;
+/// Constant loops longer than this that nothing else gives a pragma get
+/// `#pragma unroll EmitOptions::long_loop_unroll` instead of NVVM's complete unrolling.
+constexpr int64_t kLongLoopTrips = 64;
 
 KernelEmitter::LoopBounds KernelEmitter::loop_bounds(const ir::Axis& axis,
                                                      int64_t& unrolled_trips) {
@@ -423,9 +426,24 @@ std::vector<std::string> KernelEmitter::loop_pragmas(const std::vector<ir::Axis>
     // on longer constant loops with the budget off, else NVVM's choice, which never exceeds
     // complete unrolling). Forcing complete unrolling made mhc_dx's cubin grow from 30 to 72 KB.
     if (unroll[i].factor <= 0) {
-      if (bounds[i].unrolled) pragmas[i] = "#pragma unroll";
-      else if (bounds[i].long_constant && options_.partial_unroll > 0 && unroll[i].factor < 0)
+      if (bounds[i].unrolled) {
+        pragmas[i] = "#pragma unroll";
+      } else if (bounds[i].long_constant && options_.partial_unroll > 0 && unroll[i].factor < 0) {
         pragmas[i] = "#pragma unroll " + std::to_string(options_.partial_unroll);
+      } else if (bounds[i].long_constant && unroll[i].factor < 0 && options_.long_loop_unroll > 0 &&
+                 !tile_ && lane_.empty() && trips[i].constant &&
+                 *trips[i].constant > kLongLoopTrips) {
+        // Left to itself NVVM unrolls a constant loop completely: mhc_pre_backward's x_mix at
+        // 455 tokens (a serial sum below the split's 512 iterations) became a 446 KB cubin and
+        // 4-7 s of NVRTC time.
+        pragmas[i] = "#pragma unroll " + std::to_string(options_.long_loop_unroll);
+        std::string note = axes[i].var.name_hint() + ": " +
+                           std::to_string(options_.long_loop_unroll) + " (a constant loop of " +
+                           std::to_string(*trips[i].constant) + " trips, which NVVM would unroll "
+                           "completely)";
+        if (std::find(unroll_notes_.begin(), unroll_notes_.end(), note) == unroll_notes_.end())
+          unroll_notes_.push_back(std::move(note));
+      }
     } else {
       pragmas[i] = unroll[i].pragma();
     }

@@ -106,6 +106,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   row_options.forced_rows_per_block = options.row_groups;
   row_options.schedule = parse_row_schedule(options.row_schedule, "row_schedule");
   check_row_group_options(row_options);
+  if (options.long_loop_unroll < 0 || options.long_loop_unroll > 64) {
+    throw Error("LowerOptions.long_loop_unroll: expected 0 (NVVM's choice) or an unroll factor "
+                "in [1, 64], got " + std::to_string(options.long_loop_unroll),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.partial_unroll < 0 || options.partial_unroll > 64) {
     throw Error("LowerOptions.partial_unroll: expected 0 (NVVM's choice) or an unroll factor in "
                 "[1, 64], got " + std::to_string(options.partial_unroll),
@@ -291,6 +296,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.streaming_stores = options.streaming_stores;
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
+    emit_options.long_loop_unroll = options.long_loop_unroll;
     emit_options.tile_unroll = options.tile_unroll;
     emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.tile_early_copies = options.tile_early_copies;

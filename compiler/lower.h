@@ -79,6 +79,8 @@ struct LowerOptions {
   /// 1.24-1.83x slower (docs/runtime.md), so it is a knob (ADJOINT_TUNE_PARTIAL_UNROLL).
   /// Applies while unroll_budget is 0; a budget decides those loops itself.
   int partial_unroll = 0;
+  /// EmitOptions::long_loop_unroll (ADJOINT_TUNE_LONG_LOOP_UNROLL; 0: NVVM's choice, before).
+  int long_loop_unroll = 16;
   /// EmitOptions::tile_unroll: 0 derived, N in [1, 64] the unroll factor of thread-tiled
   /// reduction loops (ADJOINT_TUNE_TILE_UNROLL).
   int tile_unroll = 0;

@@ -106,6 +106,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_PARTIAL_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (NVVM's choice: long constant loops unrolled completely) or an unroll factor in "
       "[1, 64]");
+  knobs.long_loop_unroll = integer_knob(
+      "ADJOINT_TUNE_LONG_LOOP_UNROLL", 16, [](int v) { return v >= 0 && v <= 64; },
+      "an unroll factor in [1, 64] for reduction loops of more than 64 constant trips that no "
+      "other rule gives a pragma, or 0 (NVVM's choice: unrolled completely, before)");
   knobs.tile_unroll = integer_knob(
       "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (derived) or the unroll factor of thread-tiled reduction loops, in [1, 64]");
@@ -272,6 +276,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.stage_loops = knobs.stage_loops;
   options.generic_vector_groups = knobs.generic_vector_groups;
   options.partial_unroll = knobs.partial_unroll;
+  options.long_loop_unroll = knobs.long_loop_unroll;
   options.tile_unroll = knobs.tile_unroll;
   options.tile_prefetch = knobs.tile_prefetch;
   options.tile_early_copies = knobs.tile_early_copies;

@@ -34,6 +34,8 @@ struct TuningKnobs {
   int programmatic_launch = 2;
   bool temporary_arena = true;
   int partial_unroll = 0;
+  /// ADJOINT_TUNE_LONG_LOOP_UNROLL (LowerOptions::long_loop_unroll).
+  int long_loop_unroll = 16;
   int tile_unroll = 0;
   int tile_prefetch = 8;
   bool tile_early_copies = true;

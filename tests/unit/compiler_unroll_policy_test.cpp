@@ -129,10 +129,12 @@ TEST(UnrollPolicy, WindowExtentBound) {
   EXPECT_EQ(window_extent_at_most(t + 3), std::nullopt);
 }
 
-std::string sources(const std::string& spec, int64_t budget, int thread_tile = -1) {
+std::string sources(const std::string& spec, int64_t budget, int thread_tile = -1,
+                    int long_loop_unroll = LowerOptions{}.long_loop_unroll) {
   LowerOptions options;
   options.unroll_budget = budget;
   options.thread_tile = thread_tile;
+  options.long_loop_unroll = long_loop_unroll;
   CompiledProgram program = lower(ops::parse_specialization(spec).build_program(), options);
   std::string text;
   for (const CompiledKernel& kernel : program.kernels) text += kernel.source;
@@ -143,17 +145,36 @@ TEST(UnrollPolicy, EmitterCapsMhcLongLoopsAndSaysWhy) {
   // Without thread tiles (whose long loops take their own partial unroll), mhc_pre_backward's
   // x_mix partials run a 512-trip token loop per thread.
   const std::string spec = "mhc_pre_backward batch=1 seq=4096 n=4 dim=2560 dtype=bf16";
-  const std::string on = sources(spec, kSuggestedUnrollBudget, /*thread_tile=*/0);
+  const std::string on = sources(spec, kSuggestedUnrollBudget, /*thread_tile=*/0, 0);
   EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 8\n *for \(int s_step = 0; s_step < 512;)")))
       << on;
   EXPECT_NE(on.find("// Schedule: unroll s_step: 512 trips of"), std::string::npos);
-  // Off (the default): no capping pragma and no note, as before the policy.
-  const std::string off = sources(spec, 0, /*thread_tile=*/0);
+  // Off (the budget's default, and the long-loop rule off): no capping pragma and no note, as
+  // before the policy.
+  const std::string off = sources(spec, 0, /*thread_tile=*/0, 0);
   EXPECT_EQ(off.find("#pragma unroll 1"), std::string::npos);
   EXPECT_EQ(off.find("#pragma unroll 8"), std::string::npos);
   EXPECT_EQ(off.find("Schedule: unroll"), std::string::npos);
   // The policy only adds pragmas and notes: removing them gives the source of before.
   std::string stripped = std::regex_replace(on, std::regex(R"( *#pragma unroll \d+\n)"), "");
+  stripped = std::regex_replace(stripped, std::regex(R"(// Schedule: unroll [^\n]*\n)"), "");
+  EXPECT_EQ(stripped, off);
+}
+
+/// The long-loop rule (EmitOptions::long_loop_unroll, on by default): a constant loop of more
+/// than 64 trips that nothing else gives a pragma is unrolled 16 times, not completely by NVVM;
+/// 0 gives the source of before.
+TEST(UnrollPolicy, LongConstantLoopsAreNotLeftToCompleteUnrolling) {
+  const std::string spec = "mhc_pre_backward batch=1 seq=455 n=4 dim=1024 dtype=bf16";
+  const std::string on = sources(spec, 0);
+  EXPECT_TRUE(std::regex_search(on, std::regex(R"(#pragma unroll 16\n *for \(int s = 0; s < 455;)")))
+      << on;
+  EXPECT_NE(on.find("// Schedule: unroll s: 16 (a constant loop of 455 trips, which NVVM would "
+                    "unroll completely)"),
+            std::string::npos);
+  const std::string off = sources(spec, 0, -1, 0);
+  EXPECT_EQ(off.find("#pragma unroll 16"), std::string::npos);
+  std::string stripped = std::regex_replace(on, std::regex(R"( *#pragma unroll 16\n)"), "");
   stripped = std::regex_replace(stripped, std::regex(R"(// Schedule: unroll [^\n]*\n)"), "");
   EXPECT_EQ(stripped, off);
 }
