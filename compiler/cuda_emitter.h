@@ -75,7 +75,7 @@ struct EmitOptions {
   /// completely (a 512-trip reduction loop of mhc_pre_backward gave a 395 KB cubin and took
   /// NVRTC seconds instead of tens of milliseconds; docs/runtime.md).
   int partial_unroll = 0;
-  /// Reduction loops of more than 64 constant trips that no other rule gives a pragma (not in a
+  /// Reduction loops of more than 128 constant trips that no other rule gives a pragma (not in a
   /// thread tile or a warp's lanes, partial_unroll 0, the unroll budget off) get
   /// `#pragma unroll N` with this N instead of NVVM's complete unrolling (mhc_pre_backward's
   /// serial x_mix at 455 tokens: a 446 KB cubin, seconds of NVRTC); 0: no pragma, as before

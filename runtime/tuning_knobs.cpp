@@ -108,7 +108,7 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "[1, 64]");
   knobs.long_loop_unroll = integer_knob(
       "ADJOINT_TUNE_LONG_LOOP_UNROLL", 16, [](int v) { return v >= 0 && v <= 64; },
-      "an unroll factor in [1, 64] for reduction loops of more than 64 constant trips that no "
+      "an unroll factor in [1, 64] for reduction loops of more than 128 constant trips that no "
       "other rule gives a pragma, or 0 (NVVM's choice: unrolled completely, before)");
   knobs.tile_unroll = integer_knob(
       "ADJOINT_TUNE_TILE_UNROLL", 0, [](int v) { return v >= 0 && v <= 64; },

@@ -80,20 +80,21 @@ def test_batch_generic_kernel_at_batches_it_was_not_compiled_for(case, batch_gen
 
 
 # mhc_pre_backward generic in its token axes (docs/dynamic_shapes.md "mhc_pre_backward"): each of
-# test_mhc's cases is first called at another token count (batch + 1, seq + 2), which compiles
-# the program generic in batch and seq; the case itself must then be a binding of that program
-# (no compile) and pass test_mhc's parity against autograd, and a generic program must claim
-# determinism and give bitwise-equal results over three runs.
+# test_mhc's cases, at seq + 1 so that no test has prepared its specialization in this process,
+# is first called at another token count (batch + 1, seq + 3), which compiles the program generic
+# in batch and seq; the case itself must then be a binding of that program (no compile) and pass
+# test_mhc's parity against autograd, and a generic program must claim determinism and give
+# bitwise-equal results over three runs.
 import test_mhc  # noqa: E402
 
 
 @pytest.mark.parametrize("case", test_mhc.CASES, ids=test_mhc.case_id)
 def test_generic_mhc_pre_backward_at_token_counts_it_was_not_compiled_for(case, always_generic):
     batch, seq, n, dim, dtype, with_post = case
-    _, kwargs, _ = test_mhc.make_call((batch + 1, seq + 2, n, dim, dtype, with_post), seed=5)
+    _, kwargs, _ = test_mhc.make_call((batch + 1, seq + 3, n, dim, dtype, with_post), seed=5)
     adjoint.mhc_pre_backward(**kwargs)
     before = adjoint.compile_stats()
-    test_mhc.test_parity(case)
+    test_mhc.test_parity((batch, seq + 1, n, dim, dtype, with_post))
     after = adjoint.compile_stats()
     assert after["generic_fallbacks"] == before["generic_fallbacks"], case
     assert after["generic_bindings"] == before["generic_bindings"] + 1, (case, before, after)
@@ -103,7 +104,8 @@ def test_generic_mhc_pre_backward_at_token_counts_it_was_not_compiled_for(case, 
 
 @pytest.mark.parametrize("case", [test_mhc.CASES[i] for i in (2, 7, 10)], ids=test_mhc.case_id)
 def test_generic_mhc_pre_backward_is_deterministic(case, always_generic):
-    text, kwargs, _ = test_mhc.make_call(case, seed=43)
+    batch, seq, n, dim, dtype, with_post = case
+    text, kwargs, _ = test_mhc.make_call((batch, seq + 2, n, dim, dtype, with_post), seed=43)
     claims = harness.check_deterministic(text, lambda: adjoint.mhc_pre_backward(**kwargs))
     harness.record("determinism", "generic mhc " + test_mhc.case_id(case), claims=claims,
                    bitwise_equal_runs=3 if claims else 0)

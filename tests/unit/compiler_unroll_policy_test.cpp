@@ -162,7 +162,7 @@ TEST(UnrollPolicy, EmitterCapsMhcLongLoopsAndSaysWhy) {
 }
 
 /// The long-loop rule (EmitOptions::long_loop_unroll, on by default): a constant loop of more
-/// than 64 trips that nothing else gives a pragma is unrolled 16 times, not completely by NVVM;
+/// than 128 trips that nothing else gives a pragma is unrolled 16 times, not completely by NVVM;
 /// 0 gives the source of before.
 TEST(UnrollPolicy, LongConstantLoopsAreNotLeftToCompleteUnrolling) {
   const std::string spec = "mhc_pre_backward batch=1 seq=455 n=4 dim=1024 dtype=bf16";
