@@ -1,4 +1,5 @@
-// `adjoint compile SPEC --arch sm_90 [-o DIR] [--ptx]`: lowers one specialization and compiles
+// `adjoint compile SPEC --arch sm_90 [-o DIR] [--ptx]`: lowers one specialization (or, when SPEC
+// says generic=AXES, the program generic in those axes, as `adjoint cuda` does) and compiles
 // each kernel with NVRTC with the runtime's options, one unit per kernel on
 // ADJOINT_COMPILE_THREADS threads at once (so that each kernel's time, registers and spills can
 // be reported; the runtime groups a cold program's kernels into ADJOINT_COMPILE_UNITS units,
@@ -156,7 +157,7 @@ void run_compile(const CompileCommandOptions& options) {
   const double load_ms = milliseconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  ir::Program ir_program = request.specialization.build_program(runtime::build_options());
+  ir::Program ir_program = request.program();  // specialized, or generic when it says generic=
   const double build_ms = milliseconds_since(start);
   start = std::chrono::steady_clock::now();
   compiler::CompiledProgram program =
@@ -185,6 +186,12 @@ void run_compile(const CompileCommandOptions& options) {
                             : "PTX only (sm_" + std::to_string(arch) + " is newer than NVRTC " +
                                   nvrtc.version() + " knows)")
               << ", compile time " << result.milliseconds << " ms\n";
+    if (!kernel.size_params.empty()) {
+      std::cout << "  generic: sizes (";
+      for (size_t s = 0; s < kernel.size_params.size(); ++s)
+        std::cout << (s ? ", " : "") << kernel.size_params[s];
+      std::cout << "), grid from " << kernel.points.text() << " points\n";
+    }
     if (auto usage = parse_ptxas_report(result.log, kernel.entry)) {
       std::cout << "  registers " << usage->registers << ", spill stores "
                 << usage->spill_store_bytes << " bytes, spill loads " << usage->spill_load_bytes
@@ -225,7 +232,8 @@ void add_compile_command(CLI::App& app) {
       "compile", "Lower a specialization and compile its kernels with NVRTC (cubin, optional PTX)");
   auto options = std::make_shared<CompileCommandOptions>();
   cmd->add_option("spec", options->spec,
-                  "op key=value ... [determinism=allow_atomics] (see `adjoint ops`)")
+                  "op key=value ... [determinism=allow_atomics] [generic=AXES|all] (see `adjoint "
+                  "ops`)")
       ->required();
   cmd->add_option("--arch", options->arch, "target architecture, e.g. sm_90")
       ->default_val("sm_90");
