@@ -29,10 +29,10 @@
 //                 and for every launch configuration
 // Broadcast-innermost layout (BinnedGatherOptions): where the broadcast axes span at least
 // channels_last_min elements and there are at least records_per_cell_min records per cell on
-// average (the two copies below cost about as much as a planar gather of one record per
-// cell: on the H100 the layout made nearest sampling, one record per cell, slower at 3-64
-// channels, and bilinear and bicubic, 4 and 16, 2.4-9.3x faster, copies included), the
-// gather reads and writes
+// average, or fewer records but at least sparse_channels_last_min broadcast elements (nearest
+// sampling, one record per cell: with the tiled copies and the direct stores of today the
+// layout is faster from 4 channels on, not at 3; bilinear and bicubic, 4 and 16 records, were
+// 2.4-9.3x faster already with naive copies), the gather reads and writes
 // with the broadcast axes innermost, so
 // that the lanes of a warp share one cell's bucket bounds, record ids and factors (one
 // transaction each instead of one per lane) and read a record's values for consecutive
@@ -112,6 +112,12 @@ struct BinnedGatherOptions {
   int64_t channels_last_min = 2;
   /// ... and the fewest records per cell, as records >= records_per_cell_min * cells.
   int64_t records_per_cell_min = 2;
+  /// ... or, below records_per_cell_min (nearest sampling: about one record per cell), the
+  /// fewest broadcast elements for which the gather still takes that layout: a planar gather of
+  /// one record per cell reads one sector per element (a record's broadcast elements lie in
+  /// different planes), the copies move whole rows. 0 never (the rule before: the records
+  /// alone decide). LowerOptions::binned_sparse_channels_last_min carries it.
+  int64_t sparse_channels_last_min = 4;
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
   /// (one sequential walk per bucket, serial in the bucket's size); -1 derives it: 64 where
   /// cells hold fewer than 32 records on average, else the power of two nearest the square
