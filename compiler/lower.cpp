@@ -26,6 +26,7 @@
 #include "compiler/transposed_store.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/unfuse_fma.h"
+#include "compiler/vector_groups.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -219,6 +220,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.channels_last_min = options.binned_channels_last_min;
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
   binned_options.sparse_channels_last_min = options.binned_sparse_channels_last_min;
+  binned_options.sparse_tiled_min = options.tiled_transpose_min;
+  binned_options.sparse_row_bytes_max =
+      options.vector_bytes > 0 ? options.vector_bytes : kDefaultGroupBytes;
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;

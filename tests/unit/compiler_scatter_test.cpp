@@ -632,13 +632,32 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   // The same sums in the same order as the planar gather.
   expect_same_results(lower_scatter_to_binned_gather(nearest, nullptr, records_decide),
                       lower_scatter_to_binned_gather(nearest, nullptr));
-  // 3 channels (nearest at 32x3x224^2 was no faster that way on the H100): planar.
-  ir::Program three = ops::parse_specialization(
-                          "grid_sampler_2d_backward dtype=f32 input_size=2,3,6,5 "
-                          "output_size=8,6 interpolation_mode=nearest")
-                          .build_program();
-  EXPECT_FALSE(lower_scatter_to_binned_gather(three, nullptr).find_tensor(
-      "grad_input_bin_gathered"));
+  // 3 channels (nearest at 32x3x224^2 was no faster that way on the H100): planar. 8 channels:
+  // bf16 rows of 16 bytes (one vector group, stored directly) take the layout, f32 rows of 32
+  // bytes below the 16 elements of tiled copies do not (two plain copies: slower on the H100)
+  // unless the bounds of cheap copies say otherwise.
+  auto nearest_program = [](const std::string& dtype, int channels) {
+    return ops::parse_specialization("grid_sampler_2d_backward dtype=" + dtype +
+                                     " input_size=2," + std::to_string(channels) +
+                                     ",6,5 output_size=8,6 interpolation_mode=nearest")
+        .build_program();
+  };
+  auto innermost = [](const ir::Program& program, const BinnedGatherOptions& options) {
+    return lower_scatter_to_binned_gather(program, nullptr, options)
+               .find_tensor("grad_input_bin_gathered") != nullptr;
+  };
+  EXPECT_FALSE(innermost(nearest_program("f32", 3), {}));
+  EXPECT_TRUE(innermost(nearest_program("f32", 4), {}));
+  EXPECT_TRUE(innermost(nearest_program("bf16", 8), {}));
+  EXPECT_FALSE(innermost(nearest_program("f32", 8), {}));
+  EXPECT_TRUE(innermost(nearest_program("f32", 16), {}));
+  BinnedGatherOptions wide_rows;
+  wide_rows.sparse_row_bytes_max = 32;
+  EXPECT_TRUE(innermost(nearest_program("f32", 8), wide_rows));
+  BinnedGatherOptions untiled;
+  untiled.sparse_tiled_min = 0;
+  EXPECT_FALSE(innermost(nearest_program("f32", 16), untiled));
+  EXPECT_TRUE(innermost(nearest_program("f32", 4), untiled));
   // grad_output already channels-last in memory (read in place): the gather reads it, no copy.
   ir::Program strided = ops::parse_specialization(
                             "grid_sampler_2d_backward dtype=f32 input_size=2,16,6,5 "

@@ -36,7 +36,8 @@ for cfg in old new; do
   step bench3d_$cfg 12 $K $B3 --out $R/bench3d_$cfg.json
 done
 # 2. GPU parity + bitwise determinism (3 runs) of every nearest case, 2-d and 3-d, new defaults
-step pytest 95 $NEW python3 -m pytest -q -n 8 tests/gpu/test_grid_sampler.py \
+XD=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 8")
+step pytest 95 $NEW python3 -m pytest -q $XD tests/gpu/test_grid_sampler.py \
   tests/gpu/test_grid_sampler_3d.py -k nearest -p no:cacheprovider
 tail -1 $R/pytest.txt >> $S
 # 3. bits: 3 runs bitwise each, hashes equal across the settings (the same sums in the same order)
