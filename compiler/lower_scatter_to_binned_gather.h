@@ -29,7 +29,7 @@
 //                 and for every launch configuration
 // Broadcast-innermost layout (BinnedGatherOptions): where the broadcast axes span at least
 // channels_last_min elements and there are at least records_per_cell_min records per cell on
-// average, or fewer records but at least sparse_channels_last_min broadcast elements whose
+// average, or 1-2 records per cell and at least sparse_channels_last_min broadcast elements whose
 // copies are cheap (tiled, from sparse_tiled_min elements, or rows of at most
 // sparse_row_bytes_max bytes that the gather stores directly): nearest sampling, one record per
 // cell, was faster that way on the H100 at 4-64 channels, not at 3, nor at 8 f32 channels with
@@ -114,8 +114,9 @@ struct BinnedGatherOptions {
   int64_t channels_last_min = 2;
   /// ... and the fewest records per cell, as records >= records_per_cell_min * cells.
   int64_t records_per_cell_min = 2;
-  /// ... or, below records_per_cell_min (nearest sampling: about one record per cell), the
-  /// fewest broadcast elements for which the gather still takes that layout: a planar gather of
+  /// ... or, below records_per_cell_min but with at least one record per cell (nearest sampling
+  /// on a grid of the input's size), the fewest broadcast elements for which the gather still
+  /// takes that layout (sparser grids keep the planar gather: not measured): a planar gather of
   /// one record per cell reads one sector per element (a record's broadcast elements lie in
   /// different planes), the copies move whole rows. 0 never (the rule before: the records
   /// alone decide). LowerOptions::binned_sparse_channels_last_min carries it.

@@ -658,6 +658,12 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   untiled.sparse_tiled_min = 0;
   EXPECT_FALSE(innermost(nearest_program("f32", 16), untiled));
   EXPECT_TRUE(innermost(nearest_program("f32", 4), untiled));
+  // Fewer records than cells (a grid smaller than the input: 24 records over 60 cells): planar.
+  EXPECT_FALSE(innermost(ops::parse_specialization("grid_sampler_2d_backward dtype=f32 "
+                                                   "input_size=2,16,6,5 output_size=4,3 "
+                                                   "interpolation_mode=nearest")
+                             .build_program(),
+                         {}));
   // grad_output already channels-last in memory (read in place): the gather reads it, no copy.
   ir::Program strided = ops::parse_specialization(
                             "grid_sampler_2d_backward dtype=f32 input_size=2,16,6,5 "
