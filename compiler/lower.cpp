@@ -26,6 +26,7 @@
 #include "compiler/transposed_store.h"
 #include "compiler/thread_tiles.h"
 #include "compiler/unfuse_fma.h"
+#include "compiler/vector_groups.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -163,6 +164,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                     std::to_string(options.binned_records_per_cell_min),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_sparse_channels_last_min < 0) {
+    throw Error("LowerOptions.binned_sparse_channels_last_min: expected 0 (never) or a number "
+                "of broadcast elements, got " +
+                    std::to_string(options.binned_sparse_channels_last_min),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_taps_walks_max < 0) {
     throw Error("LowerOptions.binned_taps_walks_max: expected 0 (never) or a number of "
                 "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
@@ -212,6 +219,10 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
   binned_options.records_per_cell_min = options.binned_records_per_cell_min;
+  binned_options.sparse_channels_last_min = options.binned_sparse_channels_last_min;
+  binned_options.sparse_tiled_min = options.tiled_transpose_min;
+  binned_options.sparse_row_bytes_max =
+      options.vector_bytes > 0 ? options.vector_bytes : kDefaultGroupBytes;
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;

@@ -130,6 +130,10 @@ struct LowerOptions {
   /// the broadcast-innermost layout; 0 or 1 takes it whatever the records
   /// (ADJOINT_TUNE_BINNED_RECORDS_PER_CELL).
   int64_t binned_records_per_cell_min = 2;
+  /// BinnedGatherOptions::sparse_channels_last_min: below binned_records_per_cell_min records
+  /// per cell, the fewest broadcast elements for the broadcast-innermost layout; 0 never
+  /// (ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST).
+  int64_t binned_sparse_channels_last_min = 4;
   /// BinnedGatherOptions::gather_chunk: the slots per chunk of a binned gather's walk (buckets
   /// that hold an aligned chunk add chunk sums); -1 derived from the records per cell, 0 walks
   /// every bucket sequentially.

@@ -748,10 +748,34 @@ class Rewriter {
       broadcast_elements *= target->shape[j];
       broadcast_vars.push_back(vars[j].get());
     }
+    const int64_t record_terms = b.records * (b.taps ? b.taps->taps : 1);
+    const bool crowded = record_terms >= options.records_per_cell_min * b.cells;
+    const int64_t row_bytes = broadcast_elements * ir::dtype_bytes(target->dtype);
+    const bool cheap_copies =
+        (options.sparse_tiled_min > 0 && broadcast_elements >= options.sparse_tiled_min) ||
+        (options.sparse_row_bytes_max > 0 && row_bytes <= options.sparse_row_bytes_max);
+    // At least one record per cell on average: the regime measured (nearest on a grid of the
+    // input's size); sparser grids, whose gather mostly writes empty cells, keep the planar one.
+    const bool wide = options.sparse_channels_last_min > 0 &&
+                      broadcast_elements >= options.sparse_channels_last_min && cheap_copies &&
+                      record_terms >= b.cells;
     const bool innermost = options.channels_last_min > 0 && !broadcast_vars.empty() &&
-                           broadcast_elements >= options.channels_last_min &&
-                           b.records * (b.taps ? b.taps->taps : 1) >=
-                               options.records_per_cell_min * b.cells;
+                           broadcast_elements >= options.channels_last_min && (crowded || wide);
+    if (notes && options.sparse_channels_last_min > 0 && options.channels_last_min > 0 &&
+        !broadcast_vars.empty() && broadcast_elements >= options.channels_last_min && !crowded) {
+      add_schedule_note(
+          *notes, prefix + "_count",
+          std::string("binned layout: ") + (wide ? "broadcast-innermost" : "planar") + " at " +
+              std::to_string(record_terms) + " records over " + std::to_string(b.cells) +
+              " cells (< " + std::to_string(options.records_per_cell_min) + " per cell" +
+              (record_terms >= b.cells ? "" : ", < 1") + ") and " +
+              std::to_string(broadcast_elements) + " broadcast elements " +
+              (broadcast_elements >= options.sparse_channels_last_min ? ">= " : "< ") +
+              std::to_string(options.sparse_channels_last_min) +
+              " (ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST), rows of " +
+              std::to_string(row_bytes) + " bytes, copies " +
+              (cheap_copies ? "tiled or stored directly" : "plain"));
+    }
     if (innermost) {
       std::map<std::pair<std::string, std::vector<int>>, Tensor> copies;
       BroadcastInnermost transposer(broadcast_vars, [&](const Tensor& x,

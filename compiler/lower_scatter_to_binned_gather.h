@@ -29,10 +29,12 @@
 //                 and for every launch configuration
 // Broadcast-innermost layout (BinnedGatherOptions): where the broadcast axes span at least
 // channels_last_min elements and there are at least records_per_cell_min records per cell on
-// average (the two copies below cost about as much as a planar gather of one record per
-// cell: on the H100 the layout made nearest sampling, one record per cell, slower at 3-64
-// channels, and bilinear and bicubic, 4 and 16, 2.4-9.3x faster, copies included), the
-// gather reads and writes
+// average, or 1-2 records per cell and at least sparse_channels_last_min broadcast elements whose
+// copies are cheap (tiled, from sparse_tiled_min elements, or rows of at most
+// sparse_row_bytes_max bytes that the gather stores directly): nearest sampling, one record per
+// cell, was faster that way on the H100 at 4-64 channels, not at 3, nor at 8 f32 channels with
+// two plain copies; bilinear and bicubic, 4 and 16 records, were 2.4-9.3x faster already with
+// naive copies), the gather reads and writes
 // with the broadcast axes innermost, so
 // that the lanes of a warp share one cell's bucket bounds, record ids and factors (one
 // transaction each instead of one per lane) and read a record's values for consecutive
@@ -112,6 +114,20 @@ struct BinnedGatherOptions {
   int64_t channels_last_min = 2;
   /// ... and the fewest records per cell, as records >= records_per_cell_min * cells.
   int64_t records_per_cell_min = 2;
+  /// ... or, below records_per_cell_min but with at least one record per cell (nearest sampling
+  /// on a grid of the input's size), the fewest broadcast elements for which the gather still
+  /// takes that layout (sparser grids keep the planar gather: not measured): a planar gather of
+  /// one record per cell reads one sector per element (a record's broadcast elements lie in
+  /// different planes), the copies move whole rows. 0 never (the rule before: the records
+  /// alone decide). LowerOptions::binned_sparse_channels_last_min carries it.
+  int64_t sparse_channels_last_min = 4;
+  /// ... and there only where the copies are cheap: at least this many broadcast elements (the
+  /// copies are tiled transpositions: LowerOptions::tiled_transpose_min; 0 never) ...
+  int64_t sparse_tiled_min = 16;
+  /// ... or a cell's broadcast elements in at most this many bytes of T (one vector group,
+  /// which the gather stores into T itself: transposed_store.h's direct stores; 0 never). At 8
+  /// f32 channels, neither, the layout's two plain copies made nearest slower on the H100.
+  int64_t sparse_row_bytes_max = 16;
   /// Slots per chunk of the chunked gather (see the header's "Chunked walk"); 0 never chunks
   /// (one sequential walk per bucket, serial in the bucket's size); -1 derives it: 64 where
   /// cells hold fewer than 32 records on average, else the power of two nearest the square

@@ -176,6 +176,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.binned_records_per_cell_min = integer_knob(
       "ADJOINT_TUNE_BINNED_RECORDS_PER_CELL", 2, [](int v) { return v >= 0; },
       "the fewest records per cell for a broadcast-innermost binned gather (0 or 1: always)");
+  knobs.binned_sparse_channels_last_min = integer_knob(
+      "ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", 4, [](int v) { return v >= 0; },
+      "0 (the records per cell alone decide) or the fewest broadcast elements for which a binned "
+      "gather with fewer records per cell takes the broadcast-innermost layout");
   knobs.gathered_lanes_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
@@ -302,6 +306,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.gathered_lanes_min = knobs.gathered_lanes_min;
   options.gathered_lane_width = knobs.gathered_lane_width;
   options.binned_records_per_cell_min = knobs.binned_records_per_cell_min;
+  options.binned_sparse_channels_last_min = knobs.binned_sparse_channels_last_min;
   if (knobs.split_threads_log2 != 0)
     options.split_target_threads = int64_t{1} << knobs.split_threads_log2;
 }

@@ -67,6 +67,7 @@ struct TuningKnobs {
   int gathered_lanes_min = 32;
   int gathered_lane_width = 0;
   int binned_records_per_cell_min = 2;
+  int binned_sparse_channels_last_min = 4;
   bool mhc_x_mix = true;  ///< ops::BuildOptions::mhc_x_mix_counts_phi
   bool mhc_dvecx = true;  ///< ops::BuildOptions::mhc_store_dvecx
 };

@@ -2,7 +2,8 @@
 each case, three calls on the same seeded inputs must give bitwise-equal grad_input and
 grad_grid, and one line prints a hash of their bytes and the largest error against ATen (at f32,
 normalized by the reference's largest magnitude). Run it once per setting of a knob that must not
-change any bit (ADJOINT_TUNE_WHOLE_AXIS_GROUPS, ADJOINT_TUNE_DIRECT_STORE) and diff the lines:
+change any bit (ADJOINT_TUNE_WHOLE_AXIS_GROUPS, ADJOINT_TUNE_DIRECT_STORE,
+ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST) and diff the lines:
 equal hashes are equal bits across the two processes. Not collected by pytest.
 
     python3 tests/gpu/grid_sampler_bits.py [--shape-list NxCxHxW:HoxWo,...] [--modes ...]

@@ -8,7 +8,8 @@ Grids reach outside [-1, 1] so every padding mode matters. Matrix: 3 interpolati
 grid points per input pixel, so scatter collisions are common) in f32 and bf16, output_mask
 [False, True] (no grad_input), both determinism settings, and bitwise determinism for every
 program that claims it; 32 channels on 64 x 64 cells (WIDE_CASES) reach the vectorized
-channels-last gather with its fused store and grad_grid on lanes; small inputs under large grids
+channels-last gather with its fused store and grad_grid on lanes, and nearest at one record per
+cell (NEAREST_WIDE_CASES) the same gather below 2 records per cell; small inputs under large grids
 (SMALL_INPUT_CASES) the binned sort's sub-buckets; 3 and 4 channels on 2^15 cells
 (FEW_CHANNEL_CASES) the bilinear gather that walks a cell's buckets once for all its channels
 (whole-axis groups at 3) and writes grad_input itself (direct stores). Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
@@ -67,6 +68,12 @@ WIDE_CASES = [Case((2, 32, 64, 64), (64, 64), mode, padding, False, dtype)
               for mode in ("bilinear", "bicubic") for padding in ("zeros", "border")
               for dtype in ("f32", "bf16")]
 
+# Nearest at one record per cell with 32 channels: the channels-last gather that the binned pass
+# takes from 4 channels on below 2 records per cell (BinnedGatherOptions::
+# sparse_channels_last_min, ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST).
+NEAREST_WIDE_CASES = [Case((2, 32, 64, 64), (64, 64), "nearest", padding, False, dtype)
+                      for padding in ("zeros", "border") for dtype in ("f32", "bf16")]
+
 # Small inputs sampled by large grids: thousands of records per input cell, so the binned sort
 # cuts every bucket into id ranges (lower_scatter_to_binned_gather.h, "Sub-buckets").
 SMALL_INPUT_CASES = [Case((2, 5, 3, 4), (96, 80), mode, padding, False, dtype)
@@ -96,7 +103,7 @@ def matrix():
         for mode in MODES:
             for padding in PADDINGS:
                 cases.append(Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype))
-    for case in WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES:
+    for case in WIDE_CASES + NEAREST_WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES:
         cases.append(case)
     for mode in MODES:
         cases.append(Case((2, 4, 9, 7), (6, 10), mode, "border", True, "f32", (False, True)))
@@ -171,7 +178,7 @@ def _parity(case):
 DETERMINISM_CASES = [Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype)
                      for mode in MODES for padding in PADDINGS
                      for dtype in ("f16", "bf16", "f32", "f64")] + WIDE_CASES + \
-    SMALL_INPUT_CASES + FEW_CHANNEL_CASES
+    NEAREST_WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=repr)

@@ -7,7 +7,8 @@ harness.NORM_TOL of the reference's max magnitude. Matrix: trilinear ("bilinear"
 [-1, 1]; a denser case (many grid points per voxel, so scatter collisions are common) in f32 and
 bf16; output_mask [False, True]; the atomics opt-in; edge cases (grids on voxel centres, edges,
 +-1 and well outside [-1, 1], inputs of size 1 in D, H, W and all three) in every mode x padding
-x align_corners x dtype; 3 channels on a 32^3 grid (LARGE_CASES); bitwise determinism over 3
+x align_corners x dtype; 3 channels on a 32^3 grid (LARGE_CASES); nearest with 16 channels at
+one record per cell (NEAREST_WIDE_CASES: the channels-last gather); bitwise determinism over 3
 runs for every program that claims it; and bicubic refused with an error naming the argument.
 """
 
@@ -72,6 +73,11 @@ EDGE_SHAPES = (((1, 2, 1, 4, 5), (3, 2, 4)),  # D = 1
 LARGE_CASES = [Case((2, 3, 32, 32, 32), (32, 32, 32), "bilinear", padding, False, dtype)
                for padding in ("zeros", "border") for dtype in ("f32", "bf16")]
 
+# Nearest at one record per cell with 16 channels (bench_grid_sampler_3d.py's channels): the
+# channels-last gather below 2 records per cell (BinnedGatherOptions::sparse_channels_last_min).
+NEAREST_WIDE_CASES = [Case((2, 16, 16, 16, 16), (16, 16, 16), "nearest", padding, False, dtype)
+                      for padding in ("zeros", "border") for dtype in ("f32", "bf16")]
+
 
 def matrix():
     cases = [Case((2, 3, 5, 7, 6), (4, 3, 5), mode, padding, align, dtype)
@@ -79,7 +85,7 @@ def matrix():
              for padding in PADDINGS for align in (False, True)]
     cases += [Case(DENSE[0], DENSE[1], mode, padding, False, dtype)
               for dtype in ("f32", "bf16") for mode in MODES for padding in PADDINGS]
-    cases += LARGE_CASES
+    cases += LARGE_CASES + NEAREST_WIDE_CASES
     for mode in MODES:
         cases.append(Case((2, 4, 5, 6, 3), (4, 3, 5), mode, "border", True, "f32", (False, True)))
         cases.append(Case(DENSE[0], DENSE[1], mode, "zeros", False, "f32",
@@ -133,7 +139,8 @@ def test_parity(case):
 
 DETERMINISM_CASES = [Case(DENSE[0], DENSE[1], mode, padding, False, dtype)
                      for mode in MODES for padding in PADDINGS
-                     for dtype in ("f16", "bf16", "f32", "f64")] + LARGE_CASES
+                     for dtype in ("f16", "bf16", "f32", "f64")] + LARGE_CASES + \
+    NEAREST_WIDE_CASES
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=repr)

@@ -379,6 +379,14 @@ struct Variant {
   /// widths only).
   bool whole_axis_groups = true;
   int64_t channels_last_min = 8;
+  /// BinnedGatherOptions::sparse_channels_last_min (0: the records per cell alone decide).
+  int64_t sparse_channels_last_min = BinnedGatherOptions{}.sparse_channels_last_min;
+  /// binned_gather at the default channels_last_min (2) with the sparse bound `sparse`.
+  static Variant binned_sparse(int block_size, int64_t sparse) {
+    Variant v = binned_gather(block_size, 2);
+    v.sparse_channels_last_min = sparse;
+    return v;
+  }
   int width = 1;
   int block_size = 0;
   int vector_bytes = 0;
@@ -473,7 +481,8 @@ struct Variant {
                                     "_tp" +
                                     std::to_string(taps_walks_max) + "_" +
                                     (scan_digits ? "" : "chained_") + "sb" +
-                                    std::to_string(subbucket_records) + "_"
+                                    std::to_string(subbucket_records) + "_sp" +
+                                    std::to_string(sparse_channels_last_min) + "_"
                               : "") +
            (tiled_transpose_min > 0 ? "tt" + std::to_string(tiled_transpose_min) + "_" : "") +
            (transposed_store ? "ts_" : "") +
@@ -518,6 +527,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     binned.taps_walks_max = variant.taps_walks_max;
     binned.scan_digits = variant.scan_digits;
     binned.subbucket_records = variant.subbucket_records;
+    binned.sparse_channels_last_min = variant.sparse_channels_last_min;
     if (!variant.whole_axis_groups) binned.whole_axis_records_max = 0;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
                                        &schedule.preferred_kernels, &whole_axis);
@@ -1748,6 +1758,48 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
       Variant::binned_gather(32, 1),
       Variant::binned_tiled(64, 1, 1),
       Variant::binned_tiled(1024, 2, 1)};
+  expect_host_runs_match(programs, variants, 1e-2);
+  expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
+}
+
+/// Nearest sampling, about one record per cell, with 4 or more channels whose copies are cheap:
+/// the broadcast-innermost gather (sparse_channels_last_min, the default since branch gridnear)
+/// sums the same records in the same order as the planar gather, so at every block size and
+/// with the bound off (planar) the bits are the atomics lowering's (record order on the host),
+/// within rounding of the interpreter; uniform grids and grids far outside (border: huge
+/// buckets, chunked walks).
+TEST(HostRun, SparseChannelsLastGathersMatchThePlanarGatherBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,4,6,5 output_size=5,6 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,8,7,4 output_size=6,5 "
+        "interpolation_mode=nearest padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=f64 input_size=2,16,3,6 output_size=3,6 "
+        "interpolation_mode=nearest padding_mode=reflection align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,3,4,5 output_size=3,4,5 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+        // Planar by default: 8 f32 channels (32-byte rows, plain copies), 3 channels.
+        "grid_sampler_2d_backward dtype=f32 input_size=2,8,6,5 output_size=5,6 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=5,6 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  ClaimSlotTensors claims;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    EXPECT_EQ(lower_scatter_to_binned_gather(simplify(programs[i]), &claims, {})
+                  .find_tensor("grad_input_bin_gathered") != nullptr,
+              i < 4)
+        << i;
+  }
+  const std::vector<Variant> variants = {
+      Variant(1),
+      Variant::binned_sparse(256, 0),
+      Variant::binned_sparse(256, 4),
+      Variant::binned_sparse(32, 4),
+      Variant::binned_sparse(1024, 4),
+      Variant::binned_sparse(64, 3)};
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
 }

@@ -603,17 +603,67 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   high.channels_last_min = 17;
   EXPECT_FALSE(lower_scatter_to_binned_gather(p, nullptr, high).find_tensor(
       "grad_input_bin_gathered"));
-  // Nearest on the same shapes: 96 records for 60 cells, too few to pay for the copies.
+  // Nearest on the same shapes: 96 records for 60 cells, fewer than 2 per cell, but 16
+  // channels, at least sparse_channels_last_min (4): broadcast-innermost all the same, and the
+  // count kernel's notes say why. With that bound off the records alone decide: planar.
   ir::Program nearest = ops::parse_specialization(
                             "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 "
                             "output_size=8,6 interpolation_mode=nearest")
                             .build_program();
-  EXPECT_FALSE(lower_scatter_to_binned_gather(nearest, nullptr).find_tensor(
-      "grad_input_bin_gathered"));
-  BinnedGatherOptions any_records;
+  ScheduleNotes sparse_notes;
+  EXPECT_TRUE(lower_scatter_to_binned_gather(nearest, nullptr, {}, nullptr, &sparse_notes)
+                  .find_tensor("grad_input_bin_gathered"));
+  ASSERT_EQ(sparse_notes.count("grad_input_bin_count"), 1u);
+  EXPECT_NE(sparse_notes.at("grad_input_bin_count")
+                .find("binned layout: broadcast-innermost at 96 records over 60 cells"),
+            std::string::npos);
+  BinnedGatherOptions records_decide;
+  records_decide.sparse_channels_last_min = 0;
+  EXPECT_FALSE(lower_scatter_to_binned_gather(nearest, nullptr, records_decide)
+                   .find_tensor("grad_input_bin_gathered"));
+  BinnedGatherOptions wider = records_decide;
+  wider.sparse_channels_last_min = 17;
+  EXPECT_FALSE(lower_scatter_to_binned_gather(nearest, nullptr, wider)
+                   .find_tensor("grad_input_bin_gathered"));
+  BinnedGatherOptions any_records = records_decide;
   any_records.records_per_cell_min = 0;
   EXPECT_TRUE(lower_scatter_to_binned_gather(nearest, nullptr, any_records)
                   .find_tensor("grad_input_bin_gathered"));
+  // The same sums in the same order as the planar gather.
+  expect_same_results(lower_scatter_to_binned_gather(nearest, nullptr, records_decide),
+                      lower_scatter_to_binned_gather(nearest, nullptr));
+  // 3 channels (nearest at 32x3x224^2 was no faster that way on the H100): planar. 8 channels:
+  // bf16 rows of 16 bytes (one vector group, stored directly) take the layout, f32 rows of 32
+  // bytes below the 16 elements of tiled copies do not (two plain copies: slower on the H100)
+  // unless the bounds of cheap copies say otherwise.
+  auto nearest_program = [](const std::string& dtype, int channels) {
+    return ops::parse_specialization("grid_sampler_2d_backward dtype=" + dtype +
+                                     " input_size=2," + std::to_string(channels) +
+                                     ",6,5 output_size=8,6 interpolation_mode=nearest")
+        .build_program();
+  };
+  auto innermost = [](const ir::Program& program, const BinnedGatherOptions& options) {
+    return lower_scatter_to_binned_gather(program, nullptr, options)
+               .find_tensor("grad_input_bin_gathered") != nullptr;
+  };
+  EXPECT_FALSE(innermost(nearest_program("f32", 3), {}));
+  EXPECT_TRUE(innermost(nearest_program("f32", 4), {}));
+  EXPECT_TRUE(innermost(nearest_program("bf16", 8), {}));
+  EXPECT_FALSE(innermost(nearest_program("f32", 8), {}));
+  EXPECT_TRUE(innermost(nearest_program("f32", 16), {}));
+  BinnedGatherOptions wide_rows;
+  wide_rows.sparse_row_bytes_max = 32;
+  EXPECT_TRUE(innermost(nearest_program("f32", 8), wide_rows));
+  BinnedGatherOptions untiled;
+  untiled.sparse_tiled_min = 0;
+  EXPECT_FALSE(innermost(nearest_program("f32", 16), untiled));
+  EXPECT_TRUE(innermost(nearest_program("f32", 4), untiled));
+  // Fewer records than cells (a grid smaller than the input: 24 records over 60 cells): planar.
+  EXPECT_FALSE(innermost(ops::parse_specialization("grid_sampler_2d_backward dtype=f32 "
+                                                   "input_size=2,16,6,5 output_size=4,3 "
+                                                   "interpolation_mode=nearest")
+                             .build_program(),
+                         {}));
   // grad_output already channels-last in memory (read in place): the gather reads it, no copy.
   ir::Program strided = ops::parse_specialization(
                             "grid_sampler_2d_backward dtype=f32 input_size=2,16,6,5 "
@@ -632,6 +682,9 @@ TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   LowerOptions negative;
   negative.binned_channels_last_min = -1;
   EXPECT_THROW(lower(p, negative), Error);
+  LowerOptions negative_sparse;
+  negative_sparse.binned_sparse_channels_last_min = -1;
+  EXPECT_THROW(lower(p, negative_sparse), Error);
   LowerOptions negative_chunk;
   negative_chunk.binned_gather_chunk = -2;
   try {

@@ -105,6 +105,7 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_SPLIT_THREADS", "12"},
       {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "0"},
       {"ADJOINT_TUNE_DIRECT_STORE", "0"},
+      {"ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", "0"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -117,6 +118,10 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.split_target_threads, int64_t{1} << 12);
   EXPECT_EQ(options.binned_whole_axis_records_max, 0);
   EXPECT_FALSE(options.direct_transposed_store);
+  EXPECT_EQ(options.binned_sparse_channels_last_min, 0);
+  compiler::LowerOptions defaults;
+  apply_tuning_knobs(read_tuning_knobs(environment({})), defaults);
+  EXPECT_EQ(defaults.binned_sparse_channels_last_min, 4);
 }
 
 TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
@@ -129,6 +134,7 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_SPLIT_TAIL", "1x"},
       {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "-1"},
       {"ADJOINT_TUNE_DIRECT_STORE", "-1"},
+      {"ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", "-1"},
       {"ADJOINT_TUNE_MHC_X_MIX", "2"},
       {"ADJOINT_TUNE_MHC_DVECX", "yes"},
   };
