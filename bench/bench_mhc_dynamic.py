@@ -136,6 +136,10 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--parts", default="sweep,time")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--baseline-env", default="",
+                        help="KEY=VALUE,... : also time the generic kernels in an always child "
+                             "under these variables (the ADJOINT_TUNE_* knobs that restore the "
+                             "generic schedules of before), in the same run")
     parser.add_argument("--child")
     parser.add_argument("--mode")
     args = parser.parse_args()
@@ -154,16 +158,32 @@ def main():
     if "time" in parts:
         for mode in ("never", "always"):
             result["time"][mode] = run_child("time", mode, args.runs, args.timeout)
+        baseline = dict(item.split("=", 1) for item in args.baseline_env.split(",") if item)
+        if baseline:  # the generic kernels of before, in a child of their own
+            saved = dict(os.environ)
+            os.environ.update(baseline)
+            try:
+                result["time"]["always_baseline"] = run_child("time", "always", args.runs,
+                                                              args.timeout)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            result["time"]["always_baseline"]["env"] = baseline
         never = result["time"]["never"].get("records", [])
         always = result["time"]["always"].get("records", [])
-        print("%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
-                                                      "ratio", "rel spec", "rel gen", "det"))
-        for a, g in zip(never, always):
-            print("%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
+        before = result["time"].get("always_baseline", {}).get("records", [{}] * len(always))
+        print("%-22s %12s %12s %7s %10s %10s %6s %12s %7s %9s" % (
+            "shape", "special ms", "generic ms", "ratio", "rel spec", "rel gen", "det",
+            "before ms", "ratio", "same bits"))
+        for a, g, o in zip(never, always, before):
+            print("%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s %12s %7s %9s" % (
                 "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
                 a["max_relative_difference_vs_torch"], g["max_relative_difference_vs_torch"],
-                g["bitwise_equal_over_3_calls"]))
-        for mode in ("never", "always"):
+                g["bitwise_equal_over_3_calls"],
+                "%.4f" % o["ms"] if "ms" in o else "-",
+                "%.2f" % (o["ms"] / a["ms"]) if "ms" in o else "-",
+                o.get("digest") == g["digest"] if "digest" in o else "-"))
+        for mode in result["time"]:
             if "error" in result["time"][mode]:
                 print("time", mode, "error:", result["time"][mode]["error"])
     with open(args.out, "w") as f:

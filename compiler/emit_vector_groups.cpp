@@ -461,6 +461,10 @@ int64_t KernelEmitter::offset_alignment(const ir::Tensor& t, const std::vector<E
 void KernelEmitter::emit_spans(const Expr& e,
                                const std::unordered_map<const ir::VarNode*, Lane>& lanes) {
   std::unordered_set<const ir::ExprNode*> seen;
+  // EmitOptions::spans_of_evaluated_loads: a load that `e` evaluates whenever it is evaluated
+  // has its other indices in bounds by the IR's rules, whatever the interval bounds prove.
+  std::unordered_set<const ir::LoadNode*> evaluated;
+  if (options_.spans_of_evaluated_loads) evaluated = unconditional_loads(e);
   std::function<void(const Expr&)> walk = [&](const Expr& node) {
     if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
     ir::for_each_child(node, walk);
@@ -498,7 +502,8 @@ void KernelEmitter::emit_spans(const Expr& e,
     for (size_t d = 0; d < load->indices.size(); ++d) {
       if (static_cast<int>(d) == lane_dim) continue;
       const Expr& i = load->indices[d];
-      if (!speculatable(i) || !bounds_.of(i).within(0, t->shape[d] - 1)) return;
+      if (!speculatable(i)) return;
+      if (!evaluated.count(load) && !bounds_.of(i).within(0, t->shape[d] - 1)) return;
     }
     std::vector<std::string> first;
     for (size_t d = 0; d < load->indices.size(); ++d) {

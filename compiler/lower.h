@@ -192,6 +192,23 @@ struct LowerOptions {
   /// take a vector group (spans, one reduction loop per group) instead of tail-guarded points
   /// (ADJOINT_TUNE_GENERIC_VECTOR_GROUPS=0: the guarded points, before).
   bool generic_vector_groups = true;
+  /// Generic thread-tiled kernels are written twice, as specialized ones (EmitOptions::
+  /// tile_prefetch): behind one alignment test of their base pointers, a copy without a check
+  /// per access whose spans read per tile point after the reductions are copied to shared
+  /// memory (cp.async) before them, else each point alone; and generic vector-group kernels
+  /// take the streaming cache hints (LowerOptions::streaming_loads, streaming_stores).
+  /// false (ADJOINT_TUNE_GENERIC_TWIN=0): one copy with a check per access, no hints, before.
+  bool generic_aligned_twin = true;
+  /// Warp-cooperative generic kernels whose innermost extent is a constant multiple of the
+  /// group of points take a vector group: each warp computes the group's points, its lanes
+  /// striding over the reduction once for all of them (loads that do not move with the group
+  /// read once). false (ADJOINT_TUNE_GENERIC_LANE_GROUPS=0): a point per warp, before.
+  bool generic_lane_groups = true;
+  /// Generic vector-group kernels take spans of the loads their expressions evaluate
+  /// unconditionally without an interval proof of the other indices (EmitOptions::
+  /// spans_of_evaluated_loads: x_mix partials' x and dh_mix, indexed by a split token). false
+  /// (ADJOINT_TUNE_GENERIC_SPANS=0): element loads there, before.
+  bool generic_evaluated_spans = true;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

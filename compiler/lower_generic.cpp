@@ -432,13 +432,25 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       auto* inner = kernel.stages.front().domain.empty()
                         ? nullptr
                         : kernel.stages.front().domain.back().extent.as<ir::IntConstNode>();
-      if (points > 1 && (points & (points - 1)) == 0 && kernel.grid.reduction_lanes == 1 &&
+      // A warp-cooperative kernel takes the group too (LowerOptions::generic_lane_groups): its
+      // warps compute the group's points, the lanes striding over each reduction once for all
+      // of them (gate_grads' 4 streams of a token: grad_h_in read once, not 4 times).
+      const bool lanes_group = kernel.grid.reduction_lanes == 1 || options.generic_lane_groups;
+      if (points > 1 && (points & (points - 1)) == 0 && lanes_group &&
           options.generic_vector_groups && inner && inner->value % points == 0) {
         // A static innermost extent that the group divides: a vector group (spans, one
         // reduction loop for the group's points), as in a specialized kernel.
         kernel.grid.vector_width = points;
+        if (kernel.grid.reduction_lanes > 1)
+          add_schedule_note(notes, kernel.name,
+                            "each warp computes a vector group of " + std::to_string(points) +
+                                " points of " + kernel.stages.front().domain.back().var.name_hint() +
+                                ": loads that do not move with it are read once for all of them");
         std::string tile_note;
-        if (auto [axis, tile] = generic_thread_tile(kernel, points, tile_note); axis >= 0) {
+        if (auto [axis, tile] = kernel.grid.reduction_lanes > 1
+                                    ? std::pair<int, int>{-1, 1}
+                                    : generic_thread_tile(kernel, points, tile_note);
+            axis >= 0) {
           const ir::Axis& tiled = kernel.stages.front().domain[axis];
           kernel.grid.tile_axis = axis;
           kernel.grid.tile_points = tile;
@@ -473,6 +485,15 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
+    // The aligned twin of thread-tiled kernels and the streaming hints, as in lower()
+    // (LowerOptions::generic_aligned_twin; tile_prefetch 0: one copy, a check per access).
+    emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
+    emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.tile_point_fallback = options.tile_point_fallback;
+    emit_options.tile_min_blocks = options.tile_min_blocks;
+    emit_options.streaming_loads = options.generic_aligned_twin && options.streaming_loads;
+    emit_options.streaming_stores = options.generic_aligned_twin && options.streaming_stores;
+    emit_options.spans_of_evaluated_loads = options.generic_evaluated_spans;
     emit_options.interleave_size_axes = interleaves_size_axes(p, kernel);
     if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
       ir::Bounds bounds;

@@ -235,6 +235,23 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "1 (generic kernels whose innermost extent is a constant that their group divides take "
           "a vector group, their token axes decoded between its warps) or 0 (tail-guarded points, "
           "the generic kernels of before)") == 1;
+  knobs.generic_aligned_twin =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_TWIN", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic thread-tiled kernels get the aligned copy with early cp.async copies, and "
+          "generic vector groups the streaming hints, as specialized kernels) or 0 (one copy "
+          "with a check per access, no hints: the generic kernels of before)") == 1;
+  knobs.generic_lane_groups =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_LANE_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a warp-cooperative generic kernel computes a vector group of innermost points per "
+          "warp where the constant extent allows) or 0 (a point per warp, before)") == 1;
+  knobs.generic_evaluated_spans =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_SPANS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic vector groups load spans of the loads their expressions always evaluate, "
+          "without an interval proof of the other indices) or 0 (element loads where the "
+          "intervals prove nothing, before)") == 1;
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -275,6 +292,9 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.row_schedule = knobs.row_schedule;
   options.stage_loops = knobs.stage_loops;
   options.generic_vector_groups = knobs.generic_vector_groups;
+  options.generic_aligned_twin = knobs.generic_aligned_twin;
+  options.generic_lane_groups = knobs.generic_lane_groups;
+  options.generic_evaluated_spans = knobs.generic_evaluated_spans;
   options.partial_unroll = knobs.partial_unroll;
   options.long_loop_unroll = knobs.long_loop_unroll;
   options.tile_unroll = knobs.tile_unroll;

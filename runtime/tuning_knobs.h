@@ -50,6 +50,12 @@ struct TuningKnobs {
   bool stage_loops = true;
   /// ADJOINT_TUNE_GENERIC_VECTOR_GROUPS (LowerOptions::generic_vector_groups).
   bool generic_vector_groups = true;
+  /// ADJOINT_TUNE_GENERIC_TWIN (LowerOptions::generic_aligned_twin).
+  bool generic_aligned_twin = true;
+  /// ADJOINT_TUNE_GENERIC_LANE_GROUPS (LowerOptions::generic_lane_groups).
+  bool generic_lane_groups = true;
+  /// ADJOINT_TUNE_GENERIC_SPANS (LowerOptions::generic_evaluated_spans).
+  bool generic_evaluated_spans = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
