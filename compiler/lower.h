@@ -209,6 +209,13 @@ struct LowerOptions {
   /// spans_of_evaluated_loads: x_mix partials' x and dh_mix, indexed by a split token). false
   /// (ADJOINT_TUNE_GENERIC_SPANS=0): element loads there, before.
   bool generic_evaluated_spans = true;
+  /// A generic kernel whose domain is static takes a vector group only while at least this
+  /// many groups remain (derive_grid's kMinVectorGroups rule; fewer: a thread per point).
+  /// 0 (ADJOINT_TUNE_GENERIC_MIN_GROUPS=0): every such kernel is grouped, before.
+  int64_t generic_min_vector_groups = int64_t{1} << 15;
+  /// EmitOptions::interleave_size_axes where lower_generic finds it applies; false
+  /// (ADJOINT_TUNE_GENERIC_INTERLEAVE=0): the plain innermost-first decode.
+  bool generic_interleave = true;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

@@ -56,6 +56,10 @@ struct TuningKnobs {
   bool generic_lane_groups = true;
   /// ADJOINT_TUNE_GENERIC_SPANS (LowerOptions::generic_evaluated_spans).
   bool generic_evaluated_spans = true;
+  /// ADJOINT_TUNE_GENERIC_MIN_GROUPS (LowerOptions::generic_min_vector_groups).
+  int generic_min_vector_groups = 1 << 15;
+  /// ADJOINT_TUNE_GENERIC_INTERLEAVE (LowerOptions::generic_interleave).
+  bool generic_interleave = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;
