@@ -136,10 +136,11 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--parts", default="sweep,time")
     parser.add_argument("--timeout", type=int, default=300)
-    parser.add_argument("--baseline-env", default="",
-                        help="KEY=VALUE,... : also time the generic kernels in an always child "
-                             "under these variables (the ADJOINT_TUNE_* knobs that restore the "
-                             "generic schedules of before), in the same run")
+    parser.add_argument("--variants", default="",
+                        help="NAME:KEY=VALUE,...;NAME:... : also time the generic kernels in an "
+                             "always child per variant under those variables (ADJOINT_TUNE_* "
+                             "knobs, e.g. the ones restoring the generic schedules of before), in "
+                             "the same run")
     parser.add_argument("--child")
     parser.add_argument("--mode")
     args = parser.parse_args()
@@ -158,31 +159,40 @@ def main():
     if "time" in parts:
         for mode in ("never", "always"):
             result["time"][mode] = run_child("time", mode, args.runs, args.timeout)
-        baseline = dict(item.split("=", 1) for item in args.baseline_env.split(",") if item)
-        if baseline:  # the generic kernels of before, in a child of their own
+        variants = []  # (name, {variable: value})
+        for text in filter(None, args.variants.split(";")):
+            name, _, assignments = text.partition(":")
+            variants.append((name, dict(item.split("=", 1)
+                                        for item in assignments.split(",") if item)))
+        for name, env in variants:  # generic kernels under other knobs, each in its own child
             saved = dict(os.environ)
-            os.environ.update(baseline)
+            os.environ.update(env)
             try:
-                result["time"]["always_baseline"] = run_child("time", "always", args.runs,
-                                                              args.timeout)
+                record = run_child("time", "always", args.runs, args.timeout)
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
-            result["time"]["always_baseline"]["env"] = baseline
+            record["env"] = env
+            result["time"]["always_" + name] = record
         never = result["time"]["never"].get("records", [])
         always = result["time"]["always"].get("records", [])
-        before = result["time"].get("always_baseline", {}).get("records", [{}] * len(always))
-        print("%-22s %12s %12s %7s %10s %10s %6s %12s %7s %9s" % (
-            "shape", "special ms", "generic ms", "ratio", "rel spec", "rel gen", "det",
-            "before ms", "ratio", "same bits"))
-        for a, g, o in zip(never, always, before):
-            print("%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s %12s %7s %9s" % (
+        header = "%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
+                                                         "ratio", "rel spec", "rel gen", "det")
+        for name, _ in variants:
+            header += " %12s %7s %9s" % (name[:12] + " ms", "ratio", "same bits")
+        print(header)
+        for index, (a, g) in enumerate(zip(never, always)):
+            line = "%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
                 "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
                 a["max_relative_difference_vs_torch"], g["max_relative_difference_vs_torch"],
-                g["bitwise_equal_over_3_calls"],
-                "%.4f" % o["ms"] if "ms" in o else "-",
-                "%.2f" % (o["ms"] / a["ms"]) if "ms" in o else "-",
-                o.get("digest") == g["digest"] if "digest" in o else "-"))
+                g["bitwise_equal_over_3_calls"])
+            for name, _ in variants:
+                records = result["time"]["always_" + name].get("records", [])
+                o = records[index] if index < len(records) else {}
+                line += " %12s %7s %9s" % ("%.4f" % o["ms"] if "ms" in o else "-",
+                                           "%.2f" % (o["ms"] / a["ms"]) if "ms" in o else "-",
+                                           o.get("digest") == g["digest"] if "digest" in o else "-")
+            print(line)
         for mode in result["time"]:
             if "error" in result["time"][mode]:
                 print("time", mode, "error:", result["time"][mode]["error"])

@@ -195,9 +195,9 @@ struct LowerOptions {
   /// Generic thread-tiled kernels are written twice, as specialized ones (EmitOptions::
   /// tile_prefetch): behind one alignment test of their base pointers, a copy without a check
   /// per access whose spans read per tile point after the reductions are copied to shared
-  /// memory (cp.async) before them, else each point alone; and generic vector-group kernels
-  /// take the streaming cache hints (LowerOptions::streaming_loads, streaming_stores).
-  /// false (ADJOINT_TUNE_GENERIC_TWIN=0): one copy with a check per access, no hints, before.
+  /// memory (cp.async) before them, and a long token loop's spans streamed through a ring of
+  /// shared memory, else each point alone. false (ADJOINT_TUNE_GENERIC_TWIN=0): one copy with
+  /// a check per access, before.
   bool generic_aligned_twin = true;
   /// Warp-cooperative generic kernels whose innermost extent is a constant multiple of the
   /// group of points take a vector group: each warp computes the group's points, its lanes
@@ -216,6 +216,15 @@ struct LowerOptions {
   /// EmitOptions::interleave_size_axes where lower_generic finds it applies; false
   /// (ADJOINT_TUNE_GENERIC_INTERLEAVE=0): the plain innermost-first decode.
   bool generic_interleave = true;
+  /// A generic thread tile on a static axis that it would take in parts takes the whole axis
+  /// at half the vector width where the accumulators fit kGenericTileAccumulators (x_mix's
+  /// partials at n = 4: 24 x 2 instead of 12 x 4). false (ADJOINT_TUNE_GENERIC_WHOLE_TILES=0):
+  /// the largest divisor within kMaxGenericTilePoints, before.
+  bool generic_whole_tiles = true;
+  /// Generic vector-group kernels take the streaming cache hints of LowerOptions::
+  /// streaming_loads and streaming_stores (with generic_aligned_twin); false
+  /// (ADJOINT_TUNE_GENERIC_STREAMING=0): plain loads and stores, before.
+  bool generic_streaming = true;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

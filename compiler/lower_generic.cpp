@@ -361,9 +361,13 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   // vector group on the innermost axis, the same holds for a thread tile of R points on another
   // axis: ceil(E / R) tiles, point base + r stored behind base + r < E. Any other tile axis
   // would need R to divide its extent.
-  if (g.tile_points < 1 || g.tile_points > kMaxGenericGroupPoints)
+  // A thread tile beside a vector group may take up to kMaxGenericThreadTilePoints points.
+  const int64_t most_points = g.vector_width > 1 && g.tile_axis != innermost
+                                  ? kMaxGenericThreadTilePoints
+                                  : kMaxGenericGroupPoints;
+  if (g.tile_points < 1 || g.tile_points > most_points)
     refuse("a group of " + std::to_string(g.tile_points) + " points per thread is outside [1, " +
-           std::to_string(kMaxGenericGroupPoints) + "]");
+           std::to_string(most_points) + "]");
   if (g.tile_points > 1 && g.vector_width == 1 && g.tile_axis != innermost) {
     refuse("a group of " + std::to_string(g.tile_points) + " points on axis " +
            std::to_string(g.tile_axis) + " needs that extent to be a multiple of it, unknown for a " +
@@ -473,6 +477,19 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
                                     : generic_thread_tile(kernel, points, tile_note);
             axis >= 0) {
           const ir::Axis& tiled = kernel.stages.front().domain[axis];
+          // A static tile axis that a tile takes in parts: half the vector width for the whole
+          // axis in one tile where its accumulators still fit (x_mix's partials at n = 4: 24
+          // points of k x 2 of d instead of 12 x 4, as the specialized tile; each x span is
+          // then read by one thread instead of two). LowerOptions::generic_whole_tiles.
+          auto* tiled_extent = tiled.extent.as<ir::IntConstNode>();
+          if (options.generic_whole_tiles && tiled_extent && tile < tiled_extent->value &&
+              points >= 2 && tiled_extent->value <= kMaxGenericThreadTilePoints &&
+              tiled_extent->value * (points / 2) <= kGenericTileAccumulators) {
+            kernel.grid.vector_width = points / 2;
+            tile = static_cast<int>(tiled_extent->value);
+            tile_note += " (the whole axis in one tile, at half the vector width: each span "
+                         "that does not move with it read by one thread)";
+          }
           kernel.grid.tile_axis = axis;
           kernel.grid.tile_points = tile;
           add_schedule_note(notes, kernel.name,
@@ -506,14 +523,14 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
-    // The aligned twin of thread-tiled kernels and the streaming hints, as in lower()
-    // (LowerOptions::generic_aligned_twin; tile_prefetch 0: one copy, a check per access).
+    // The aligned twin of thread-tiled kernels (LowerOptions::generic_aligned_twin;
+    // tile_prefetch 0: one copy, a check per access) and the streaming hints, as in lower().
     emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
     emit_options.tile_early_copies = options.tile_early_copies;
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
-    emit_options.streaming_loads = options.generic_aligned_twin && options.streaming_loads;
-    emit_options.streaming_stores = options.generic_aligned_twin && options.streaming_stores;
+    emit_options.streaming_loads = options.generic_streaming && options.streaming_loads;
+    emit_options.streaming_stores = options.generic_streaming && options.streaming_stores;
     emit_options.spans_of_evaluated_loads = options.generic_evaluated_spans;
     emit_options.interleave_size_axes =
         options.generic_interleave && interleaves_size_axes(p, kernel);

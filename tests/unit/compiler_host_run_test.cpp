@@ -2426,6 +2426,8 @@ TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
   before.generic_lane_groups = false;
   before.generic_evaluated_spans = false;
   before.generic_min_vector_groups = 0;
+  before.generic_whole_tiles = false;
+  before.generic_streaming = false;
   for (const Case& c : cases) {
     const ops::Specialization spec =
         ops::parse_specialization("mhc_pre_backward batch=2 seq=3 " + c.attributes);
