@@ -216,11 +216,6 @@ struct LowerOptions {
   /// EmitOptions::interleave_size_axes where lower_generic finds it applies; false
   /// (ADJOINT_TUNE_GENERIC_INTERLEAVE=0): the plain innermost-first decode.
   bool generic_interleave = true;
-  /// A generic thread tile on a static axis that it would take in parts takes the whole axis
-  /// at half the vector width where the accumulators fit kGenericTileAccumulators (x_mix's
-  /// partials at n = 4: 24 x 2 instead of 12 x 4). false (ADJOINT_TUNE_GENERIC_WHOLE_TILES=0):
-  /// the largest divisor within kMaxGenericTilePoints, before.
-  bool generic_whole_tiles = true;
   /// Generic vector-group kernels take the streaming cache hints of LowerOptions::
   /// streaming_loads and streaming_stores (with generic_aligned_twin); false
   /// (ADJOINT_TUNE_GENERIC_STREAMING=0): plain loads and stores, before.

@@ -361,13 +361,9 @@ void check_generic_coverage(const ir::Program& program, const ir::Kernel& kernel
   // vector group on the innermost axis, the same holds for a thread tile of R points on another
   // axis: ceil(E / R) tiles, point base + r stored behind base + r < E. Any other tile axis
   // would need R to divide its extent.
-  // A thread tile beside a vector group may take up to kMaxGenericThreadTilePoints points.
-  const int64_t most_points = g.vector_width > 1 && g.tile_axis != innermost
-                                  ? kMaxGenericThreadTilePoints
-                                  : kMaxGenericGroupPoints;
-  if (g.tile_points < 1 || g.tile_points > most_points)
+  if (g.tile_points < 1 || g.tile_points > kMaxGenericGroupPoints)
     refuse("a group of " + std::to_string(g.tile_points) + " points per thread is outside [1, " +
-           std::to_string(most_points) + "]");
+           std::to_string(kMaxGenericGroupPoints) + "]");
   if (g.tile_points > 1 && g.vector_width == 1 && g.tile_axis != innermost) {
     refuse("a group of " + std::to_string(g.tile_points) + " points on axis " +
            std::to_string(g.tile_axis) + " needs that extent to be a multiple of it, unknown for a " +
@@ -472,24 +468,11 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
                                 " points of " + kernel.stages.front().domain.back().var.name_hint() +
                                 ": loads that do not move with it are read once for all of them");
         std::string tile_note;
-        if (auto [axis, tile] = kernel.grid.reduction_lanes > 1
+        if (const auto [axis, tile] = kernel.grid.reduction_lanes > 1
                                     ? std::pair<int, int>{-1, 1}
                                     : generic_thread_tile(kernel, points, tile_note);
             axis >= 0) {
           const ir::Axis& tiled = kernel.stages.front().domain[axis];
-          // A static tile axis that a tile takes in parts: half the vector width for the whole
-          // axis in one tile where its accumulators still fit (x_mix's partials at n = 4: 24
-          // points of k x 2 of d instead of 12 x 4, as the specialized tile; each x span is
-          // then read by one thread instead of two). LowerOptions::generic_whole_tiles.
-          auto* tiled_extent = tiled.extent.as<ir::IntConstNode>();
-          if (options.generic_whole_tiles && tiled_extent && tile < tiled_extent->value &&
-              points >= 2 && tiled_extent->value <= kMaxGenericThreadTilePoints &&
-              tiled_extent->value * (points / 2) <= kGenericTileAccumulators) {
-            kernel.grid.vector_width = points / 2;
-            tile = static_cast<int>(tiled_extent->value);
-            tile_note += " (the whole axis in one tile, at half the vector width: each span "
-                         "that does not move with it read by one thread)";
-          }
           kernel.grid.tile_axis = axis;
           kernel.grid.tile_points = tile;
           add_schedule_note(notes, kernel.name,

@@ -58,10 +58,6 @@ inline constexpr int64_t kGenericLaneMaxFewPoints = 4096;
 /// kMaxGenericTilePoints points.
 inline constexpr int64_t kGenericTileAccumulators = 64;
 inline constexpr int64_t kMaxGenericTilePoints = 16;
-/// The most points of a whole static axis in one generic thread tile
-/// (LowerOptions::generic_whole_tiles), and the most the coverage proof accepts in a thread tile
-/// beside a vector group.
-inline constexpr int64_t kMaxGenericThreadTilePoints = 64;
 /// The block size of a thread-tiled generic kernel (LowerOptions::block_size unset).
 inline constexpr int kGenericTiledBlockSize = 128;
 

@@ -261,11 +261,6 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_GENERIC_INTERLEAVE", 1, [](int v) { return v == 0 || v == 1; },
           "1 (generic vector-group kernels with leading runtime axes decode them between warps "
           "of 32 groups) or 0 (the innermost-first decode)") == 1;
-  knobs.generic_whole_tiles =
-      integer_knob(
-          "ADJOINT_TUNE_GENERIC_WHOLE_TILES", 1, [](int v) { return v == 0 || v == 1; },
-          "1 (a generic thread tile takes a whole static axis at half the vector width where its "
-          "accumulators fit) or 0 (the largest divisor of at most 16, before)") == 1;
   knobs.generic_streaming =
       integer_knob(
           "ADJOINT_TUNE_GENERIC_STREAMING", 1, [](int v) { return v == 0 || v == 1; },
@@ -316,7 +311,6 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.generic_evaluated_spans = knobs.generic_evaluated_spans;
   options.generic_min_vector_groups = knobs.generic_min_vector_groups;
   options.generic_interleave = knobs.generic_interleave;
-  options.generic_whole_tiles = knobs.generic_whole_tiles;
   options.generic_streaming = knobs.generic_streaming;
   options.partial_unroll = knobs.partial_unroll;
   options.long_loop_unroll = knobs.long_loop_unroll;

@@ -60,8 +60,6 @@ struct TuningKnobs {
   int generic_min_vector_groups = 1 << 15;
   /// ADJOINT_TUNE_GENERIC_INTERLEAVE (LowerOptions::generic_interleave).
   bool generic_interleave = true;
-  /// ADJOINT_TUNE_GENERIC_WHOLE_TILES (LowerOptions::generic_whole_tiles).
-  bool generic_whole_tiles = true;
   /// ADJOINT_TUNE_GENERIC_STREAMING (LowerOptions::generic_streaming).
   bool generic_streaming = true;
   int block_stage_width = 8;

@@ -2426,7 +2426,6 @@ TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
   before.generic_lane_groups = false;
   before.generic_evaluated_spans = false;
   before.generic_min_vector_groups = 0;
-  before.generic_whole_tiles = false;
   before.generic_streaming = false;
   for (const Case& c : cases) {
     const ops::Specialization spec =
