@@ -12,7 +12,9 @@ so that every program the engine builds is an NVRTC compile:
     (specialized kernels) and an always child whose first call per shape is at another token
     count (the timed call runs kernels generic in batch and seq, compiled for other sizes), each
     result's relative difference to PyTorch, and the generic results of three calls compared bit
-    for bit (determinism).
+    for bit (determinism). With --variants, one more always child per variant, under its
+    ADJOINT_TUNE_* variables (e.g. the generic schedules of before), its times and whether its
+    results have the default generic kernels' bits.
 Writes --out (JSON) and prints a summary.
 """
 
