@@ -12,7 +12,9 @@ so that every program the engine builds is an NVRTC compile:
     (specialized kernels) and an always child whose first call per shape is at another token
     count (the timed call runs kernels generic in batch and seq, compiled for other sizes), each
     result's relative difference to PyTorch, and the generic results of three calls compared bit
-    for bit (determinism).
+    for bit (determinism). With --variants, one more always child per variant, under its
+    ADJOINT_TUNE_* variables (e.g. the generic schedules of before), its times and whether its
+    results have the default generic kernels' bits.
 Writes --out (JSON) and prints a summary.
 """
 
@@ -136,6 +138,11 @@ def main():
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--parts", default="sweep,time")
     parser.add_argument("--timeout", type=int, default=300)
+    parser.add_argument("--variants", default="",
+                        help="NAME:KEY=VALUE,...;NAME:... : also time the generic kernels in an "
+                             "always child per variant under those variables (ADJOINT_TUNE_* "
+                             "knobs, e.g. the ones restoring the generic schedules of before), in "
+                             "the same run")
     parser.add_argument("--child")
     parser.add_argument("--mode")
     args = parser.parse_args()
@@ -154,16 +161,41 @@ def main():
     if "time" in parts:
         for mode in ("never", "always"):
             result["time"][mode] = run_child("time", mode, args.runs, args.timeout)
+        variants = []  # (name, {variable: value})
+        for text in filter(None, args.variants.split(";")):
+            name, _, assignments = text.partition(":")
+            variants.append((name, dict(item.split("=", 1)
+                                        for item in assignments.split(",") if item)))
+        for name, env in variants:  # generic kernels under other knobs, each in its own child
+            saved = dict(os.environ)
+            os.environ.update(env)
+            try:
+                record = run_child("time", "always", args.runs, args.timeout)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            record["env"] = env
+            result["time"]["always_" + name] = record
         never = result["time"]["never"].get("records", [])
         always = result["time"]["always"].get("records", [])
-        print("%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
-                                                      "ratio", "rel spec", "rel gen", "det"))
-        for a, g in zip(never, always):
-            print("%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
+        header = "%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
+                                                         "ratio", "rel spec", "rel gen", "det")
+        for name, _ in variants:
+            header += " %12s %7s %9s" % (name[:12] + " ms", "ratio", "same bits")
+        print(header)
+        for index, (a, g) in enumerate(zip(never, always)):
+            line = "%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
                 "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
                 a["max_relative_difference_vs_torch"], g["max_relative_difference_vs_torch"],
-                g["bitwise_equal_over_3_calls"]))
-        for mode in ("never", "always"):
+                g["bitwise_equal_over_3_calls"])
+            for name, _ in variants:
+                records = result["time"]["always_" + name].get("records", [])
+                o = records[index] if index < len(records) else {}
+                line += " %12s %7s %9s" % ("%.4f" % o["ms"] if "ms" in o else "-",
+                                           "%.2f" % (o["ms"] / a["ms"]) if "ms" in o else "-",
+                                           o.get("digest") == g["digest"] if "digest" in o else "-")
+            print(line)
+        for mode in result["time"]:
             if "error" in result["time"][mode]:
                 print("time", mode, "error:", result["time"][mode]["error"])
     with open(args.out, "w") as f:

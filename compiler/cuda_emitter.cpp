@@ -17,8 +17,10 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   // it exists (a tile, some base claimed aligned) decides how this emitter writes the other
   // copy (EmitOptions::tile_point_fallback).
   std::unique_ptr<KernelEmitter> twin;
+  // Generic kernels take it too where lower_generic asks (LowerOptions::generic_aligned_twin):
+  // the alignment test reads base pointers only, whatever the sizes.
   if (!aligned_twin_ && options_.tile_prefetch > 0 && kernel_.grid.tile_points > 1 &&
-      program_.sizes.empty() && kernel_.row_axes == 0 && kernel_.grid.block_tokens == 0 &&
+      kernel_.row_axes == 0 && kernel_.grid.block_tokens == 0 &&
       !options_.tiled_transpose && !options_.transposed_store) {
     twin = std::make_unique<KernelEmitter>(program_, kernel_, options_);
     twin->aligned_twin_ = true;
@@ -56,6 +58,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
     for (std::string& size : bind_size_params(result)) signature.push_back(std::move(size));
     result.launch.block[0] = static_cast<uint32_t>(kernel_.grid.block_size);
     result.launch.grid[0] = 0;  // derived by the runtime from the point count
+    launch_.block[0] = result.launch.block[0];  // the early copies' shared arrays need it
     if (!kernel_.stages.empty()) emit_generic_body();
     for (size_t j = 0; j < kernel_.grid.bindings.size(); ++j) {
       const ir::Axis& axis = kernel_.stages.front().domain[j];

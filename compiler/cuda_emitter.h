@@ -132,6 +132,13 @@ struct EmitOptions {
   /// depend on the tokens (dx's phi spans) is read from L1 by the block's other warps
   /// (emit_generic_grid.cpp). Coverage is unchanged: a mixed-radix decode in another order.
   bool interleave_size_axes = false;
+  /// Vector-group spans: a load that the expression being loaded evaluates unconditionally (no
+  /// select branch, no right operand of && or ||) takes a span when its lane dimension is in
+  /// bounds for the whole lane, its other indices needing no interval proof (the IR's loads are
+  /// in bounds where evaluated, ir/expr.h). Generic kernels set it (LowerOptions::
+  /// generic_evaluated_spans): the bounds of a split token sum's index g + G u, u < (S - g + G -
+  /// 1) / G, do not show it below S. false: every index proven by intervals, before.
+  bool spans_of_evaluated_loads = false;
   /// The kernel is this batched transposition (tiled_transpose.h): emitted as warps moving
   /// 32 x 32 tiles through shared memory, with a launch of its own (emit_tiled_transpose.cpp).
   std::optional<TiledTranspose> tiled_transpose;

@@ -285,11 +285,15 @@ int64_t KernelEmitter::prefetch_depth(const ir::ReduceNode& n, const ir::VarNode
                                       const std::vector<std::string>& pragmas,
                                       size_t uniform_axes) const {
   // Only the aligned copy of a tiled kernel (its loads have no branch that would keep the
-  // prefetched ones apart), and only a long loop of constant trips: x_mix's token loop.
+  // prefetched ones apart), and only a long loop of constant trips: x_mix's token loop; in a
+  // generic kernel also a loop of runtime trips (x_mix's split token loop), whose last trips
+  // that fill no whole chunk run without the ring.
   if (!aligned_twin_ || !tile_ || options_.tile_prefetch < 2 || uniform_axes == 0) return 0;
   const size_t last = uniform_axes - 1;
   auto* extent = n.axes[last].extent.as<ir::IntConstNode>();
-  if (!bounds[last].long_constant || !extent || !pragmas[last].empty()) return 0;
+  const bool runtime_trips = !program_.sizes.empty() && !extent && pragmas[last].empty();
+  if (!runtime_trips && (!bounds[last].long_constant || !extent || !pragmas[last].empty()))
+    return 0;
   // The bytes per iteration that would be held P times: the loads that move with the group's
   // axis x but not with the tile axis (x_mix's 2 bf16 of x; dx's 8 floats of phi).
   int64_t bytes = 0;
@@ -304,7 +308,7 @@ int64_t KernelEmitter::prefetch_depth(const ir::ReduceNode& n, const ir::VarNode
   walk(n.body);
   if (bytes == 0) return 0;
   int64_t depth = 1;
-  while (2 * depth <= options_.tile_prefetch && extent->value % (2 * depth) == 0 &&
+  while (2 * depth <= options_.tile_prefetch && (runtime_trips || extent->value % (2 * depth) == 0) &&
          2 * (2 * depth) * bytes <= kPrefetchBytes)
     depth *= 2;
   return depth >= 4 ? depth : 0;
@@ -332,13 +336,35 @@ void KernelEmitter::emit_prefetched_iterations(
     });
     spans_ = saved;
   };
-  CodeWriter prologue(out_->indent());
+  // A runtime trip count (generic kernels, prefetch_depth): the chunks end at the last whole
+  // one, `full`, and the trips after it run plainly.
+  bool runtime_trips = false;
+  for (const ir::Axis& axis : n.axes)
+    if (axis.var.get() == var) runtime_trips = !axis.extent.as<ir::IntConstNode>();
+  std::string full = end;
+  if (runtime_trips) {
+    full = names_.fresh(name + "_chunks_end");
+    out_->line("const " + index_type_ + " " + full + " = " + end + " > " + start + " ? " +
+               start + " + (" + end + " - " + start + ") / " + p + " * " + p + " : " + start +
+               ";");
+  }
+  CodeWriter prologue(out_->indent() + (runtime_trips ? 1 : 0));
   CodeWriter* saved = out_;
   out_ = &prologue;
   copies(start);
   out_ = saved;
   Prefetch ring = std::move(*prefetch_);
   prefetch_.reset();
+  // Trips [from, end) one by one, their spans loaded directly.
+  auto plain_trips = [&](const std::string& from) {
+    emit_scoped_loop("for (" + index_type_ + " " + u + " = 0; " + u + " < " + end + " - " + from +
+                         "; ++" + u + ") {",
+                     var, name, from, u, iteration, -1, "#pragma unroll 1");
+  };
+  if (ring.spans == 0 && runtime_trips) {  // nothing to prefetch after all: the plain loop
+    plain_trips(start);
+    return;
+  }
   if (ring.spans == 0) {  // nothing to prefetch after all: the plain loop
     out_->line("#pragma unroll 1");
     CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start +
@@ -350,14 +376,21 @@ void KernelEmitter::emit_prefetched_iterations(
   out_->line("// the spans that do not move with " + tile_name_ + " go through shared memory, " +
              p + " iterations a group of cp.async, a group ahead of their multiply-adds");
   out_->append(declarations.text());
-  out_->append(prologue.text());
+  if (runtime_trips) {
+    CodeWriter::Block any = out_->block("if (" + start + " < " + full + ") {");
+    out_->append(prologue.text());
+  } else {
+    out_->append(prologue.text());
+  }
   out_->line("adjoint::commit_async();");
   out_->line("int " + buffer + " = 0;");
+  const std::unordered_map<int, Span> plain_spans = spans_;
   out_->line("#pragma unroll 1");
-  CodeWriter::Block loop = out_->block("for (" + index_type_ + " " + chunk + " = " + start + "; " +
-                                       chunk + " < " + end + "; " + chunk + " += " + p + ") {");
+  std::optional<CodeWriter::Block> loop;
+  loop.emplace(out_->block("for (" + index_type_ + " " + chunk + " = " + start + "; " + chunk +
+                           " < " + full + "; " + chunk + " += " + p + ") {"));
   {
-    CodeWriter::Block next = out_->block("if (" + chunk + " + " + p + " < " + end + ") {");
+    CodeWriter::Block next = out_->block("if (" + chunk + " + " + p + " < " + full + ") {");
     prefetch_ = std::move(ring);
     prefetch_->buffer = buffer + " ^ 1";
     copies(chunk + " + " + p);
@@ -370,6 +403,11 @@ void KernelEmitter::emit_prefetched_iterations(
     spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "][threadIdx.x]", slot.index};
   emit_scoped_loop(header, var, name, chunk, u, iteration);
   out_->line(buffer + " ^= 1;");
+  loop.reset();
+  if (runtime_trips) {  // the trips past the last whole chunk, their spans loaded directly
+    spans_ = plain_spans;
+    plain_trips(full);
+  }
   ++prefetch_rings_;
   prefetch_notes_.push_back(
       p + " iterations of " + name + " per chunk: the spans that do not move with " +
@@ -461,6 +499,10 @@ int64_t KernelEmitter::offset_alignment(const ir::Tensor& t, const std::vector<E
 void KernelEmitter::emit_spans(const Expr& e,
                                const std::unordered_map<const ir::VarNode*, Lane>& lanes) {
   std::unordered_set<const ir::ExprNode*> seen;
+  // EmitOptions::spans_of_evaluated_loads: a load that `e` evaluates whenever it is evaluated
+  // has its other indices in bounds by the IR's rules, whatever the interval bounds prove.
+  std::unordered_set<const ir::LoadNode*> evaluated;
+  if (options_.spans_of_evaluated_loads) evaluated = unconditional_loads(e);
   std::function<void(const Expr&)> walk = [&](const Expr& node) {
     if (!seen.insert(node.get()).second || node.kind() == ir::ExprKind::kReduce) return;
     ir::for_each_child(node, walk);
@@ -498,7 +540,8 @@ void KernelEmitter::emit_spans(const Expr& e,
     for (size_t d = 0; d < load->indices.size(); ++d) {
       if (static_cast<int>(d) == lane_dim) continue;
       const Expr& i = load->indices[d];
-      if (!speculatable(i) || !bounds_.of(i).within(0, t->shape[d] - 1)) return;
+      if (!speculatable(i)) return;
+      if (!evaluated.count(load) && !bounds_.of(i).within(0, t->shape[d] - 1)) return;
     }
     std::vector<std::string> first;
     for (size_t d = 0; d < load->indices.size(); ++d) {

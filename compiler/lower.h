@@ -196,6 +196,34 @@ struct LowerOptions {
   /// take a vector group (spans, one reduction loop per group) instead of tail-guarded points
   /// (ADJOINT_TUNE_GENERIC_VECTOR_GROUPS=0: the guarded points, before).
   bool generic_vector_groups = true;
+  /// Generic thread-tiled kernels are written twice, as specialized ones (EmitOptions::
+  /// tile_prefetch): behind one alignment test of their base pointers, a copy without a check
+  /// per access whose spans read per tile point after the reductions are copied to shared
+  /// memory (cp.async) before them, and a long token loop's spans streamed through a ring of
+  /// shared memory, else each point alone. false (ADJOINT_TUNE_GENERIC_TWIN=0): one copy with
+  /// a check per access, before.
+  bool generic_aligned_twin = true;
+  /// Warp-cooperative generic kernels whose innermost extent is a constant multiple of the
+  /// group of points take a vector group: each warp computes the group's points, its lanes
+  /// striding over the reduction once for all of them (loads that do not move with the group
+  /// read once). false (ADJOINT_TUNE_GENERIC_LANE_GROUPS=0): a point per warp, before.
+  bool generic_lane_groups = true;
+  /// Generic vector-group kernels take spans of the loads their expressions evaluate
+  /// unconditionally without an interval proof of the other indices (EmitOptions::
+  /// spans_of_evaluated_loads: x_mix partials' x and dh_mix, indexed by a split token). false
+  /// (ADJOINT_TUNE_GENERIC_SPANS=0): element loads there, before.
+  bool generic_evaluated_spans = true;
+  /// A generic kernel whose domain is static takes a vector group only while at least this
+  /// many groups remain (derive_grid's kMinVectorGroups rule; fewer: a thread per point).
+  /// 0 (ADJOINT_TUNE_GENERIC_MIN_GROUPS=0): every such kernel is grouped, before.
+  int64_t generic_min_vector_groups = int64_t{1} << 15;
+  /// EmitOptions::interleave_size_axes where lower_generic finds it applies; false
+  /// (ADJOINT_TUNE_GENERIC_INTERLEAVE=0): the plain innermost-first decode.
+  bool generic_interleave = true;
+  /// Generic vector-group kernels take the streaming cache hints of LowerOptions::
+  /// streaming_loads and streaming_stores (with generic_aligned_twin); false
+  /// (ADJOINT_TUNE_GENERIC_STREAMING=0): plain loads and stores, before.
+  bool generic_streaming = true;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

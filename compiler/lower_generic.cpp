@@ -290,6 +290,17 @@ std::pair<int, int> generic_thread_tile(const ir::Kernel& kernel, int vector_wid
   return {best_axis, best_points};
 }
 
+/// The points of `kernel`'s domain when every extent is a constant, else -1.
+int64_t static_domain_points(const ir::Kernel& kernel) {
+  int64_t points = 1;
+  for (const ir::Axis& axis : kernel.stages.front().domain) {
+    auto* extent = axis.extent.as<ir::IntConstNode>();
+    if (!extent) return -1;
+    points *= extent->value;
+  }
+  return points;
+}
+
 std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
                        std::set<std::string>& used) {
   std::string base = sanitize_identifier(program.name + "_" + kernel.name + "_generic");
@@ -432,13 +443,35 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       auto* inner = kernel.stages.front().domain.empty()
                         ? nullptr
                         : kernel.stages.front().domain.back().extent.as<ir::IntConstNode>();
-      if (points > 1 && (points & (points - 1)) == 0 && kernel.grid.reduction_lanes == 1 &&
+      // A warp-cooperative kernel takes the group too (LowerOptions::generic_lane_groups): its
+      // warps compute the group's points, the lanes striding over each reduction once for all
+      // of them (gate_grads' 4 streams of a token: grad_h_in read once, not 4 times).
+      // Only where the warps scale with a runtime extent: a static domain of few points keeps
+      // a warp per point (dbias' 24 combines took 2.8 us so, 6.7 us in 6 warps on the H100).
+      const int64_t static_points = static_domain_points(kernel);
+      const bool lanes_group = kernel.grid.reduction_lanes == 1 ||
+                               (options.generic_lane_groups && static_points < 0);
+      // A static domain with fewer than generic_min_vector_groups groups keeps a thread per
+      // point, as derive_grid's kMinVectorGroups rule for specialized kernels (dgamma's 16384
+      // points, each a reduction of 24 trips: 11.3 us in 4096 groups, 2.5 us specialized).
+      const bool enough_groups =
+          static_points < 0 || kernel.grid.reduction_lanes > 1 ||
+          static_points / points >= options.generic_min_vector_groups;
+      if (points > 1 && (points & (points - 1)) == 0 && lanes_group && enough_groups &&
           options.generic_vector_groups && inner && inner->value % points == 0) {
         // A static innermost extent that the group divides: a vector group (spans, one
         // reduction loop for the group's points), as in a specialized kernel.
         kernel.grid.vector_width = points;
+        if (kernel.grid.reduction_lanes > 1)
+          add_schedule_note(notes, kernel.name,
+                            "each warp computes a vector group of " + std::to_string(points) +
+                                " points of " + kernel.stages.front().domain.back().var.name_hint() +
+                                ": loads that do not move with it are read once for all of them");
         std::string tile_note;
-        if (auto [axis, tile] = generic_thread_tile(kernel, points, tile_note); axis >= 0) {
+        if (const auto [axis, tile] = kernel.grid.reduction_lanes > 1
+                                    ? std::pair<int, int>{-1, 1}
+                                    : generic_thread_tile(kernel, points, tile_note);
+            axis >= 0) {
           const ir::Axis& tiled = kernel.stages.front().domain[axis];
           kernel.grid.tile_axis = axis;
           kernel.grid.tile_points = tile;
@@ -454,7 +487,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
           // (as thread_tiles does for specialized kernels).
           if (options.block_size <= 0) kernel.grid.block_size = kGenericTiledBlockSize;
         }
-      } else if (points > 1 && !reduces_per_point(kernel)) {
+      } else if (points > 1 && enough_groups && !reduces_per_point(kernel)) {
         kernel.grid.tile_axis = static_cast<int>(kernel.stages.front().domain.size()) - 1;
         kernel.grid.tile_points = points;
       }
@@ -473,7 +506,17 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     if (kernel.stages.empty()) continue;
     EmitOptions emit_options;
     emit_options.index_width = generic_index_width(p, kernel);
-    emit_options.interleave_size_axes = interleaves_size_axes(p, kernel);
+    // The aligned twin of thread-tiled kernels (LowerOptions::generic_aligned_twin;
+    // tile_prefetch 0: one copy, a check per access) and the streaming hints, as in lower().
+    emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
+    emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.tile_point_fallback = options.tile_point_fallback;
+    emit_options.tile_min_blocks = options.tile_min_blocks;
+    emit_options.streaming_loads = options.generic_streaming && options.streaming_loads;
+    emit_options.streaming_stores = options.generic_streaming && options.streaming_stores;
+    emit_options.spans_of_evaluated_loads = options.generic_evaluated_spans;
+    emit_options.interleave_size_axes =
+        options.generic_interleave && interleaves_size_axes(p, kernel);
     if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
       ir::Bounds bounds;
       for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
@@ -485,7 +528,9 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       return names;
     }() + " (not as an outer batch: " + not_outer + ")" + (kernel.grid.vector_width > 1
                ? "; a vector group of " + std::to_string(kernel.grid.vector_width) +
-                     " innermost points per thread (a constant extent that it divides: spans and "
+                     " innermost points per " +
+                     (kernel.grid.reduction_lanes > 1 ? "warp" : "thread") +
+                     " (a constant extent that it divides: spans and "
                      "one reduction loop for the group), grid-stride over the runtime group count"
                : kernel.grid.tile_points > 1
                ? "; " + std::to_string(kernel.grid.tile_points) +

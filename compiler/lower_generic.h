@@ -13,10 +13,12 @@
 //        per thread, grid-stride) + coverage proof
 //     -> index width from the declared bounds -> emit_cuda (sizes as parameters)
 //
-// Vector groups, the specialized split reductions and cooperative reductions need divisibility
-// or lengths the host knows, so generic kernels do without them (a sum over a runtime extent
-// gets split_generic_reductions' strided partials instead); their groups of consecutive innermost points
-// guard the row's tail instead (docs/dynamic_shapes.md).
+// The specialized split reductions need lengths the host knows: a sum over a runtime extent gets
+// split_generic_reductions' strided partials instead. Warp lanes, vector groups and thread tiles
+// are taken where the static part of the domain proves them, else groups of consecutive
+// innermost points guard the row's tail; thread-tiled kernels get the emitter's aligned twin
+// (early copies, a ring of shared memory over runtime trips) as specialized ones do
+// (docs/dynamic_shapes.md, "The compiler").
 #pragma once
 
 #include <cstdint>

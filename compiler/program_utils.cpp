@@ -207,6 +207,29 @@ std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& valu
   return found;
 }
 
+std::unordered_set<const ir::LoadNode*> unconditional_loads(const ir::Expr& value) {
+  std::unordered_set<const ir::LoadNode*> found;
+  std::function<void(const ir::Expr&, bool)> walk = [&](const ir::Expr& e, bool conditional) {
+    if (e.as<ir::ReduceNode>()) return;
+    if (auto* load = e.as<ir::LoadNode>(); load && !conditional) found.insert(load);
+    if (auto* select = e.as<ir::SelectNode>()) {
+      walk(select->condition, conditional);
+      walk(select->true_value, true);
+      walk(select->false_value, true);
+      return;
+    }
+    auto* binary = e.as<ir::BinaryNode>();
+    if (binary && (binary->op == ir::BinaryOp::kAnd || binary->op == ir::BinaryOp::kOr)) {
+      walk(binary->a, conditional);
+      walk(binary->b, true);
+      return;
+    }
+    ir::for_each_child(e, [&](const ir::Expr& child) { walk(child, conditional); });
+  };
+  walk(value, false);
+  return found;
+}
+
 bool reads_memory(const ir::Expr& e) {
   bool reads = false;
   for_each_node(e, [&](const ir::Expr& node) { reads |= node.kind() == ir::ExprKind::kLoad; });

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/program.h"
@@ -72,5 +73,9 @@ std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value);
 /// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
 /// operand of && and ||, not inside another reduction), each once, outermost first.
 std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value);
+
+/// The loads of `value` evaluated whenever it is (as unconditional_reductions, not inside any
+/// reduction): their indices are in bounds wherever `value` is evaluated (ir/expr.h).
+std::unordered_set<const ir::LoadNode*> unconditional_loads(const ir::Expr& value);
 
 }  // namespace adjoint::compiler

@@ -239,6 +239,37 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "1 (generic kernels whose innermost extent is a constant that their group divides take "
           "a vector group, their token axes decoded between its warps) or 0 (tail-guarded points, "
           "the generic kernels of before)") == 1;
+  knobs.generic_aligned_twin =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_TWIN", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic thread-tiled kernels get the aligned copy with early cp.async copies and "
+          "a ring of shared memory, as specialized kernels) or 0 (one copy with a check per "
+          "access: the generic kernels of before)") == 1;
+  knobs.generic_lane_groups =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_LANE_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a warp-cooperative generic kernel computes a vector group of innermost points per "
+          "warp where the constant extent allows) or 0 (a point per warp, before)") == 1;
+  knobs.generic_evaluated_spans =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_SPANS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic vector groups load spans of the loads their expressions always evaluate, "
+          "without an interval proof of the other indices) or 0 (element loads where the "
+          "intervals prove nothing, before)") == 1;
+  knobs.generic_min_vector_groups = integer_knob(
+      "ADJOINT_TUNE_GENERIC_MIN_GROUPS", 1 << 15, [](int v) { return v >= 0; },
+      "0 (every generic kernel whose innermost extent allows it takes a vector group, before) or "
+      "N: a generic kernel of a static domain only while N groups remain (32768)");
+  knobs.generic_interleave =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_INTERLEAVE", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic vector-group kernels with leading runtime axes decode them between warps "
+          "of 32 groups) or 0 (the innermost-first decode)") == 1;
+  knobs.generic_streaming =
+      integer_knob(
+          "ADJOINT_TUNE_GENERIC_STREAMING", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (generic vector groups take the streaming cache hints of ADJOINT_TUNE_STREAMING) or "
+          "0 (plain loads and stores, before)") == 1;
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -279,6 +310,12 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.row_schedule = knobs.row_schedule;
   options.stage_loops = knobs.stage_loops;
   options.generic_vector_groups = knobs.generic_vector_groups;
+  options.generic_aligned_twin = knobs.generic_aligned_twin;
+  options.generic_lane_groups = knobs.generic_lane_groups;
+  options.generic_evaluated_spans = knobs.generic_evaluated_spans;
+  options.generic_min_vector_groups = knobs.generic_min_vector_groups;
+  options.generic_interleave = knobs.generic_interleave;
+  options.generic_streaming = knobs.generic_streaming;
   options.partial_unroll = knobs.partial_unroll;
   options.long_loop_unroll = knobs.long_loop_unroll;
   options.tile_unroll = knobs.tile_unroll;

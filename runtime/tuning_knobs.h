@@ -50,6 +50,18 @@ struct TuningKnobs {
   bool stage_loops = true;
   /// ADJOINT_TUNE_GENERIC_VECTOR_GROUPS (LowerOptions::generic_vector_groups).
   bool generic_vector_groups = true;
+  /// ADJOINT_TUNE_GENERIC_TWIN (LowerOptions::generic_aligned_twin).
+  bool generic_aligned_twin = true;
+  /// ADJOINT_TUNE_GENERIC_LANE_GROUPS (LowerOptions::generic_lane_groups).
+  bool generic_lane_groups = true;
+  /// ADJOINT_TUNE_GENERIC_SPANS (LowerOptions::generic_evaluated_spans).
+  bool generic_evaluated_spans = true;
+  /// ADJOINT_TUNE_GENERIC_MIN_GROUPS (LowerOptions::generic_min_vector_groups).
+  int generic_min_vector_groups = 1 << 15;
+  /// ADJOINT_TUNE_GENERIC_INTERLEAVE (LowerOptions::generic_interleave).
+  bool generic_interleave = true;
+  /// ADJOINT_TUNE_GENERIC_STREAMING (LowerOptions::generic_streaming).
+  bool generic_streaming = true;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;

@@ -4,6 +4,8 @@ launches of each program under torch.profiler (CUPTI sees the driver-API launche
 time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
 with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest. Programmatic launches
 are off (ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=0) unless set: with them the per-kernel times overlap.
+With --generic the programs are generic in their dynamic axes (ADJOINT_DYNAMIC=always, compiled
+at another token count first): the kernels whose names end in _generic (docs/dynamic_shapes.md).
 """
 
 import os
@@ -23,10 +25,15 @@ ALL_SHAPES = [(1, 4096, 4, 4096), (1, 4096, 4, 2560), (2, 2048, 6, 1024), (1, 65
               (1, 1, 8, 16384)]
 
 
-def profile(op, shape):
+def profile(op, shape, generic=False):
     spec = "%s batch=%d seq=%d n=%d dim=%d dtype=bf16" % ((op,) + shape)
     if op.startswith("mhc_sinkhorn"):
         spec = "%s batch=%d seq=%d n=%d" % ((op,) + shape[:3])
+    if generic:  # the generic program, compiled at another token count
+        adjoint.set_dynamic_shapes("always")
+        b, s = shape[:2]
+        other = spec.replace("batch=%d seq=%d" % (b, s), "batch=%d seq=%d" % (b + 1, s + 3))
+        adjoint.prepare(other)
     program = adjoint.prepare(spec)
     bound = harness.bind_random(program)
     for _ in range(3):
@@ -36,7 +43,7 @@ def profile(op, shape):
         for _ in range(5):
             program.launch(bound)
         torch.cuda.synchronize()
-    print("== %s B%d S%d n%d D%d" % ((op,) + shape))
+    print("== %s B%d S%d n%d D%d%s" % ((op,) + shape + (" generic" if generic else "",)))
     for event in prof.key_averages():
         total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
         if total > 0:
@@ -44,12 +51,12 @@ def profile(op, shape):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--all"]
+    args = [a for a in sys.argv[1:] if a not in ("--all", "--generic")]
     shapes = ALL_SHAPES if "--all" in sys.argv[1:] else SHAPES
     ops = args or ["mhc_pre_backward", "mhc_pre"]
     for op in ops:
         for shape in shapes:
-            profile(op, shape)
+            profile(op, shape, generic="--generic" in sys.argv[1:])
             torch.cuda.empty_cache()
 
 

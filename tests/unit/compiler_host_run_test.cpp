@@ -2460,70 +2460,99 @@ TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
     std::vector<std::string> axes;
     std::vector<std::vector<int64_t>> sizes;  ///< values of the generic program's sizes
   };
+  // dim=128: gate_grads reduces 128 iterations, so its warps share the points (lanes) and take
+  // a vector group of streams (LowerOptions::generic_lane_groups).
   const std::vector<Case> cases = {
       {"n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {1, 37}, {3, 1}, {2, 20}}},
       {"n=6 dim=5 dtype=bf16 with_grad_x_post=true", {"seq"}, {{1}, {7}, {30}}},
       {"n=4 dim=8 dtype=f16", {"batch"}, {{1}, {5}, {2}}},
+      // 2100 tokens: x_mix's partials (G = 256) run 8-9 trips, a whole chunk of the ring of
+      // shared memory (8 trips) and the rest loaded directly.
+      {"n=4 dim=128 dtype=bf16", {"batch", "seq"}, {{1, 3}, {2, 9}, {1, 2100}}},
   };
+  // The generic schedules of before (the aligned twin with its copies and ring, lane groups,
+  // spans of evaluated loads and the few-groups rule off): the new kernels must give their
+  // bits, on aligned and misaligned buffers alike.
+  LowerOptions before;
+  before.generic_aligned_twin = false;
+  before.generic_lane_groups = false;
+  before.generic_evaluated_spans = false;
+  before.generic_min_vector_groups = 0;
+  before.generic_streaming = false;
   for (const Case& c : cases) {
     const ops::Specialization spec =
         ops::parse_specialization("mhc_pre_backward batch=2 seq=3 " + c.attributes);
     ir::Program generic = ops::find_dynamic_op("mhc_pre_backward")->build_generic(spec, c.axes);
     generic.dynamic_storage_bound = kGenericInt32StorageBound;
-    CompiledProgram compiled = lower(generic, LowerOptions{});
+    const CompiledProgram compiled = lower(generic, LowerOptions{});
+    const CompiledProgram old = lower(generic, before);
     bool split = false;
     for (const CompiledKernel& k : compiled.kernels) {
       EXPECT_FALSE(k.size_params.empty()) << k.entry;
       split = split || k.entry.find("_partials") != std::string::npos;
     }
     EXPECT_TRUE(split) << "the token sums are split";
-    std::vector<const CompiledKernel*> pointers;
-    for (const CompiledKernel& k : compiled.kernels) pointers.push_back(&k);
-    HostLibrary library;
-    std::string error = library.build(pointers);
-    ASSERT_TRUE(error.empty()) << error;
+    HostLibrary library, old_library;
+    {
+      std::vector<const CompiledKernel*> pointers, old_pointers;
+      for (const CompiledKernel& k : compiled.kernels) pointers.push_back(&k);
+      for (const CompiledKernel& k : old.kernels) old_pointers.push_back(&k);
+      std::string error = library.build(pointers);
+      ASSERT_TRUE(error.empty()) << error;
+      error = old_library.build(old_pointers);
+      ASSERT_TRUE(error.empty()) << error;
+    }
     for (const std::vector<int64_t>& sizes : c.sizes) {
       const ir::Program bound = ir::bind_sizes(generic, sizes);
       const ir::HostBuffers inputs = exact_inputs(bound, 7);
       const ir::HostBuffers expected = ir::interpret(generic, sizes, inputs);
-      std::map<std::string, std::unique_ptr<HostTensor>> tensors;
-      for (const auto* list : {&bound.inputs, &bound.outputs, &bound.temporaries}) {
-        for (const ir::Tensor& t : *list) {
-          tensors[t->name] = std::make_unique<HostTensor>(t, 0);
-          if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
+      // The program's kernels run in order on buffers displaced by `offset` bytes.
+      auto run = [&](const CompiledProgram& program, HostLibrary& lib, size_t offset) {
+        std::map<std::string, std::unique_ptr<HostTensor>> tensors;
+        for (const auto* list : {&bound.inputs, &bound.outputs, &bound.temporaries}) {
+          for (const ir::Tensor& t : *list) {
+            tensors[t->name] = std::make_unique<HostTensor>(t, offset);
+            if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
+          }
         }
-      }
-      for (const BufferInfo& b : compiled.buffers) {  // the partials (static temporaries)
-        if (!tensors.count(b.name))
-          tensors[b.name] = std::make_unique<HostTensor>(
-              ir::make_tensor(b.name, b.dtype, b.shape, ir::TensorRole::kTemporary), 0);
-      }
-      std::vector<int64_t> wide(sizes.begin(), sizes.end());
-      std::vector<int32_t> narrow(sizes.begin(), sizes.end());
-      for (const CompiledKernel& k : compiled.kernels) {
-        std::vector<void*> args;
-        for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
-        for (const std::string& name : k.size_params) {
-          size_t j = 0;
-          while (j < generic.sizes.size() && generic.sizes[j].source != name) ++j;
-          ASSERT_LT(j, generic.sizes.size()) << name;
-          args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
+        for (const BufferInfo& b : program.buffers) {  // the partials (static temporaries)
+          if (!tensors.count(b.name))
+            tensors[b.name] = std::make_unique<HostTensor>(
+                ir::make_tensor(b.name, b.dtype, b.shape, ir::TensorRole::kTemporary), offset);
         }
-        const int64_t points = k.points.evaluate(compiled.sizes, sizes);
-        const int64_t block = k.launch.block[0];
-        unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(
-                                (points + block * k.points_per_thread - 1) /
-                                    (block * k.points_per_thread), 3)),
-                            1, 1};
-        auto launch = reinterpret_cast<HostLibrary::Launcher>(
-            dlsym(library.handle(), ("launch_" + k.entry).c_str()));
-        ASSERT_NE(launch, nullptr) << k.entry;
-        if (grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
-      }
-      ir::HostBuffers actual;
-      for (const ir::Tensor& t : bound.outputs) actual[t->name] = tensors.at(t->name)->read();
+        std::vector<int64_t> wide(sizes.begin(), sizes.end());
+        std::vector<int32_t> narrow(sizes.begin(), sizes.end());
+        for (const CompiledKernel& k : program.kernels) {
+          std::vector<void*> args;
+          for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
+          for (const std::string& name : k.size_params) {
+            size_t j = 0;
+            while (j < generic.sizes.size() && generic.sizes[j].source != name) ++j;
+            EXPECT_LT(j, generic.sizes.size()) << name;
+            args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
+          }
+          const int64_t points = k.points.evaluate(program.sizes, sizes);
+          const int64_t block = k.launch.block[0];
+          unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(
+                                  (points + block * k.points_per_thread - 1) /
+                                      (block * k.points_per_thread), 3)),
+                              1, 1};
+          auto launch = reinterpret_cast<HostLibrary::Launcher>(
+              dlsym(lib.handle(), ("launch_" + k.entry).c_str()));
+          EXPECT_NE(launch, nullptr) << k.entry;
+          if (launch && grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
+        }
+        ir::HostBuffers actual;
+        for (const ir::Tensor& t : bound.outputs) actual[t->name] = tensors.at(t->name)->read();
+        return actual;
+      };
       std::string what = "mhc_pre_backward " + c.attributes + " generic at sizes";
       for (int64_t v : sizes) what += " " + std::to_string(v);
+      const ir::HostBuffers actual = run(compiled, library, 0);
+      expect_outputs_equal(bound, actual, run(old, old_library, 0), 0,
+                           what + ": the new schedules against those of before");
+      expect_outputs_equal(bound, actual, run(compiled, library, 2), 0,
+                           what + ": misaligned buffers against aligned ones");
       expect_outputs_equal(bound, expected, actual, 2e-2, what);
     }
   }

@@ -124,6 +124,34 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(defaults.binned_sparse_channels_last_min, 4);
 }
 
+/// The ADJOINT_TUNE_GENERIC_* knobs reach LowerOptions: 0 the generic schedules of before, unset
+/// the defaults (docs/dynamic_shapes.md, "The compiler"; cli_dynamic.test checks the kernels).
+TEST(TuningKnobs, TheGenericKnobsRestoreTheGenericKernelsOfBefore) {
+  const TuningKnobs knobs = read_tuning_knobs(environment({
+      {"ADJOINT_TUNE_GENERIC_TWIN", "0"},
+      {"ADJOINT_TUNE_GENERIC_LANE_GROUPS", "0"},
+      {"ADJOINT_TUNE_GENERIC_SPANS", "0"},
+      {"ADJOINT_TUNE_GENERIC_MIN_GROUPS", "0"},
+      {"ADJOINT_TUNE_GENERIC_INTERLEAVE", "0"},
+      {"ADJOINT_TUNE_GENERIC_STREAMING", "0"},
+  }));
+  compiler::LowerOptions options;
+  apply_tuning_knobs(knobs, options);
+  EXPECT_FALSE(options.generic_aligned_twin);
+  EXPECT_FALSE(options.generic_lane_groups);
+  EXPECT_FALSE(options.generic_evaluated_spans);
+  EXPECT_EQ(options.generic_min_vector_groups, 0);
+  EXPECT_FALSE(options.generic_interleave);
+  EXPECT_FALSE(options.generic_streaming);
+  const TuningKnobs defaults = read_tuning_knobs(environment({}));
+  compiler::LowerOptions from_defaults;
+  apply_tuning_knobs(defaults, from_defaults);
+  EXPECT_TRUE(from_defaults.generic_aligned_twin && from_defaults.generic_lane_groups &&
+              from_defaults.generic_evaluated_spans && from_defaults.generic_interleave &&
+              from_defaults.generic_streaming);
+  EXPECT_EQ(from_defaults.generic_min_vector_groups, int64_t{1} << 15);
+}
+
 TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
   const std::map<std::string, std::string> invalid = {
       {"ADJOINT_TUNE_BINNED_SUBBUCKET", "-1"},
@@ -137,6 +165,8 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", "-1"},
       {"ADJOINT_TUNE_MHC_X_MIX", "2"},
       {"ADJOINT_TUNE_MHC_DVECX", "yes"},
+      {"ADJOINT_TUNE_GENERIC_TWIN", "2"},
+      {"ADJOINT_TUNE_GENERIC_MIN_GROUPS", "-1"},
   };
   for (const auto& [name, value] : invalid) {
     try {
