@@ -192,6 +192,12 @@ struct LowerOptions {
   /// take a vector group (spans, one reduction loop per group) instead of tail-guarded points
   /// (ADJOINT_TUNE_GENERIC_VECTOR_GROUPS=0: the guarded points, before).
   bool generic_vector_groups = true;
+  /// Warp-cooperative generic kernels: 2 (default) computes a group of 2-8 innermost points per
+  /// warp where a reduction loads a tensor that does not move with that axis, and a tile of
+  /// tokens per warp where it loads one that does not move with them (lower_generic.cpp,
+  /// generic_warp_group); 1 the groups only; 0 one point per warp, the kernels of before
+  /// (ADJOINT_TUNE_GENERIC_WARP_GROUPS).
+  int generic_warp_groups = 2;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

@@ -28,6 +28,7 @@
 #include "ir/dtype.h"
 #include "ir/program.h"
 #include "ops/dynamic_ops.h"
+#include "ops/mhc_token_axes.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -63,12 +64,12 @@ ir::Program build_mhc_pre(const Specialization& spec);
 /// few tokens `options` chooses between x_mix, dvecx and the direct token sums.
 ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options = {});
 
-/// The dynamic axes of mhc_pre_backward (ops/dynamic_ops.h): batch and seq, the token axes.
-/// Not outer batches: the token sums (dphi, dgamma, dbias, dalpha) reduce over them.
-std::vector<DynamicAxis> mhc_token_dynamic_axes();
-
-/// The largest batch and seq of a generic mhc_pre_backward program.
-inline constexpr int64_t kMaxGenericTokens = (int64_t{1} << 31) - 1;
+/// mhc_pre generic in `generic_axes` (a subset of {"batch", "seq"}, ops/mhc_token_axes.h), the
+/// other token axis kept at the specialization's value: the same five kernels over runtime
+/// token axes. Throws adjoint::Error (kInvalidArgument) for an unknown axis or an invalid
+/// specialization.
+ir::Program build_mhc_pre_generic(const Specialization& spec,
+                                  const std::vector<std::string>& generic_axes);
 
 /// mhc_pre_backward generic in `generic_axes` (a subset of {"batch", "seq"}), the other token
 /// axis kept at the specialization's value. Always the x_mix form of many tokens; throws

@@ -1,5 +1,6 @@
 // The mhc_post family's IR: attribute validation, the forward program (one kernel) and the
-// backward program (four kernels, one per gradient: the domains differ). Each gradient is a
+// backward program (four kernels, one per gradient: the domains differ), each over constant
+// token axes or, generic, over runtime ones (ops/mhc_token_axes.h). Each gradient is a
 // per-token Reduce, over the n streams (dx, dy) or over D (dh_res, dh_post). Each is a sum of
 // products, so each is a fma_sum (ir/expr.h): one rounding per multiply-accumulate step.
 #include "ops/mhc_post.h"
@@ -11,6 +12,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/mhc_token_axes.h"
 
 namespace adjoint::ops {
 namespace {
@@ -38,23 +40,81 @@ int64_t positive_int(const Specialization& spec, const std::string& attr) {
   return v;
 }
 
+void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
+  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
+}
+
 /// The tensors both programs declare.
 struct PostTensors {
   TensorRef x, y, h_res, h_post;
 };
 
-PostTensors declare_inputs(ir::ProgramBuilder& pb, const MhcPostConfig& c) {
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim;
+PostTensors declare_inputs(ir::ProgramBuilder& pb, const MhcPostConfig& c,
+                           const TokenAxes& tokens) {
+  const int64_t n = c.streams, D = c.dim;
+  const ir::TensorRole in = ir::TensorRole::kInput;
   return PostTensors{
-      pb.input("x", c.dtype, {B, S, n, D}),
-      pb.input("y", c.dtype, {B, S, D}),
-      pb.input("h_res", c.param_dtype, {B, S, n, n}),
-      pb.input("h_post", c.param_dtype, {B, S, n}),
+      per_token_tensor(pb, tokens, "x", c.dtype, {n, D}, in),
+      per_token_tensor(pb, tokens, "y", c.dtype, {D}, in),
+      per_token_tensor(pb, tokens, "h_res", c.param_dtype, {n, n}, in),
+      per_token_tensor(pb, tokens, "h_post", c.param_dtype, {n}, in),
   };
 }
 
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
+/// out[b, s, i, d] = sum_j h_res[i, j] x[j, d] + h_post[i] y[d]
+ir::Program build_forward(const Specialization& spec, const MhcPostConfig& c,
+                          const TokenAxesMaker& token_axes) {
+  ir::ProgramBuilder pb(kForwardName);
+  record_attributes(pb, spec);
+  const TokenAxes tokens = token_axes(pb);
+  PostTensors t = declare_inputs(pb, c, tokens);
+  TensorRef out =
+      per_token_tensor(pb, tokens, "out", c.dtype, {c.streams, c.dim}, ir::TensorRole::kOutput);
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), i("i"), d("d"), j("j");
+  Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
+  Expr value = mixed + t.h_post(b, s, i) * cast(p, t.y(b, s, d));
+  pb.kernel("mhc_post_out", {compute(out, over(out, {b, s, i, d}), cast(c.dtype, value))});
+  return std::move(pb).build();
+}
+
+ir::Program build_backward(const Specialization& spec, const MhcPostConfig& c,
+                           const TokenAxesMaker& token_axes) {
+  ir::ProgramBuilder pb(kBackwardName);
+  record_attributes(pb, spec);
+  const TokenAxes tokens = token_axes(pb);
+  PostTensors t = declare_inputs(pb, c, tokens);
+  const int64_t n = c.streams, D = c.dim;
+  const DType p = c.param_dtype;
+  const ir::TensorRole in = ir::TensorRole::kInput, result = ir::TensorRole::kOutput;
+  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, {n, D}, in);
+  TensorRef dx = per_token_tensor(pb, tokens, "dx", c.dtype, {n, D}, result);
+  TensorRef dy = per_token_tensor(pb, tokens, "dy", c.dtype, {D}, result);
+  TensorRef dh_res = per_token_tensor(pb, tokens, "dh_res", p, {n, n}, result);
+  TensorRef dh_post = per_token_tensor(pb, tokens, "dh_post", p, {n}, result);
+  auto g = [&](Expr b, Expr s, Expr i, Expr d) { return cast(p, grad_out(b, s, i, d)); };
+
+  {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
+    Var b("b"), s("s"), j("j"), d("d"), i("i");
+    Expr value = fma_sum({range(i, n)}, t.h_res(b, s, i, j), g(b, s, i, d), p);
+    pb.kernel("mhc_post_dx", {compute(dx, over(dx, {b, s, j, d}), cast(c.dtype, value))});
+  }
+  {  // dy[b, s, d] = sum_i h_post[i] grad_out[i, d]
+    Var b("b"), s("s"), d("d"), i("i");
+    Expr value = fma_sum({range(i, n)}, t.h_post(b, s, i), g(b, s, i, d), p);
+    pb.kernel("mhc_post_dy", {compute(dy, over(dy, {b, s, d}), cast(c.dtype, value))});
+  }
+  {  // dh_res[b, s, i, j] = sum_d grad_out[i, d] x[j, d]
+    Var b("b"), s("s"), i("i"), j("j"), d("d");
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.x(b, s, j, d)), p);
+    pb.kernel("mhc_post_dh_res", {compute(dh_res, over(dh_res, {b, s, i, j}), value)});
+  }
+  {  // dh_post[b, s, i] = sum_d grad_out[i, d] y[d]
+    Var b("b"), s("s"), i("i"), d("d");
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.y(b, s, d)), p);
+    pb.kernel("mhc_post_dh_post", {compute(dh_post, over(dh_post, {b, s, i}), value)});
+  }
+  return std::move(pb).build();
 }
 
 std::vector<AttrSpec> attributes() {
@@ -93,56 +153,26 @@ MhcPostConfig mhc_post_config(const Specialization& spec) {
   return c;
 }
 
-/// out[b, s, i, d] = sum_j h_res[i, j] x[j, d] + h_post[i] y[d]
 ir::Program build_mhc_post(const Specialization& spec) {
   MhcPostConfig c = mhc_post_config(spec);
-  ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  PostTensors t = declare_inputs(pb, c);
-  TensorRef out = pb.output("out", c.dtype, {c.batch, c.seq, c.streams, c.dim});
-  const DType p = c.param_dtype;
-  Var b("b"), s("s"), i("i"), d("d"), j("j");
-  Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
-  Expr value = mixed + t.h_post(b, s, i) * cast(p, t.y(b, s, d));
-  pb.kernel("mhc_post_out", {compute(out, over(out, {b, s, i, d}), cast(c.dtype, value))});
-  return std::move(pb).build();
+  return build_forward(spec, c, constant_token_axes(c.batch, c.seq));
 }
 
 ir::Program build_mhc_post_backward(const Specialization& spec) {
   MhcPostConfig c = mhc_post_config(spec);
-  ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  PostTensors t = declare_inputs(pb, c);
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim;
-  const DType p = c.param_dtype;
-  TensorRef grad_out = pb.input("grad_out", c.dtype, {B, S, n, D});
-  TensorRef dx = pb.output("dx", c.dtype, {B, S, n, D});
-  TensorRef dy = pb.output("dy", c.dtype, {B, S, D});
-  TensorRef dh_res = pb.output("dh_res", p, {B, S, n, n});
-  TensorRef dh_post = pb.output("dh_post", p, {B, S, n});
-  auto g = [&](Expr b, Expr s, Expr i, Expr d) { return cast(p, grad_out(b, s, i, d)); };
+  return build_backward(spec, c, constant_token_axes(c.batch, c.seq));
+}
 
-  {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
-    Var b("b"), s("s"), j("j"), d("d"), i("i");
-    Expr value = fma_sum({range(i, n)}, t.h_res(b, s, i, j), g(b, s, i, d), p);
-    pb.kernel("mhc_post_dx", {compute(dx, over(dx, {b, s, j, d}), cast(c.dtype, value))});
-  }
-  {  // dy[b, s, d] = sum_i h_post[i] grad_out[i, d]
-    Var b("b"), s("s"), d("d"), i("i");
-    Expr value = fma_sum({range(i, n)}, t.h_post(b, s, i), g(b, s, i, d), p);
-    pb.kernel("mhc_post_dy", {compute(dy, over(dy, {b, s, d}), cast(c.dtype, value))});
-  }
-  {  // dh_res[b, s, i, j] = sum_d grad_out[i, d] x[j, d]
-    Var b("b"), s("s"), i("i"), j("j"), d("d");
-    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.x(b, s, j, d)), p);
-    pb.kernel("mhc_post_dh_res", {compute(dh_res, over(dh_res, {b, s, i, j}), value)});
-  }
-  {  // dh_post[b, s, i] = sum_d grad_out[i, d] y[d]
-    Var b("b"), s("s"), i("i"), d("d");
-    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.y(b, s, d)), p);
-    pb.kernel("mhc_post_dh_post", {compute(dh_post, over(dh_post, {b, s, i}), value)});
-  }
-  return std::move(pb).build();
+ir::Program build_mhc_post_generic(const Specialization& spec,
+                                   const std::vector<std::string>& generic_axes) {
+  MhcPostConfig c = mhc_post_config(spec);
+  return build_forward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
+}
+
+ir::Program build_mhc_post_backward_generic(const Specialization& spec,
+                                            const std::vector<std::string>& generic_axes) {
+  MhcPostConfig c = mhc_post_config(spec);
+  return build_backward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
 }
 
 std::vector<OpDefinition> mhc_post_ops() {

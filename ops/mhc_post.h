@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -48,6 +49,15 @@ ir::Program build_mhc_post(const Specialization& spec);
 
 /// Inputs x, y, h_res, h_post, grad_out; outputs dx, dy, dh_res, dh_post.
 ir::Program build_mhc_post_backward(const Specialization& spec);
+
+/// mhc_post and mhc_post_backward generic in `generic_axes` (a subset of {"batch", "seq"},
+/// ops/mhc_token_axes.h), the other token axis kept at the specialization's value: the same
+/// kernels over runtime token axes. Throw adjoint::Error (kInvalidArgument) for an unknown axis
+/// or an invalid specialization.
+ir::Program build_mhc_post_generic(const Specialization& spec,
+                                   const std::vector<std::string>& generic_axes);
+ir::Program build_mhc_post_backward_generic(const Specialization& spec,
+                                            const std::vector<std::string>& generic_axes);
 
 /// The registered ops: mhc_post and mhc_post_backward.
 std::vector<OpDefinition> mhc_post_ops();

@@ -15,6 +15,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/mhc_token_axes.h"
 
 namespace adjoint::ops {
 namespace {
@@ -56,17 +57,23 @@ class SinkhornBuilder {
  public:
   /// `backward`: the softmax and the column sums of K are kept in tensors of their own, for
   /// the adjoint of the first normalization.
-  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res,
-                  bool backward)
+  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, const TokenAxes& tokens,
+                  TensorRef h_res, bool backward)
       : pb_(pb),
         c_(c),
+        tokens_(tokens),
         h_res_(std::move(h_res)),
-        base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})),
+        base_(temporary("base", {c.streams, c.streams})),
         backward_(backward) {
     if (backward_) {
-      soft_ = pb.temporary("soft", c.dtype, {c.batch, c.seq, c.streams, c.streams});
-      col_sums_ = pb.temporary("col_sums", c.dtype, {c.batch, c.seq, c.streams});
+      soft_ = temporary("soft", {c.streams, c.streams});
+      col_sums_ = temporary("col_sums", {c.streams});
     }
+  }
+
+  /// A per-token temporary [B, S, row...] of the dtype.
+  TensorRef temporary(const std::string& name, const std::vector<int64_t>& row) const {
+    return per_token_tensor(pb_, tokens_, name, c_.dtype, row, ir::TensorRole::kTemporary);
   }
 
   /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
@@ -112,7 +119,7 @@ class SinkhornBuilder {
   /// backward first keeps col sum + eps in col_sums, a kernel of its own.
   State add_initial_kernel() {
     const int64_t n = c_.streams;
-    TensorRef scales = pb_.temporary("scales_1", c_.dtype, {c_.batch, c_.seq, 2 * n});
+    TensorRef scales = temporary("scales_1", {2 * n});
     if (backward_) {
       Var b("b"), s("s"), j("j");
       pb_.kernel("sinkhorn_col_sums",
@@ -165,8 +172,7 @@ class SinkhornBuilder {
       std::vector<ir::Stage> stages;
       std::vector<TensorRef> written;
       for (int64_t t = first; t <= last; ++t) {
-        TensorRef scales =
-            pb_.temporary("scales_" + std::to_string(t), c_.dtype, {c_.batch, c_.seq, 2 * n});
+        TensorRef scales = temporary("scales_" + std::to_string(t), {2 * n});
         state = step(state, b, s);
         Expr value = ir::select(q < n, state.row(q), state.col(q - n));
         stages.push_back(compute(scales, over(scales, {b, s, q}), value));
@@ -240,6 +246,7 @@ class SinkhornBuilder {
  private:
   ir::ProgramBuilder& pb_;
   const MhcSinkhornConfig& c_;
+  TokenAxes tokens_;
   TensorRef h_res_;
   TensorRef base_;
   bool backward_;
@@ -316,39 +323,69 @@ MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   return c;
 }
 
-ir::Program build_mhc_sinkhorn(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+namespace {
+
+ir::Program build_forward(const Specialization& spec, const MhcSinkhornConfig& c,
+                          const TokenAxesMaker& token_axes) {
   ir::ProgramBuilder pb(kForwardName);
   record_attributes(pb, spec);
-  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
-  TensorRef h_res = pb.input("h_res", c.dtype, shape);
-  TensorRef out = pb.output("out", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res, /*backward=*/false);
+  const TokenAxes tokens = token_axes(pb);
+  const std::vector<int64_t> row{c.streams, c.streams};
+  TensorRef h_res = per_token_tensor(pb, tokens, "h_res", c.dtype, row, ir::TensorRole::kInput);
+  TensorRef out = per_token_tensor(pb, tokens, "out", c.dtype, row, ir::TensorRole::kOutput);
+  SinkhornBuilder sb(pb, c, tokens, h_res, /*backward=*/false);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   sb.add_out_kernel(states.back(), out);
   return std::move(pb).build();
 }
 
-ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+ir::Program build_backward(const Specialization& spec, const MhcSinkhornConfig& c,
+                           const TokenAxesMaker& token_axes) {
   ir::ProgramBuilder pb(kBackwardName);
   record_attributes(pb, spec);
-  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
-  TensorRef h_res = pb.input("h_res", c.dtype, shape);
-  TensorRef grad_out = pb.input("grad_out", c.dtype, shape);
-  TensorRef grad_h_res = pb.output("grad_h_res", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res, /*backward=*/true);
+  const TokenAxes tokens = token_axes(pb);
+  const std::vector<int64_t> row{c.streams, c.streams};
+  const ir::TensorRole in = ir::TensorRole::kInput;
+  TensorRef h_res = per_token_tensor(pb, tokens, "h_res", c.dtype, row, in);
+  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, row, in);
+  TensorRef grad_h_res =
+      per_token_tensor(pb, tokens, "grad_h_res", c.dtype, row, ir::TensorRole::kOutput);
+  SinkhornBuilder sb(pb, c, tokens, h_res, /*backward=*/true);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   TensorRef grad = grad_out;  // the gradient of P_t, newest t first
   for (int64_t t = c.iterations; t >= 2; --t) {
-    TensorRef grad_previous = pb.temporary("grad_p_" + std::to_string(t - 1), c.dtype, shape);
+    TensorRef grad_previous = sb.temporary("grad_p_" + std::to_string(t - 1), row);
     sb.add_reverse_kernel(t, states[t - 2], states[t - 1], grad, grad_previous);
     grad = grad_previous;
   }
   sb.add_final_reverse_kernel(grad, grad_h_res);
   return std::move(pb).build();
+}
+
+}  // namespace
+
+ir::Program build_mhc_sinkhorn(const Specialization& spec) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  return build_forward(spec, c, constant_token_axes(c.batch, c.seq));
+}
+
+ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  return build_backward(spec, c, constant_token_axes(c.batch, c.seq));
+}
+
+ir::Program build_mhc_sinkhorn_generic(const Specialization& spec,
+                                       const std::vector<std::string>& generic_axes) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  return build_forward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
+}
+
+ir::Program build_mhc_sinkhorn_backward_generic(const Specialization& spec,
+                                                const std::vector<std::string>& generic_axes) {
+  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+  return build_backward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
 }
 
 std::vector<OpDefinition> mhc_sinkhorn_ops() {

@@ -56,6 +56,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -91,6 +92,15 @@ ir::Program build_mhc_sinkhorn(const Specialization& spec);
 
 /// Inputs h_res, grad_out [B, S, n, n]; output grad_h_res [B, S, n, n].
 ir::Program build_mhc_sinkhorn_backward(const Specialization& spec);
+
+/// mhc_sinkhorn and mhc_sinkhorn_backward generic in `generic_axes` (a subset of {"batch",
+/// "seq"}, ops/mhc_token_axes.h), the other token axis kept at the specialization's value: the
+/// same kernels over runtime token axes. Throw adjoint::Error (kInvalidArgument) for an unknown
+/// axis or an invalid specialization.
+ir::Program build_mhc_sinkhorn_generic(const Specialization& spec,
+                                       const std::vector<std::string>& generic_axes);
+ir::Program build_mhc_sinkhorn_backward_generic(const Specialization& spec,
+                                                const std::vector<std::string>& generic_axes);
 
 /// The registered ops: mhc_sinkhorn and mhc_sinkhorn_backward.
 std::vector<OpDefinition> mhc_sinkhorn_ops();

@@ -235,6 +235,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "1 (generic kernels whose innermost extent is a constant that their group divides take "
           "a vector group, their token axes decoded between its warps) or 0 (tail-guarded points, "
           "the generic kernels of before)") == 1;
+  knobs.generic_warp_groups = integer_knob(
+      "ADJOINT_TUNE_GENERIC_WARP_GROUPS", 2, [](int v) { return v >= 0 && v <= 2; },
+      "2 (warp-cooperative generic kernels compute 2-8 innermost points per warp where a "
+      "reduction's loads do not move with them, and a tile of tokens where they do not move with "
+      "those), 1 (the groups only) or 0 (one point per warp, the generic kernels of before)");
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -275,6 +280,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.row_schedule = knobs.row_schedule;
   options.stage_loops = knobs.stage_loops;
   options.generic_vector_groups = knobs.generic_vector_groups;
+  options.generic_warp_groups = knobs.generic_warp_groups;
   options.partial_unroll = knobs.partial_unroll;
   options.long_loop_unroll = knobs.long_loop_unroll;
   options.tile_unroll = knobs.tile_unroll;

@@ -50,6 +50,8 @@ struct TuningKnobs {
   bool stage_loops = true;
   /// ADJOINT_TUNE_GENERIC_VECTOR_GROUPS (LowerOptions::generic_vector_groups).
   bool generic_vector_groups = true;
+  /// ADJOINT_TUNE_GENERIC_WARP_GROUPS (LowerOptions::generic_warp_groups: 0, 1 or 2).
+  int generic_warp_groups = 2;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;

@@ -2396,83 +2396,119 @@ TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
   }
 }
 
-/// mhc_pre_backward generic in its token axes (ops/mhc.h): one compile serves every token count.
-/// Its token sums take split_generic_reductions' strided partials, whose G does not depend on
-/// the sizes: token counts below G (partials left empty), above it, with B > 1, and S = 1 must
-/// all match the interpreter (within the split's reordering of the f32 sums), and the partials
-/// kernels must be the same compiled code at every size.
-TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
+/// Every op of the mHC family generic in its token axes (ops/mhc_token_axes.h): one compile
+/// serves every token count, 1, odd, B > 1, S = 1. mhc_pre_backward's token sums take
+/// split_generic_reductions' strided partials, whose G does not depend on the sizes: token
+/// counts below G (partials left empty) and above it must match the interpreter (within the
+/// split's reordering of the f32 sums), the partials kernels the same compiled code at every
+/// size. The other ops compute per token (sums over n or D only).
+TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   struct Case {
-    std::string attributes;
+    std::string op, attributes;
     std::vector<std::string> axes;
     std::vector<std::vector<int64_t>> sizes;  ///< values of the generic program's sizes
   };
   const std::vector<Case> cases = {
-      {"n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {1, 37}, {3, 1}, {2, 20}}},
-      {"n=6 dim=5 dtype=bf16 with_grad_x_post=true", {"seq"}, {{1}, {7}, {30}}},
-      {"n=4 dim=8 dtype=f16", {"batch"}, {{1}, {5}, {2}}},
+      {"mhc_pre_backward",
+       "n=4 dim=8 dtype=f32",
+       {"batch", "seq"},
+       {{1, 1}, {2, 3}, {1, 37}, {3, 1}, {2, 20}}},
+      {"mhc_pre_backward", "n=6 dim=5 dtype=bf16 with_grad_x_post=true", {"seq"}, {{1}, {7}, {30}}},
+      {"mhc_pre_backward", "n=4 dim=8 dtype=f16", {"batch"}, {{1}, {5}, {2}}},
+      {"mhc_pre", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {1, 37}, {3, 1}}},
+      {"mhc_pre", "n=6 dim=40 dtype=bf16", {"seq"}, {{1}, {7}, {30}}},
+      {"mhc_pre", "n=4 dim=256 dtype=f16", {"batch"}, {{1}, {5}}},
+      {"mhc_post", "n=4 dim=8 dtype=bf16", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
+      {"mhc_post", "n=6 dim=5 dtype=f32", {"seq"}, {{1}, {7}}},
+      {"mhc_post_backward", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_post_backward", "n=4 dim=256 dtype=bf16", {"batch"}, {{1}, {5}}},
+      {"mhc_sinkhorn", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
+      {"mhc_sinkhorn", "n=6 t_max=2 eps=0.01 dtype=f64", {"seq"}, {{1}, {7}}},
+      {"mhc_sinkhorn_backward", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_sinkhorn_backward", "n=6 t_max=2 eps=0.01", {"batch"}, {{1}, {5}}},
   };
   for (const Case& c : cases) {
     const ops::Specialization spec =
-        ops::parse_specialization("mhc_pre_backward batch=2 seq=3 " + c.attributes);
-    ir::Program generic = ops::find_dynamic_op("mhc_pre_backward")->build_generic(spec, c.axes);
+        ops::parse_specialization(c.op + " batch=2 seq=3 " + c.attributes);
+    ir::Program generic = ops::find_dynamic_op(c.op)->build_generic(spec, c.axes);
     generic.dynamic_storage_bound = kGenericInt32StorageBound;
-    CompiledProgram compiled = lower(generic, LowerOptions{});
-    bool split = false;
-    for (const CompiledKernel& k : compiled.kernels) {
-      EXPECT_FALSE(k.size_params.empty()) << k.entry;
-      split = split || k.entry.find("_partials") != std::string::npos;
-    }
-    EXPECT_TRUE(split) << "the token sums are split";
-    std::vector<const CompiledKernel*> pointers;
-    for (const CompiledKernel& k : compiled.kernels) pointers.push_back(&k);
-    HostLibrary library;
-    std::string error = library.build(pointers);
-    ASSERT_TRUE(error.empty()) << error;
-    for (const std::vector<int64_t>& sizes : c.sizes) {
-      const ir::Program bound = ir::bind_sizes(generic, sizes);
-      const ir::HostBuffers inputs = exact_inputs(bound, 7);
-      const ir::HostBuffers expected = ir::interpret(generic, sizes, inputs);
-      std::map<std::string, std::unique_ptr<HostTensor>> tensors;
-      for (const auto* list : {&bound.inputs, &bound.outputs, &bound.temporaries}) {
-        for (const ir::Tensor& t : *list) {
-          tensors[t->name] = std::make_unique<HostTensor>(t, 0);
-          if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
-        }
+    // Warp groups and tiles (LowerOptions::generic_warp_groups) keep each point's order: with
+    // them off (1: groups only, 0: the kernels of before), the outputs must be the same bits.
+    std::vector<ir::HostBuffers> with_warp_groups;
+    for (int warp_groups : {2, 1, 0}) {
+      LowerOptions options;
+      options.generic_warp_groups = warp_groups;
+      CompiledProgram compiled = lower(generic, options);
+      if (warp_groups < 2) {
+        bool same = true;
+        const CompiledProgram grouped = lower(generic, LowerOptions{});
+        for (size_t k = 0; k < compiled.kernels.size(); ++k)
+          same = same && compiled.kernels[k].source == grouped.kernels[k].source;
+        if (same) continue;  // no warp groups in this program
       }
-      for (const BufferInfo& b : compiled.buffers) {  // the partials (static temporaries)
-        if (!tensors.count(b.name))
-          tensors[b.name] = std::make_unique<HostTensor>(
-              ir::make_tensor(b.name, b.dtype, b.shape, ir::TensorRole::kTemporary), 0);
-      }
-      std::vector<int64_t> wide(sizes.begin(), sizes.end());
-      std::vector<int32_t> narrow(sizes.begin(), sizes.end());
+      bool split = false;
       for (const CompiledKernel& k : compiled.kernels) {
-        std::vector<void*> args;
-        for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
-        for (const std::string& name : k.size_params) {
-          size_t j = 0;
-          while (j < generic.sizes.size() && generic.sizes[j].source != name) ++j;
-          ASSERT_LT(j, generic.sizes.size()) << name;
-          args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
-        }
-        const int64_t points = k.points.evaluate(compiled.sizes, sizes);
-        const int64_t block = k.launch.block[0];
-        unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(
-                                (points + block * k.points_per_thread - 1) /
-                                    (block * k.points_per_thread), 3)),
-                            1, 1};
-        auto launch = reinterpret_cast<HostLibrary::Launcher>(
-            dlsym(library.handle(), ("launch_" + k.entry).c_str()));
-        ASSERT_NE(launch, nullptr) << k.entry;
-        if (grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
+        EXPECT_FALSE(k.size_params.empty()) << k.entry;
+        split = split || k.entry.find("_partials") != std::string::npos;
       }
-      ir::HostBuffers actual;
-      for (const ir::Tensor& t : bound.outputs) actual[t->name] = tensors.at(t->name)->read();
-      std::string what = "mhc_pre_backward " + c.attributes + " generic at sizes";
-      for (int64_t v : sizes) what += " " + std::to_string(v);
-      expect_outputs_equal(bound, expected, actual, 2e-2, what);
+      EXPECT_EQ(split, c.op == "mhc_pre_backward") << c.op << ": only the token sums are split";
+      std::vector<const CompiledKernel*> pointers;
+      for (const CompiledKernel& k : compiled.kernels) pointers.push_back(&k);
+      HostLibrary library;
+      std::string error = library.build(pointers);
+      ASSERT_TRUE(error.empty()) << error;
+      for (const std::vector<int64_t>& sizes : c.sizes) {
+        const ir::Program bound = ir::bind_sizes(generic, sizes);
+        const ir::HostBuffers inputs = exact_inputs(bound, 7);
+        const ir::HostBuffers expected = ir::interpret(generic, sizes, inputs);
+        std::map<std::string, std::unique_ptr<HostTensor>> tensors;
+        for (const auto* list : {&bound.inputs, &bound.outputs, &bound.temporaries}) {
+          for (const ir::Tensor& t : *list) {
+            tensors[t->name] = std::make_unique<HostTensor>(t, 0);
+            if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
+          }
+        }
+        for (const BufferInfo& b : compiled.buffers) {  // the partials (static temporaries)
+          if (!tensors.count(b.name))
+            tensors[b.name] = std::make_unique<HostTensor>(
+                ir::make_tensor(b.name, b.dtype, b.shape, ir::TensorRole::kTemporary), 0);
+        }
+        std::vector<int64_t> wide(sizes.begin(), sizes.end());
+        std::vector<int32_t> narrow(sizes.begin(), sizes.end());
+        for (const CompiledKernel& k : compiled.kernels) {
+          std::vector<void*> args;
+          for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
+          for (const std::string& name : k.size_params) {
+            size_t j = 0;
+            while (j < generic.sizes.size() && generic.sizes[j].source != name) ++j;
+            ASSERT_LT(j, generic.sizes.size()) << name;
+            args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
+          }
+          const int64_t points = k.points.evaluate(compiled.sizes, sizes);
+          const int64_t per_block = k.launch.block[0] * k.points_per_thread;
+          const int64_t blocks = (points + per_block - 1) / per_block;  // lower_outer_generic's
+          unsigned grid[3] = {
+              // kernels need every block, the others stride over at most 3
+              static_cast<unsigned>(k.one_index_per_thread ? blocks : std::min<int64_t>(blocks, 3)),
+              1, 1};
+          auto launch = reinterpret_cast<HostLibrary::Launcher>(
+              dlsym(library.handle(), ("launch_" + k.entry).c_str()));
+          ASSERT_NE(launch, nullptr) << k.entry;
+          if (grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
+        }
+        ir::HostBuffers actual;
+        for (const ir::Tensor& t : bound.outputs) actual[t->name] = tensors.at(t->name)->read();
+        std::string what = c.op + " " + c.attributes + " generic at sizes";
+        for (int64_t v : sizes) what += " " + std::to_string(v);
+        expect_outputs_equal(bound, expected, actual, 2e-2, what);
+        if (warp_groups == 2) {
+          with_warp_groups.push_back(actual);
+        } else {
+          EXPECT_EQ(actual, with_warp_groups[&sizes - c.sizes.data()])
+              << what << " with ADJOINT_TUNE_GENERIC_WARP_GROUPS=" << warp_groups;
+        }
+      }
     }
   }
 }

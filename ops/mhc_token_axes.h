@@ -1,0 +1,53 @@
+// The token axes of the mHC ops (mhc_pre, mhc_pre_backward, mhc_post, mhc_post_backward,
+// mhc_sinkhorn, mhc_sinkhorn_backward): batch B and seq S, the two outer dimensions of every
+// per-token tensor. A specialization has them as constants; a program generic in them
+// (docs/dynamic_shapes.md) has them as size parameters read from the attributes `batch` and
+// `seq`, and declares its per-token tensors as dynamic tensors [B, S, row...], contiguous.
+// Every op of the family builds its specialized and its generic program through the same code,
+// handed one TokenAxes or the other.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "ops/dynamic_ops.h"
+#include "ops/registry.h"
+
+namespace adjoint::ops {
+
+/// The largest batch and seq of a generic mHC program.
+inline constexpr int64_t kMaxGenericTokens = (int64_t{1} << 31) - 1;
+
+/// The token axes of a program: the specialization's constants, or size parameters.
+struct TokenAxes {
+  ir::Expr batch, seq;
+  bool generic = false;
+};
+
+/// How a program builder gets its token axes: as constants, or as sizes it declares in the
+/// builder it is handed (sizes must be declared before the tensors that use them).
+using TokenAxesMaker = std::function<TokenAxes(ir::ProgramBuilder&)>;
+
+/// B and S as the constants `batch` and `seq`.
+TokenAxesMaker constant_token_axes(int64_t batch, int64_t seq);
+
+/// B and S for a program generic in `generic_axes` (a subset of {"batch", "seq"}): each named
+/// axis a size in [1, kMaxGenericTokens] read from its attribute, the other the constant.
+/// Throws adjoint::Error (kInvalidArgument) naming spec's op for any other name, at once.
+TokenAxesMaker generic_token_axes(const Specialization& spec, int64_t batch, int64_t seq,
+                                  const std::vector<std::string>& generic_axes);
+
+/// A per-token tensor [B, S, row...] of `role` (input, output or temporary), contiguous:
+/// static when the axes are constants, dynamic otherwise.
+ir::TensorRef per_token_tensor(ir::ProgramBuilder& pb, const TokenAxes& tokens,
+                               const std::string& name, ir::DType dtype,
+                               const std::vector<int64_t>& row, ir::TensorRole role);
+
+/// The dynamic axes of every mHC op: batch and seq (scalar attributes). Not outer batches: the
+/// backward's token sums reduce over them, and the forward ops keep the family's one policy.
+std::vector<DynamicAxis> mhc_token_dynamic_axes();
+
+}  // namespace adjoint::ops
