@@ -4,7 +4,8 @@
 // inside an O(nD) domain; token sums are Reduce nodes over (b, s), so every output is written
 // once, deterministically. Every sum of products is a fma_sum (ir/expr.h): each product goes
 // into its accumulator with one rounding (fmaf on the device; dx and x_mix do 24 multiply-adds
-// per element of x).
+// per element of x). Both programs are built over constant token axes or, generic, over runtime
+// ones (ops/mhc_token_axes.h): the generic backward always takes the x_mix form.
 #include "ops/mhc.h"
 
 #include <algorithm>

@@ -4,7 +4,9 @@
 // reverse sweep, newest iteration first, ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
 // kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
 // instead of materializing more tensors. Every sum of products is a fma_sum (ir/expr.h): one
-// rounding per multiply-accumulate step, as on the device.
+// rounding per multiply-accumulate step, as on the device. Both programs are built over constant
+// token axes or, generic, over runtime ones (ops/mhc_token_axes.h); every per-token tensor,
+// temporaries included, is then [B, S, ...] with B and S sizes.
 #include "ops/mhc_sinkhorn.h"
 
 #include <algorithm>
