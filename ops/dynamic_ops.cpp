@@ -24,13 +24,14 @@ std::map<std::string, DynamicOp, std::less<>> build_table() {
                             build_upsample_nearest_backward_generic};
   }
   // The mHC family: every op generic in its token axes (ops/mhc_token_axes.h).
-  table["mhc_pre"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_pre_generic};
+  table["mhc_pre"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_pre>};
   table["mhc_pre_backward"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_pre_backward_generic};
-  table["mhc_post"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_post_generic};
-  table["mhc_post_backward"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_post_backward_generic};
-  table["mhc_sinkhorn"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_sinkhorn_generic};
+  table["mhc_post"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post>};
+  table["mhc_post_backward"] =
+      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post_backward>};
+  table["mhc_sinkhorn"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn>};
   table["mhc_sinkhorn_backward"] =
-      DynamicOp{mhc_token_dynamic_axes(), build_mhc_sinkhorn_backward_generic};
+      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn_backward>};
   return table;
 }
 

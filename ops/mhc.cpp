@@ -85,11 +85,6 @@ AttrSpec hc_eps_attribute() {
   return {"hc_eps", AttrKind::kFloat, "1e-6", "added to sigmoid() in h_pre", {}};
 }
 
-/// Copies the specialization's attributes into the program header.
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
-}
-
 // --- forward ------------------------------------------------------------------------------
 
 /// The tensors of the forward program, by their DESIGN.md names.
@@ -424,33 +419,16 @@ MhcConfig mhc_config(const Specialization& spec) {
   return c;
 }
 
-namespace {
-
-/// The forward program over `tokens` (constants, or sizes of a generic program).
-ir::Program build_forward(const Specialization& spec, const MhcConfig& c,
-                          const TokenAxesMaker& token_axes) {
+ir::Program build_mhc_pre(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcConfig c = mhc_config(spec);
   ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  ForwardTensors t = declare_forward(pb, c, token_axes(pb));
+  ForwardTensors t = declare_forward(pb, c, begin_token_program(pb, spec, token_axes));
   add_rms_kernel(pb, c, t);
   add_mix_kernel(pb, c, t);
   add_gate_kernel(pb, c, t);
   add_residual_kernel(pb, c, t);
   add_stream_mix_kernel(pb, c, t);
   return std::move(pb).build();
-}
-
-}  // namespace
-
-ir::Program build_mhc_pre(const Specialization& spec) {
-  MhcConfig c = mhc_config(spec);
-  return build_forward(spec, c, constant_token_axes(c.batch, c.seq));
-}
-
-ir::Program build_mhc_pre_generic(const Specialization& spec,
-                                  const std::vector<std::string>& generic_axes) {
-  MhcConfig c = mhc_config(spec);
-  return build_forward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
 }
 
 namespace {
@@ -460,8 +438,7 @@ namespace {
 ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
                            const TokenAxesMaker& token_axes, bool x_mix, bool store_dvecx) {
   ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
   BackwardTensors t = declare_backward(pb, c, tokens, x_mix, store_dvecx);
   add_gate_grad_kernel(pb, c, t);
   add_mix_grad_kernel(pb, c, t);
@@ -483,7 +460,7 @@ ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
 
 ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options) {
   MhcConfig c = mhc_config(spec);
-  return build_backward(spec, c, constant_token_axes(c.batch, c.seq), uses_x_mix(c, options),
+  return build_backward(spec, c, constant_token_axes(spec), uses_x_mix(c, options),
                         options.mhc_store_dvecx);
 }
 
@@ -492,7 +469,7 @@ ir::Program build_mhc_pre_backward_generic(const Specialization& spec,
   MhcConfig c = mhc_config(spec);
   // Every token count takes the x_mix form (the one of many tokens): its token sums are the
   // ones lower_generic splits over the runtime token count (docs/dynamic_shapes.md).
-  return build_backward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes),
+  return build_backward(spec, c, generic_token_axes(spec, generic_axes),
                         /*x_mix=*/true,
                         /*store_dvecx=*/false);  // no BuildOptions apply to the x_mix form
 }
@@ -516,7 +493,7 @@ std::vector<OpDefinition> mhc_ops() {
           kForwardName,
           "mHC pre mapping forward: h_in, h_post, h_res and the saved h_pre, inv_rms, h_mix",
           forward_attributes,
-          built_from_attributes(build_mhc_pre),
+          built_from_attributes(build_specialized<build_mhc_pre>),
           {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
            "mhc_pre batch=1 seq=5 n=6 dim=7 dtype=f32",
            "mhc_pre batch=4 seq=2048 n=4 dim=4096 dtype=bf16"}},

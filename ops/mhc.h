@@ -56,20 +56,14 @@ struct MhcConfig {
 MhcConfig mhc_config(const Specialization& spec);
 
 /// The forward program: inputs x, phi, alpha, bias, gamma; outputs h_in, h_post, h_res and the
-/// saved activations h_pre, inv_rms, h_mix.
-ir::Program build_mhc_pre(const Specialization& spec);
+/// saved activations h_pre, inv_rms, h_mix; over the token axes `token_axes` makes (constants or
+/// sizes, ops/mhc_token_axes.h: build_specialized / build_generic).
+ir::Program build_mhc_pre(const Specialization& spec, const TokenAxesMaker& token_axes);
 
 /// The backward program: inputs x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
 /// h_mix, h_pre, h_post, gamma (+ grad_x_post); outputs dx, dphi, dalpha, dbias, dgamma. With
 /// few tokens `options` chooses between x_mix, dvecx and the direct token sums.
 ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options = {});
-
-/// mhc_pre generic in `generic_axes` (a subset of {"batch", "seq"}, ops/mhc_token_axes.h), the
-/// other token axis kept at the specialization's value: the same five kernels over runtime
-/// token axes. Throws adjoint::Error (kInvalidArgument) for an unknown axis or an invalid
-/// specialization.
-ir::Program build_mhc_pre_generic(const Specialization& spec,
-                                  const std::vector<std::string>& generic_axes);
 
 /// mhc_pre_backward generic in `generic_axes` (a subset of {"batch", "seq"}), the other token
 /// axis kept at the specialization's value. Always the x_mix form of many tokens; throws

@@ -40,81 +40,25 @@ int64_t positive_int(const Specialization& spec, const std::string& attr) {
   return v;
 }
 
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
-}
-
 /// The tensors both programs declare.
 struct PostTensors {
+  TokenAxes tokens;
   TensorRef x, y, h_res, h_post;
 };
 
-PostTensors declare_inputs(ir::ProgramBuilder& pb, const MhcPostConfig& c,
-                           const TokenAxes& tokens) {
+/// Records the attributes, makes the token axes and declares the inputs both programs read.
+PostTensors begin_program(ir::ProgramBuilder& pb, const Specialization& spec,
+                          const MhcPostConfig& c, const TokenAxesMaker& token_axes) {
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
   const int64_t n = c.streams, D = c.dim;
   const ir::TensorRole in = ir::TensorRole::kInput;
   return PostTensors{
+      tokens,
       per_token_tensor(pb, tokens, "x", c.dtype, {n, D}, in),
       per_token_tensor(pb, tokens, "y", c.dtype, {D}, in),
       per_token_tensor(pb, tokens, "h_res", c.param_dtype, {n, n}, in),
       per_token_tensor(pb, tokens, "h_post", c.param_dtype, {n}, in),
   };
-}
-
-/// out[b, s, i, d] = sum_j h_res[i, j] x[j, d] + h_post[i] y[d]
-ir::Program build_forward(const Specialization& spec, const MhcPostConfig& c,
-                          const TokenAxesMaker& token_axes) {
-  ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
-  PostTensors t = declare_inputs(pb, c, tokens);
-  TensorRef out =
-      per_token_tensor(pb, tokens, "out", c.dtype, {c.streams, c.dim}, ir::TensorRole::kOutput);
-  const DType p = c.param_dtype;
-  Var b("b"), s("s"), i("i"), d("d"), j("j");
-  Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
-  Expr value = mixed + t.h_post(b, s, i) * cast(p, t.y(b, s, d));
-  pb.kernel("mhc_post_out", {compute(out, over(out, {b, s, i, d}), cast(c.dtype, value))});
-  return std::move(pb).build();
-}
-
-ir::Program build_backward(const Specialization& spec, const MhcPostConfig& c,
-                           const TokenAxesMaker& token_axes) {
-  ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
-  PostTensors t = declare_inputs(pb, c, tokens);
-  const int64_t n = c.streams, D = c.dim;
-  const DType p = c.param_dtype;
-  const ir::TensorRole in = ir::TensorRole::kInput, result = ir::TensorRole::kOutput;
-  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, {n, D}, in);
-  TensorRef dx = per_token_tensor(pb, tokens, "dx", c.dtype, {n, D}, result);
-  TensorRef dy = per_token_tensor(pb, tokens, "dy", c.dtype, {D}, result);
-  TensorRef dh_res = per_token_tensor(pb, tokens, "dh_res", p, {n, n}, result);
-  TensorRef dh_post = per_token_tensor(pb, tokens, "dh_post", p, {n}, result);
-  auto g = [&](Expr b, Expr s, Expr i, Expr d) { return cast(p, grad_out(b, s, i, d)); };
-
-  {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
-    Var b("b"), s("s"), j("j"), d("d"), i("i");
-    Expr value = fma_sum({range(i, n)}, t.h_res(b, s, i, j), g(b, s, i, d), p);
-    pb.kernel("mhc_post_dx", {compute(dx, over(dx, {b, s, j, d}), cast(c.dtype, value))});
-  }
-  {  // dy[b, s, d] = sum_i h_post[i] grad_out[i, d]
-    Var b("b"), s("s"), d("d"), i("i");
-    Expr value = fma_sum({range(i, n)}, t.h_post(b, s, i), g(b, s, i, d), p);
-    pb.kernel("mhc_post_dy", {compute(dy, over(dy, {b, s, d}), cast(c.dtype, value))});
-  }
-  {  // dh_res[b, s, i, j] = sum_d grad_out[i, d] x[j, d]
-    Var b("b"), s("s"), i("i"), j("j"), d("d");
-    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.x(b, s, j, d)), p);
-    pb.kernel("mhc_post_dh_res", {compute(dh_res, over(dh_res, {b, s, i, j}), value)});
-  }
-  {  // dh_post[b, s, i] = sum_d grad_out[i, d] y[d]
-    Var b("b"), s("s"), i("i"), d("d");
-    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.y(b, s, d)), p);
-    pb.kernel("mhc_post_dh_post", {compute(dh_post, over(dh_post, {b, s, i}), value)});
-  }
-  return std::move(pb).build();
 }
 
 std::vector<AttrSpec> attributes() {
@@ -153,26 +97,57 @@ MhcPostConfig mhc_post_config(const Specialization& spec) {
   return c;
 }
 
-ir::Program build_mhc_post(const Specialization& spec) {
-  MhcPostConfig c = mhc_post_config(spec);
-  return build_forward(spec, c, constant_token_axes(c.batch, c.seq));
+/// out[b, s, i, d] = sum_j h_res[i, j] x[j, d] + h_post[i] y[d]
+ir::Program build_mhc_post(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcPostConfig c = mhc_post_config(spec);
+  ir::ProgramBuilder pb(kForwardName);
+  PostTensors t = begin_program(pb, spec, c, token_axes);
+  TensorRef out =
+      per_token_tensor(pb, t.tokens, "out", c.dtype, {c.streams, c.dim}, ir::TensorRole::kOutput);
+  const DType p = c.param_dtype;
+  Var b("b"), s("s"), i("i"), d("d"), j("j");
+  Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
+  Expr value = mixed + t.h_post(b, s, i) * cast(p, t.y(b, s, d));
+  pb.kernel("mhc_post_out", {compute(out, over(out, {b, s, i, d}), cast(c.dtype, value))});
+  return std::move(pb).build();
 }
 
-ir::Program build_mhc_post_backward(const Specialization& spec) {
-  MhcPostConfig c = mhc_post_config(spec);
-  return build_backward(spec, c, constant_token_axes(c.batch, c.seq));
-}
+ir::Program build_mhc_post_backward(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcPostConfig c = mhc_post_config(spec);
+  ir::ProgramBuilder pb(kBackwardName);
+  PostTensors t = begin_program(pb, spec, c, token_axes);
+  const TokenAxes& tokens = t.tokens;
+  const int64_t n = c.streams, D = c.dim;
+  const DType p = c.param_dtype;
+  const ir::TensorRole in = ir::TensorRole::kInput, result = ir::TensorRole::kOutput;
+  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, {n, D}, in);
+  TensorRef dx = per_token_tensor(pb, tokens, "dx", c.dtype, {n, D}, result);
+  TensorRef dy = per_token_tensor(pb, tokens, "dy", c.dtype, {D}, result);
+  TensorRef dh_res = per_token_tensor(pb, tokens, "dh_res", p, {n, n}, result);
+  TensorRef dh_post = per_token_tensor(pb, tokens, "dh_post", p, {n}, result);
+  auto g = [&](Expr b, Expr s, Expr i, Expr d) { return cast(p, grad_out(b, s, i, d)); };
 
-ir::Program build_mhc_post_generic(const Specialization& spec,
-                                   const std::vector<std::string>& generic_axes) {
-  MhcPostConfig c = mhc_post_config(spec);
-  return build_forward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
-}
-
-ir::Program build_mhc_post_backward_generic(const Specialization& spec,
-                                            const std::vector<std::string>& generic_axes) {
-  MhcPostConfig c = mhc_post_config(spec);
-  return build_backward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
+  {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
+    Var b("b"), s("s"), j("j"), d("d"), i("i");
+    Expr value = fma_sum({range(i, n)}, t.h_res(b, s, i, j), g(b, s, i, d), p);
+    pb.kernel("mhc_post_dx", {compute(dx, over(dx, {b, s, j, d}), cast(c.dtype, value))});
+  }
+  {  // dy[b, s, d] = sum_i h_post[i] grad_out[i, d]
+    Var b("b"), s("s"), d("d"), i("i");
+    Expr value = fma_sum({range(i, n)}, t.h_post(b, s, i), g(b, s, i, d), p);
+    pb.kernel("mhc_post_dy", {compute(dy, over(dy, {b, s, d}), cast(c.dtype, value))});
+  }
+  {  // dh_res[b, s, i, j] = sum_d grad_out[i, d] x[j, d]
+    Var b("b"), s("s"), i("i"), j("j"), d("d");
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.x(b, s, j, d)), p);
+    pb.kernel("mhc_post_dh_res", {compute(dh_res, over(dh_res, {b, s, i, j}), value)});
+  }
+  {  // dh_post[b, s, i] = sum_d grad_out[i, d] y[d]
+    Var b("b"), s("s"), i("i"), d("d");
+    Expr value = fma_sum({range(d, D)}, g(b, s, i, d), cast(p, t.y(b, s, d)), p);
+    pb.kernel("mhc_post_dh_post", {compute(dh_post, over(dh_post, {b, s, i}), value)});
+  }
+  return std::move(pb).build();
 }
 
 std::vector<OpDefinition> mhc_post_ops() {
@@ -180,14 +155,14 @@ std::vector<OpDefinition> mhc_post_ops() {
       OpDefinition{kForwardName,
                    "mHC post mapping forward: out = h_res . x + h_post (x) y, per token",
                    attributes(),
-                   built_from_attributes(build_mhc_post),
+                   built_from_attributes(build_specialized<build_mhc_post>),
                    {"mhc_post batch=2 seq=3 n=4 dim=12 dtype=bf16",
                     "mhc_post batch=1 seq=5 n=6 dim=7 dtype=f32",
                     "mhc_post batch=1 seq=4096 n=4 dim=4096 dtype=bf16"}},
       OpDefinition{kBackwardName,
                    "mHC post mapping backward: dx, dy, dh_res, dh_post (per-token reductions)",
                    attributes(),
-                   built_from_attributes(build_mhc_post_backward),
+                   built_from_attributes(build_specialized<build_mhc_post_backward>),
                    {"mhc_post_backward batch=2 seq=3 n=4 dim=12 dtype=bf16",
                     "mhc_post_backward batch=1 seq=5 n=6 dim=7 dtype=f16",
                     "mhc_post_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16"}},

@@ -26,6 +26,7 @@
 
 #include "ir/dtype.h"
 #include "ir/program.h"
+#include "ops/mhc_token_axes.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -44,20 +45,12 @@ struct MhcPostConfig {
 /// naming the op, the attribute, what was expected and what was given.
 MhcPostConfig mhc_post_config(const Specialization& spec);
 
-/// Inputs x, y, h_res, h_post; output out.
-ir::Program build_mhc_post(const Specialization& spec);
+/// Inputs x, y, h_res, h_post; output out; over the token axes `token_axes` makes (constants
+/// or sizes, ops/mhc_token_axes.h: build_specialized / build_generic).
+ir::Program build_mhc_post(const Specialization& spec, const TokenAxesMaker& token_axes);
 
-/// Inputs x, y, h_res, h_post, grad_out; outputs dx, dy, dh_res, dh_post.
-ir::Program build_mhc_post_backward(const Specialization& spec);
-
-/// mhc_post and mhc_post_backward generic in `generic_axes` (a subset of {"batch", "seq"},
-/// ops/mhc_token_axes.h), the other token axis kept at the specialization's value: the same
-/// kernels over runtime token axes. Throw adjoint::Error (kInvalidArgument) for an unknown axis
-/// or an invalid specialization.
-ir::Program build_mhc_post_generic(const Specialization& spec,
-                                   const std::vector<std::string>& generic_axes);
-ir::Program build_mhc_post_backward_generic(const Specialization& spec,
-                                            const std::vector<std::string>& generic_axes);
+/// Inputs x, y, h_res, h_post, grad_out; outputs dx, dy, dh_res, dh_post; over `token_axes`.
+ir::Program build_mhc_post_backward(const Specialization& spec, const TokenAxesMaker& token_axes);
 
 /// The registered ops: mhc_post and mhc_post_backward.
 std::vector<OpDefinition> mhc_post_ops();

@@ -255,10 +255,6 @@ class SinkhornBuilder {
   TensorRef soft_{ir::Tensor()}, col_sums_{ir::Tensor()};  ///< backward only
 };
 
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
-}
-
 std::vector<AttrSpec> attributes() {
   return {
       {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
@@ -327,14 +323,21 @@ MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
 
 namespace {
 
-ir::Program build_forward(const Specialization& spec, const MhcSinkhornConfig& c,
-                          const TokenAxesMaker& token_axes) {
+/// The per-token tensors of either program, n x n each.
+std::vector<int64_t> matrix_row(const MhcSinkhornConfig& c) {
+  return {c.streams, c.streams};
+}
+
+}  // namespace
+
+ir::Program build_mhc_sinkhorn(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
   ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
-  const std::vector<int64_t> row{c.streams, c.streams};
-  TensorRef h_res = per_token_tensor(pb, tokens, "h_res", c.dtype, row, ir::TensorRole::kInput);
-  TensorRef out = per_token_tensor(pb, tokens, "out", c.dtype, row, ir::TensorRole::kOutput);
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
+  TensorRef h_res =
+      per_token_tensor(pb, tokens, "h_res", c.dtype, matrix_row(c), ir::TensorRole::kInput);
+  TensorRef out =
+      per_token_tensor(pb, tokens, "out", c.dtype, matrix_row(c), ir::TensorRole::kOutput);
   SinkhornBuilder sb(pb, c, tokens, h_res, /*backward=*/false);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
@@ -342,12 +345,12 @@ ir::Program build_forward(const Specialization& spec, const MhcSinkhornConfig& c
   return std::move(pb).build();
 }
 
-ir::Program build_backward(const Specialization& spec, const MhcSinkhornConfig& c,
-                           const TokenAxesMaker& token_axes) {
+ir::Program build_mhc_sinkhorn_backward(const Specialization& spec,
+                                        const TokenAxesMaker& token_axes) {
+  const MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
   ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
-  const std::vector<int64_t> row{c.streams, c.streams};
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
+  const std::vector<int64_t> row = matrix_row(c);
   const ir::TensorRole in = ir::TensorRole::kInput;
   TensorRef h_res = per_token_tensor(pb, tokens, "h_res", c.dtype, row, in);
   TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, row, in);
@@ -366,43 +369,19 @@ ir::Program build_backward(const Specialization& spec, const MhcSinkhornConfig& 
   return std::move(pb).build();
 }
 
-}  // namespace
-
-ir::Program build_mhc_sinkhorn(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
-  return build_forward(spec, c, constant_token_axes(c.batch, c.seq));
-}
-
-ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
-  return build_backward(spec, c, constant_token_axes(c.batch, c.seq));
-}
-
-ir::Program build_mhc_sinkhorn_generic(const Specialization& spec,
-                                       const std::vector<std::string>& generic_axes) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
-  return build_forward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
-}
-
-ir::Program build_mhc_sinkhorn_backward_generic(const Specialization& spec,
-                                                const std::vector<std::string>& generic_axes) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
-  return build_backward(spec, c, generic_token_axes(spec, c.batch, c.seq, generic_axes));
-}
-
 std::vector<OpDefinition> mhc_sinkhorn_ops() {
   return {
       OpDefinition{
           kForwardName,
           "mHC Sinkhorn-Knopp projection of softmax(h_res) onto doubly stochastic n x n",
           attributes(),
-          built_from_attributes(build_mhc_sinkhorn),
+          built_from_attributes(build_specialized<build_mhc_sinkhorn>),
           {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
            "mhc_sinkhorn batch=1 seq=5 n=6 t_max=1 eps=0.01", "mhc_sinkhorn batch=1 seq=4096 n=4"}},
       OpDefinition{kBackwardName,
                    "mHC Sinkhorn-Knopp backward: the exact adjoint of the t_max iterations",
                    attributes(),
-                   built_from_attributes(build_mhc_sinkhorn_backward),
+                   built_from_attributes(build_specialized<build_mhc_sinkhorn_backward>),
                    {"mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
                     "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
                     "mhc_sinkhorn_backward batch=1 seq=4096 n=4 t_max=4"}},

@@ -5,12 +5,14 @@
 
 namespace adjoint::ops {
 
-TokenAxesMaker constant_token_axes(int64_t batch, int64_t seq) {
+TokenAxesMaker constant_token_axes(const Specialization& spec) {
+  const int64_t batch = spec.get_int("batch"), seq = spec.get_int("seq");
   return [batch, seq](ir::ProgramBuilder&) { return TokenAxes{ir::Expr(batch), ir::Expr(seq)}; };
 }
 
-TokenAxesMaker generic_token_axes(const Specialization& spec, int64_t batch, int64_t seq,
+TokenAxesMaker generic_token_axes(const Specialization& spec,
                                   const std::vector<std::string>& generic_axes) {
+  const int64_t batch = spec.get_int("batch"), seq = spec.get_int("seq");
   bool generic_batch = false, generic_seq = false;
   for (const std::string& name : generic_axes) {
     if (name == "batch") {
@@ -28,6 +30,12 @@ TokenAxesMaker generic_token_axes(const Specialization& spec, int64_t batch, int
     if (generic_seq) tokens.seq = pb.size("S", "seq", 1, kMaxGenericTokens);
     return tokens;
   };
+}
+
+TokenAxes begin_token_program(ir::ProgramBuilder& pb, const Specialization& spec,
+                              const TokenAxesMaker& token_axes) {
+  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
+  return token_axes(pb);
 }
 
 ir::TensorRef per_token_tensor(ir::ProgramBuilder& pb, const TokenAxes& tokens,

@@ -31,14 +31,36 @@ struct TokenAxes {
 /// builder it is handed (sizes must be declared before the tensors that use them).
 using TokenAxesMaker = std::function<TokenAxes(ir::ProgramBuilder&)>;
 
-/// B and S as the constants `batch` and `seq`.
-TokenAxesMaker constant_token_axes(int64_t batch, int64_t seq);
+/// B and S as the constants of spec's attributes `batch` and `seq` (the op's own config
+/// validates them).
+TokenAxesMaker constant_token_axes(const Specialization& spec);
 
 /// B and S for a program generic in `generic_axes` (a subset of {"batch", "seq"}): each named
-/// axis a size in [1, kMaxGenericTokens] read from its attribute, the other the constant.
+/// axis a size in [1, kMaxGenericTokens] read from its attribute, the other spec's constant.
 /// Throws adjoint::Error (kInvalidArgument) naming spec's op for any other name, at once.
-TokenAxesMaker generic_token_axes(const Specialization& spec, int64_t batch, int64_t seq,
+TokenAxesMaker generic_token_axes(const Specialization& spec,
                                   const std::vector<std::string>& generic_axes);
+
+/// Records every attribute of `spec` in `pb` and makes the token axes there: how each program of
+/// the family begins.
+TokenAxes begin_token_program(ir::ProgramBuilder& pb, const Specialization& spec,
+                              const TokenAxesMaker& token_axes);
+
+/// A builder of an mHC program over the token axes it is handed.
+using TokenProgramBuild = ir::Program (*)(const Specialization&, const TokenAxesMaker&);
+
+/// `build` over spec's constant token axes: the specialized program (OpDefinition's build).
+template <TokenProgramBuild build>
+ir::Program build_specialized(const Specialization& spec) {
+  return build(spec, constant_token_axes(spec));
+}
+
+/// `build` generic in `generic_axes` (DynamicOp::build_generic).
+template <TokenProgramBuild build>
+ir::Program build_generic(const Specialization& spec,
+                          const std::vector<std::string>& generic_axes) {
+  return build(spec, generic_token_axes(spec, generic_axes));
+}
 
 /// A per-token tensor [B, S, row...] of `role` (input, output or temporary), contiguous:
 /// static when the axes are constants, dynamic otherwise.

@@ -6,7 +6,6 @@
 // naming the op; the generic key blanks the generic axes.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "ir/printer.h"
 #include "ops/dynamic_ops.h"
 #include "ops/registry.h"
+#include "reference/reference.h"
 
 namespace adjoint {
 namespace {
@@ -36,18 +36,6 @@ const std::vector<FamilyCase> kFamily = {
 std::string spec_text(const FamilyCase& c, int64_t batch, int64_t seq) {
   return c.op + " batch=" + std::to_string(batch) + " seq=" + std::to_string(seq) + " " +
          c.attributes;
-}
-
-ir::HostBuffers random_inputs(const ir::Program& p, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> dist(-64, 64);
-  ir::HostBuffers in;
-  for (const ir::Tensor& t : p.inputs) {
-    std::vector<double> v(static_cast<size_t>(t->storage_elements()));
-    for (double& x : v) x = dist(rng) / 64.0 + 1.0 / 1024;
-    in[t->name] = v;
-  }
-  return in;
 }
 
 TEST(MhcGeneric, EveryOpOfTheFamilyDeclaresTheTokenAxes) {
@@ -78,7 +66,8 @@ TEST(MhcGeneric, InterpreterOfTheGenericProgramIsTheSpecializedProgramAtEveryTok
         for (const std::string& a : axes) sizes.push_back(a == "batch" ? batch : seq);
         const std::string text = spec_text(c, batch, seq);
         const ir::Program specialized = ops::parse_specialization(text).build_program();
-        const ir::HostBuffers in = random_inputs(specialized, 11);
+        const ir::HostBuffers in =
+            reference::make_inputs(ops::parse_specialization(text), specialized, 11);
         EXPECT_EQ(ir::interpret(generic, sizes, in), ir::interpret(specialized, in)) << text;
         EXPECT_EQ(ops::size_values(generic, ops::parse_specialization(text)), sizes) << text;
       }
