@@ -3,8 +3,10 @@
 // per-token tensor. A specialization has them as constants; a program generic in them
 // (docs/dynamic_shapes.md) has them as size parameters read from the attributes `batch` and
 // `seq`, and declares its per-token tensors as dynamic tensors [B, S, row...], contiguous.
-// Every op of the family builds its specialized and its generic program through the same code,
-// handed one TokenAxes or the other.
+// Every op of the family builds its specialized and its generic program through the same code:
+// one builder over a TokenAxesMaker, wrapped by build_specialized (the registered op) and
+// build_generic (ops/dynamic_ops.cpp's table); mhc_pre_backward, whose specialized form also
+// depends on BuildOptions, wraps its builder itself.
 #pragma once
 
 #include <cstdint>
