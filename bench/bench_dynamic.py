@@ -170,16 +170,16 @@ def child_parity(mode):
     return {"mode": mode, "records": out, "compile_stats": adjoint.compile_stats()}
 
 
-def run_child(part, mode, runs, timeout, script=__file__):
-    """Runs `script --child part --mode mode --runs runs` under ADJOINT_DYNAMIC=mode with fresh,
-    empty ADJOINT_CACHE_DIR and CUDA_CACHE_PATH; returns the JSON of its last output line, or
-    {"error": its stderr's tail}. bench_mhc_dynamic.py runs its children through it too."""
+def run_child(part, mode, runs, timeout, script=__file__, extra=()):
+    """Runs `script --child part --mode mode --runs runs [extra...]` under ADJOINT_DYNAMIC=mode
+    with fresh, empty ADJOINT_CACHE_DIR and CUDA_CACHE_PATH; returns the JSON of its last output
+    line, or {"error": its stderr's tail}. bench_mhc_dynamic.py runs its children through it too."""
     env = dict(os.environ)
     env["ADJOINT_DYNAMIC"] = mode
     env["ADJOINT_CACHE_DIR"] = tempfile.mkdtemp(prefix="adjoint-dyn-cache-")
     env["CUDA_CACHE_PATH"] = tempfile.mkdtemp(prefix="adjoint-dyn-cuda-")
     command = [sys.executable, os.path.abspath(script), "--child", part, "--mode", mode,
-               "--runs", str(runs)]
+               "--runs", str(runs)] + list(extra)
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         return {"error": result.stderr[-3000:]}

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""mhc_pre_backward under dynamic token counts on the GPU machine (issue 12, docs/dynamic_shapes.md).
+"""The mHC ops under dynamic token counts on the GPU machine (issue 12, docs/dynamic_shapes.md).
+
+--op names the ops (a comma list of bench_mhc.OPS; mhc_pre_backward by default), --shapes the
+timed shapes (BxSxnxD, comma-separated; TIME_SHAPES by default), --sweep-count the token counts
+of the sweep.
 
 Each part runs in child processes with fresh, empty caches (ADJOINT_CACHE_DIR and CUDA_CACHE_PATH),
 so that every program the engine builds is an NVRTC compile:
-  * sweep: 100 distinct token counts B*S (a seeded mix of B in {1, 2, 3, 4, 8} and S up to 8192,
-    n=4, D=1024, bf16) under ADJOINT_DYNAMIC=auto, and the first 10 of them under never as the
+  * sweep, per op: 100 distinct token counts B*S (a seeded mix of B in {1, 2, 3, 4, 8} and S up to
+    8192, n=4, D=1024, bf16) under ADJOINT_DYNAMIC=auto, and the first 10 of them under never as the
     per-call baseline: the engine's compile counters (adjoint.compile_stats), the sweep's wall
     time, per-call times, and every result against the PyTorch formulas (bench_mhc.py);
   * time: generic against specialized kernel time on issue 9's shapes and a few token counts
@@ -69,19 +73,18 @@ def worst_relative(ours, theirs):
     return max(max_relative_difference(a, b) for a, b in zip(ours, theirs))
 
 
-def child_sweep(mode):
+def child_sweep(mode, op, count):
     import torch
     import adjoint
     import bench_mhc
-    pairs = sweep_token_counts()
+    pairs = sweep_token_counts(count)
     if mode == "never":
         pairs = pairs[:10]
     adjoint.reset_compile_stats()
     per_call_ms, worst = [], 0.0
     start = time.perf_counter()
     for b, s in pairs:
-        call, reference, args, _ = bench_mhc.make_op("mhc_pre_backward",
-                                                      (b, s, SWEEP_STREAMS, SWEEP_DIM))
+        call, reference, args, _ = bench_mhc.make_op(op, (b, s, SWEEP_STREAMS, SWEEP_DIM))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         ours = call()
@@ -89,7 +92,7 @@ def child_sweep(mode):
         per_call_ms.append((time.perf_counter() - t0) * 1e3)
         worst = max(worst, worst_relative(ours, reference(*args)))
     total_s = time.perf_counter() - start
-    return {"mode": mode, "calls": len(pairs), "token_counts": [b * s for b, s in pairs],
+    return {"op": op, "mode": mode, "calls": len(pairs), "token_counts": [b * s for b, s in pairs],
             "compile_stats": adjoint.compile_stats(), "sweep_seconds": total_s,
             "first_call_ms": per_call_ms[0], "first_calls_ms": per_call_ms[:3],
             "max_call_ms": max(per_call_ms),
@@ -98,27 +101,27 @@ def child_sweep(mode):
             "max_relative_difference_vs_torch": worst}
 
 
-def child_time(mode, runs):
+def child_time(mode, runs, ops, shapes):
     import torch
     import adjoint
     import bench_mhc
     from bench import GpuTimer
     timer = GpuTimer()
     records = []
-    for shape in TIME_SHAPES:
+    for op, shape in ((op, shape) for op in ops for shape in shapes):
         b, s, n, d = shape
         adjoint.reset_compile_stats()
         if mode == "always":  # compile the generic program at other sizes first
-            other, _, other_args, _ = bench_mhc.make_op("mhc_pre_backward", (b + 1, s + 3, n, d)
+            other, _, other_args, _ = bench_mhc.make_op(op, (b + 1, s + 3, n, d)
                                                         if s > 1 else (b + 2, 1, n, d))
             other()
         torch.manual_seed(4321)  # the same inputs in both children
-        call, reference, args, _ = bench_mhc.make_op("mhc_pre_backward", shape)
+        call, reference, args, _ = bench_mhc.make_op(op, shape)
         first = call()
         torch.cuda.synchronize()
         digests = [digest(first)] + [digest(call()) for _ in range(2)]
         ms = statistics.median(timer.time(call, runs, 10))
-        records.append({"shape": list(shape), "ms": ms, "digest": digests[0],
+        records.append({"op": op, "shape": list(shape), "ms": ms, "digest": digests[0],
                         "bitwise_equal_over_3_calls": len(set(digests)) == 1,
                         "max_relative_difference_vs_torch": worst_relative(first,
                                                                            reference(*args)),
@@ -126,10 +129,14 @@ def child_time(mode, runs):
     return {"mode": mode, "records": records}
 
 
-def run_child(part, mode, runs, timeout):
+def run_child(part, mode, args):
     """This script's `part` in a child with fresh, empty caches (bench_dynamic.run_child)."""
     import bench_dynamic
-    return bench_dynamic.run_child(part, mode, runs, timeout, script=__file__)
+    extra = ["--op", args.op, "--sweep-count", str(args.sweep_count)]
+    if args.shapes:
+        extra += ["--shapes", args.shapes]
+    return bench_dynamic.run_child(part, mode, args.runs, args.timeout, script=__file__,
+                                   extra=extra)
 
 
 def main():
@@ -143,24 +150,34 @@ def main():
                              "always child per variant under those variables (ADJOINT_TUNE_* "
                              "knobs, e.g. the ones restoring the generic schedules of before), in "
                              "the same run")
+    parser.add_argument("--op", default="mhc_pre_backward",
+                        help="comma list of ops (bench_mhc.OPS); the sweep runs each")
+    parser.add_argument("--shapes", default="", help="timed shapes BxSxnxD, comma-separated")
+    parser.add_argument("--sweep-count", type=int, default=100, help="token counts of the sweep")
+    parser.add_argument("--time-modes", default="never,always",
+                        help="the time part's children (never: specialized, always: generic)")
     parser.add_argument("--child")
     parser.add_argument("--mode")
     args = parser.parse_args()
+    ops = args.op.split(",")
+    shapes = ([tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
+              if args.shapes else TIME_SHAPES)
     if args.child == "sweep":
-        print(json.dumps(child_sweep(args.mode)))
+        print(json.dumps([child_sweep(args.mode, op, args.sweep_count) for op in ops]))
         return
     if args.child == "time":
-        print(json.dumps(child_time(args.mode, args.runs)))
+        print(json.dumps(child_time(args.mode, args.runs, ops, shapes)))
         return
     parts = args.parts.split(",")
     result = {"sweep": {}, "time": {}}
     if "sweep" in parts:
         for mode in ("auto", "never"):
-            result["sweep"][mode] = run_child("sweep", mode, args.runs, args.timeout)
+            result["sweep"][mode] = run_child("sweep", mode, args)
             print("sweep", mode, json.dumps(result["sweep"][mode])[:600], flush=True)
     if "time" in parts:
-        for mode in ("never", "always"):
-            result["time"][mode] = run_child("time", mode, args.runs, args.timeout)
+        for mode in args.time_modes.split(","):
+            result["time"][mode] = run_child("time", mode, args)
+            print("time", mode, json.dumps(result["time"][mode]), flush=True)
         variants = []  # (name, {variable: value})
         for text in filter(None, args.variants.split(";")):
             name, _, assignments = text.partition(":")
@@ -170,22 +187,22 @@ def main():
             saved = dict(os.environ)
             os.environ.update(env)
             try:
-                record = run_child("time", "always", args.runs, args.timeout)
+                record = run_child("time", "always", args)
             finally:
                 os.environ.clear()
                 os.environ.update(saved)
             record["env"] = env
             result["time"]["always_" + name] = record
-        never = result["time"]["never"].get("records", [])
-        always = result["time"]["always"].get("records", [])
-        header = "%-22s %12s %12s %7s %10s %10s %6s" % ("shape", "special ms", "generic ms",
-                                                         "ratio", "rel spec", "rel gen", "det")
+        never = result["time"].get("never", {}).get("records", [])
+        always = result["time"].get("always", {}).get("records", [])
+        header = "%-22s %-22s %12s %12s %7s %10s %10s %6s" % (
+            "op", "shape", "special ms", "generic ms", "ratio", "rel spec", "rel gen", "det")
         for name, _ in variants:
             header += " %12s %7s %9s" % (name[:12] + " ms", "ratio", "same bits")
         print(header)
         for index, (a, g) in enumerate(zip(never, always)):
-            line = "%-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
-                "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
+            line = "%-22s %-22s %12.4f %12.4f %7.2f %10.2e %10.2e %6s" % (
+                a["op"], "x".join(map(str, a["shape"])), a["ms"], g["ms"], g["ms"] / a["ms"],
                 a["max_relative_difference_vs_torch"], g["max_relative_difference_vs_torch"],
                 g["bitwise_equal_over_3_calls"])
             for name, _ in variants:

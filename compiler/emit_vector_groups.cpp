@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <unordered_set>
 
 #include "compiler/kernel_emitter.h"
@@ -264,6 +265,13 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   while (!loops.empty()) loops.pop_back();
   if (cooperative) {  // the fixed butterfly per element, then lane 0's values everywhere
     const std::string offset = names_.fresh("offset");
+    std::optional<CodeWriter::Block> tile_points;  // and per point of a thread tile
+    if (tile_) {
+      const std::string& r = tile_->index;
+      out_->line("#pragma unroll");
+      tile_points.emplace(out_->block("for (int " + r + " = 0; " + r + " < " +
+                                      std::to_string(tile_->points) + "; ++" + r + ") {"));
+    }
     out_->line("#pragma unroll");
     CodeWriter::Block elements = out_->block("for (int " + e + " = 0; " + e + " < " + width +
                                              "; ++" + e + ") {");

@@ -206,7 +206,8 @@ struct LowerOptions {
   /// Warp-cooperative generic kernels whose innermost extent is a constant multiple of the
   /// group of points take a vector group: each warp computes the group's points, its lanes
   /// striding over the reduction once for all of them (loads that do not move with the group
-  /// read once). false (ADJOINT_TUNE_GENERIC_LANE_GROUPS=0): a point per warp, before.
+  /// read once). Only where generic_warp_groups gave the kernel no group. false
+  /// (ADJOINT_TUNE_GENERIC_LANE_GROUPS=0): a point per warp, before.
   bool generic_lane_groups = true;
   /// Generic vector-group kernels take spans of the loads their expressions evaluate
   /// unconditionally without an interval proof of the other indices (EmitOptions::
@@ -224,6 +225,12 @@ struct LowerOptions {
   /// streaming_loads and streaming_stores (with generic_aligned_twin); false
   /// (ADJOINT_TUNE_GENERIC_STREAMING=0): plain loads and stores, before.
   bool generic_streaming = true;
+  /// Warp-cooperative generic kernels: 2 (default) computes a group of 2-8 innermost points per
+  /// warp where a reduction loads a tensor that does not move with that axis, and a tile of
+  /// tokens per warp where it loads one that does not move with them (lower_generic.cpp,
+  /// generic_warp_group); 1 the groups only; 0 none (then generic_lane_groups decides; both off:
+  /// one point per warp, the kernels of before) (ADJOINT_TUNE_GENERIC_WARP_GROUPS).
+  int generic_warp_groups = 2;
   /// fma_sum reduces (ir/expr.h) accumulate with fmaf/fma, as the IR specifies. false
   /// (ADJOINT_TUNE_FMA=0) turns them into plain sums first (unfuse_fma.h): the kernels of
   /// before, for measuring; results then differ from the interpreter's in the last bits.

@@ -155,6 +155,38 @@ int generic_reduction_lanes(const ir::Kernel& kernel, std::string& why) {
   return 1;
 }
 
+/// The points of the innermost axis that each warp of a warp-cooperative generic kernel computes,
+/// one accumulator each (as the specialized reduction schedule's group_width): the largest of 8,
+/// 4, 2 that divides the innermost extent, a constant, when a reduction loads a tensor that does
+/// not move with that axis (mhc_pre's mhc_mix: x and gamma, the same for its 24 k; mhc_post's
+/// dh_res: grad_out for its n points of j) and every stage stores that axis with stride 1; else
+/// 1. The lanes then read each such element once for the whole group.
+int generic_warp_group(const ir::Kernel& kernel) {
+  const std::vector<ir::Axis>& domain = kernel.stages.front().domain;
+  auto* extent = domain.empty() ? nullptr : domain.back().extent.as<ir::IntConstNode>();
+  if (!extent) return 1;
+  bool shared = false;
+  for (const ir::Stage& stage : kernel.stages) {
+    if (stage.target->strides.back() != 1) return 1;
+    const ir::VarNode* var = stage.domain.back().var.get();
+    for_each_node(stage.value, [&](const ir::Expr& node) {
+      auto* r = node.as<ir::ReduceNode>();
+      if (!r) return;
+      for_each_node(r->body, [&](const ir::Expr& inside) {
+        auto* load = inside.as<ir::LoadNode>();
+        if (!load || load->indices.empty()) return;
+        bool moves = false;
+        for (const ir::Expr& index : load->indices) moves = moves || depends_on(index, var);
+        shared = shared || !moves;
+      });
+    });
+  }
+  if (!shared) return 1;
+  for (int width : {8, 4, 2})
+    if (extent->value % width == 0) return width;
+  return 1;
+}
+
 /// A tensor's size for comparisons: its elements, each runtime dimension counting 2^20 (a
 /// dynamic tensor's `shape` holds upper bounds, whose product may overflow).
 double tensor_weight(const ir::TensorNode& t) {
@@ -439,6 +471,35 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       kernel.grid.reduction_lanes =
           options.reduction_schedule == "serial" ? 1 : generic_reduction_lanes(kernel, lanes_note);
       if (!lanes_note.empty()) add_schedule_note(notes, kernel.name, lanes_note);
+      bool warp_grouped = false;  // by generic_warp_group: the lane groups below then stay out
+      if (kernel.grid.reduction_lanes == 32 && options.generic_warp_groups > 0) {
+        if (const int width = generic_warp_group(kernel); width > 1) {
+          warp_grouped = true;
+          kernel.grid.vector_width = width;
+          const ir::Axis& axis = kernel.stages.front().domain.back();
+          add_schedule_note(notes, kernel.name,
+                            "each warp computes " + std::to_string(width) + " points of " +
+                                axis.var.name_hint() +
+                                ", one accumulator each: loads independent "
+                                "of " +
+                                axis.var.name_hint() + " are read once for all of them");
+          // And a tile of tokens where the reduction's loads of a tensor do not move with them
+          // (mhc_mix's phi): each lane then reads phi once per tile instead of once per token.
+          std::string tile_note;
+          auto [tile_axis, tile] = generic_thread_tile(kernel, width, tile_note);
+          if (options.generic_warp_groups > 1 && tile_axis >= 0 &&
+              !kernel.stages.front().domain[tile_axis].extent.as<ir::IntConstNode>()) {
+            kernel.grid.tile_axis = tile_axis;
+            kernel.grid.tile_points = tile;
+            add_schedule_note(notes, kernel.name,
+                              "warp tile: " + std::to_string(tile) + " points of " +
+                                  kernel.stages.front().domain[tile_axis].var.name_hint() +
+                                  " per warp (a runtime extent: any tile may be the partial last "
+                                  "one, clamped and guarded); " +
+                                  tile_note);
+          }
+        }
+      }
       const int points = generic_group_points(gridded, kernel);
       auto* inner = kernel.stages.front().domain.empty()
                         ? nullptr
@@ -449,15 +510,20 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       // Only where the warps scale with a runtime extent: a static domain of few points keeps
       // a warp per point (dbias' 24 combines took 2.8 us so, 6.7 us in 6 warps on the H100).
       const int64_t static_points = static_domain_points(kernel);
+      // A warp group chosen above (generic_warp_groups) keeps its width and tile; where that
+      // rule is off or finds no shared load, generic_lane_groups may still group the lanes.
       const bool lanes_group = kernel.grid.reduction_lanes == 1 ||
                                (options.generic_lane_groups && static_points < 0);
+
       // A static domain with fewer than generic_min_vector_groups groups keeps a thread per
       // point, as derive_grid's kMinVectorGroups rule for specialized kernels (dgamma's 16384
       // points, each a reduction of 24 trips: 11.3 us in 4096 groups, 2.5 us specialized).
       const bool enough_groups =
           static_points < 0 || kernel.grid.reduction_lanes > 1 ||
           static_points / points >= options.generic_min_vector_groups;
-      if (points > 1 && (points & (points - 1)) == 0 && lanes_group && enough_groups &&
+      if (warp_grouped) {
+        // nothing more: the warp group above is the kernel's schedule
+      } else if (points > 1 && (points & (points - 1)) == 0 && lanes_group && enough_groups &&
           options.generic_vector_groups && inner && inner->value % points == 0) {
         // A static innermost extent that the group divides: a vector group (spans, one
         // reduction loop for the group's points), as in a specialized kernel.
@@ -522,21 +588,27 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
       for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
       for (ir::Stage& stage : p.kernels[k].stages) stage = narrow_stage_index_math(stage, bounds);
     }
-    emit_options.schedule_note = "generic in " + [&] {
-      std::string names;
-      for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;
-      return names;
-    }() + " (not as an outer batch: " + not_outer + ")" + (kernel.grid.vector_width > 1
-               ? "; a vector group of " + std::to_string(kernel.grid.vector_width) +
-                     " innermost points per " +
-                     (kernel.grid.reduction_lanes > 1 ? "warp" : "thread") +
-                     " (a constant extent that it divides: spans and "
-                     "one reduction loop for the group), grid-stride over the runtime group count"
-               : kernel.grid.tile_points > 1
-               ? "; " + std::to_string(kernel.grid.tile_points) +
-                     " consecutive innermost points per thread (tail-guarded), grid-stride over "
-                     "the runtime group count"
-               : std::string("; one point per thread, grid-stride over the runtime point count"));
+    emit_options.schedule_note =
+        "generic in " +
+        [&] {
+          std::string names;
+          for (const ir::SizeParam& s : p.sizes) names += (names.empty() ? "" : ", ") + s.source;
+          return names;
+        }() +
+        " (not as an outer batch: " + not_outer + ")" +
+        (kernel.grid.vector_width > 1 && kernel.grid.reduction_lanes > 1
+             ? "; a group of " + std::to_string(kernel.grid.vector_width) +
+                   " innermost points per warp (a constant extent that it divides), "
+                   "grid-stride over the runtime group count"
+         : kernel.grid.vector_width > 1
+             ? "; a vector group of " + std::to_string(kernel.grid.vector_width) +
+                   " innermost points per thread (a constant extent that it divides: spans and "
+                   "one reduction loop for the group), grid-stride over the runtime group count"
+         : kernel.grid.tile_points > 1
+             ? "; " + std::to_string(kernel.grid.tile_points) +
+                   " consecutive innermost points per thread (tail-guarded), grid-stride over "
+                   "the runtime group count"
+             : std::string("; one point per thread, grid-stride over the runtime point count"));
     if (auto note = notes.find(kernel.name); note != notes.end())
       emit_options.schedule_note += "\n" + note->second;
     CompiledKernel compiled = emit_cuda_kernel(p, k, entry_name(p, kernel, entries), emit_options);

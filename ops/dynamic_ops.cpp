@@ -6,6 +6,8 @@
 
 #include "ir/error.h"
 #include "ops/mhc.h"
+#include "ops/mhc_post.h"
+#include "ops/mhc_sinkhorn.h"
 #include "ops/upsample_nearest.h"
 
 namespace adjoint::ops {
@@ -21,7 +23,15 @@ std::map<std::string, DynamicOp, std::less<>> build_table() {
     table[name] = DynamicOp{upsample_nearest_dynamic_axes(rank),
                             build_upsample_nearest_backward_generic};
   }
+  // The mHC family: every op generic in its token axes (ops/mhc_token_axes.h).
+  table["mhc_pre"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_pre>};
   table["mhc_pre_backward"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_pre_backward_generic};
+  table["mhc_post"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post>};
+  table["mhc_post_backward"] =
+      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post_backward>};
+  table["mhc_sinkhorn"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn>};
+  table["mhc_sinkhorn_backward"] =
+      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn_backward>};
   return table;
 }
 

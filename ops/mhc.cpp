@@ -4,7 +4,8 @@
 // inside an O(nD) domain; token sums are Reduce nodes over (b, s), so every output is written
 // once, deterministically. Every sum of products is a fma_sum (ir/expr.h): each product goes
 // into its accumulator with one rounding (fmaf on the device; dx and x_mix do 24 multiply-adds
-// per element of x).
+// per element of x). Both programs are built over constant token axes or, generic, over runtime
+// ones (ops/mhc_token_axes.h): the generic backward always takes the x_mix form.
 #include "ops/mhc.h"
 
 #include <algorithm>
@@ -84,11 +85,6 @@ AttrSpec hc_eps_attribute() {
   return {"hc_eps", AttrKind::kFloat, "1e-6", "added to sigmoid() in h_pre", {}};
 }
 
-/// Copies the specialization's attributes into the program header.
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
-}
-
 // --- forward ------------------------------------------------------------------------------
 
 /// The tensors of the forward program, by their DESIGN.md names.
@@ -97,21 +93,23 @@ struct ForwardTensors {
   TensorRef h_in, h_post, h_res, h_pre, inv_rms, h_mix;
 };
 
-ForwardTensors declare_forward(ir::ProgramBuilder& pb, const MhcConfig& c) {
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim, K = c.mix_width();
+ForwardTensors declare_forward(ir::ProgramBuilder& pb, const MhcConfig& c,
+                               const TokenAxes& tokens) {
+  const int64_t n = c.streams, D = c.dim, K = c.mix_width();
   const DType p = c.param_dtype;
+  const ir::TensorRole in = ir::TensorRole::kInput, out = ir::TensorRole::kOutput;
   return ForwardTensors{
-      pb.input("x", c.dtype, {B, S, n, D}),
+      per_token_tensor(pb, tokens, "x", c.dtype, {n, D}, in),
       pb.input("phi", p, {K, n * D}),
       pb.input("alpha", p, {3}),
       pb.input("bias", p, {K}),
       pb.input("gamma", p, {n, D}),
-      pb.output("h_in", c.dtype, {B, S, D}),
-      pb.output("h_post", p, {B, S, n}),
-      pb.output("h_res", p, {B, S, n, n}),
-      pb.output("h_pre", p, {B, S, n}),
-      pb.output("inv_rms", p, {B, S}),
-      pb.output("h_mix", p, {B, S, K}),
+      per_token_tensor(pb, tokens, "h_in", c.dtype, {D}, out),
+      per_token_tensor(pb, tokens, "h_post", p, {n}, out),
+      per_token_tensor(pb, tokens, "h_res", p, {n, n}, out),
+      per_token_tensor(pb, tokens, "h_pre", p, {n}, out),
+      per_token_tensor(pb, tokens, "inv_rms", p, {}, out),
+      per_token_tensor(pb, tokens, "h_mix", p, {K}, out),
   };
 }
 
@@ -208,15 +206,6 @@ bool uses_x_mix(const MhcConfig& c, const BuildOptions& options) {
   return tokens * (x_bytes + k * p_bytes) > 4.0 * k * p_bytes;
 }
 
-/// The token axes of a backward program: the specialization's constants, or size parameters
-/// of a program generic in them (build_mhc_pre_backward_generic).
-struct TokenAxes {
-  Expr batch, seq;
-  bool generic = false;
-};
-
-TokenAxes constant_token_axes(const MhcConfig& c) { return {Expr(c.batch), Expr(c.seq), false}; }
-
 /// The backward's tensors: x_mix where `x_mix`, else dvecx where `store_dvecx`.
 BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c,
                                  const TokenAxes& tokens, bool x_mix, bool store_dvecx) {
@@ -224,19 +213,8 @@ BackwardTensors declare_backward(ir::ProgramBuilder& pb, const MhcConfig& c,
   const DType p = c.param_dtype;
   // A tensor of one token row per (b, s): dynamic in a generic program.
   auto per_token = [&](const char* name, DType dtype, std::vector<int64_t> row,
-                       ir::TensorRole role) -> TensorRef {
-    if (!tokens.generic) {
-      std::vector<int64_t> shape = {c.batch, c.seq};
-      shape.insert(shape.end(), row.begin(), row.end());
-      if (role == ir::TensorRole::kInput) return pb.input(name, dtype, shape);
-      if (role == ir::TensorRole::kOutput) return pb.output(name, dtype, shape);
-      return pb.temporary(name, dtype, shape);
-    }
-    std::vector<Expr> dims = {tokens.batch, tokens.seq};
-    for (int64_t e : row) dims.emplace_back(e);
-    std::vector<int> order(dims.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    return pb.dynamic_tensor(name, dtype, dims, order, role);
+                       ir::TensorRole role) {
+    return per_token_tensor(pb, tokens, name, dtype, row, role);
   };
   const ir::TensorRole in = ir::TensorRole::kInput, out = ir::TensorRole::kOutput,
                        tmp = ir::TensorRole::kTemporary;
@@ -441,11 +419,10 @@ MhcConfig mhc_config(const Specialization& spec) {
   return c;
 }
 
-ir::Program build_mhc_pre(const Specialization& spec) {
-  MhcConfig c = mhc_config(spec);
+ir::Program build_mhc_pre(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcConfig c = mhc_config(spec);
   ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  ForwardTensors t = declare_forward(pb, c);
+  ForwardTensors t = declare_forward(pb, c, begin_token_program(pb, spec, token_axes));
   add_rms_kernel(pb, c, t);
   add_mix_kernel(pb, c, t);
   add_gate_kernel(pb, c, t);
@@ -459,11 +436,9 @@ namespace {
 /// The backward program over `tokens` (constants, or sizes of a generic program), through
 /// x_mix where `x_mix`, else with dvecx stored where `store_dvecx`.
 ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
-                           const std::function<TokenAxes(ir::ProgramBuilder&)>& token_axes,
-                           bool x_mix, bool store_dvecx) {
+                           const TokenAxesMaker& token_axes, bool x_mix, bool store_dvecx) {
   ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  const TokenAxes tokens = token_axes(pb);
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
   BackwardTensors t = declare_backward(pb, c, tokens, x_mix, store_dvecx);
   add_gate_grad_kernel(pb, c, t);
   add_mix_grad_kernel(pb, c, t);
@@ -485,41 +460,18 @@ ir::Program build_backward(const Specialization& spec, const MhcConfig& c,
 
 ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options) {
   MhcConfig c = mhc_config(spec);
-  return build_backward(
-      spec, c, [&](ir::ProgramBuilder&) { return constant_token_axes(c); },
-      uses_x_mix(c, options), options.mhc_store_dvecx);
-}
-
-std::vector<DynamicAxis> mhc_token_dynamic_axes() {
-  return {DynamicAxis{"batch", -1, "batch B", false}, DynamicAxis{"seq", -1, "sequence S", false}};
+  return build_backward(spec, c, constant_token_axes(spec), uses_x_mix(c, options),
+                        options.mhc_store_dvecx);
 }
 
 ir::Program build_mhc_pre_backward_generic(const Specialization& spec,
                                            const std::vector<std::string>& generic_axes) {
   MhcConfig c = mhc_config(spec);
-  bool batch = false, seq = false;
-  for (const std::string& name : generic_axes) {
-    if (name == "batch") {
-      batch = true;
-    } else if (name == "seq") {
-      seq = true;
-    } else {
-      throw Error(spec.op_name() + ": generic axis '" + name + "': expected batch or seq",
-                  ErrorCode::kInvalidArgument);
-    }
-  }
   // Every token count takes the x_mix form (the one of many tokens): its token sums are the
   // ones lower_generic splits over the runtime token count (docs/dynamic_shapes.md).
-  return build_backward(
-      spec, c,
-      [&](ir::ProgramBuilder& pb) {
-        TokenAxes tokens = constant_token_axes(c);
-        tokens.generic = true;
-        if (batch) tokens.batch = pb.size("B", "batch", 1, kMaxGenericTokens);
-        if (seq) tokens.seq = pb.size("S", "seq", 1, kMaxGenericTokens);
-        return tokens;
-      },
-      /*x_mix=*/true, /*store_dvecx=*/false);  // no BuildOptions apply to the x_mix form
+  return build_backward(spec, c, generic_token_axes(spec, generic_axes),
+                        /*x_mix=*/true,
+                        /*store_dvecx=*/false);  // no BuildOptions apply to the x_mix form
 }
 
 std::vector<OpDefinition> mhc_ops() {
@@ -541,7 +493,7 @@ std::vector<OpDefinition> mhc_ops() {
           kForwardName,
           "mHC pre mapping forward: h_in, h_post, h_res and the saved h_pre, inv_rms, h_mix",
           forward_attributes,
-          built_from_attributes(build_mhc_pre),
+          built_from_attributes(build_specialized<build_mhc_pre>),
           {"mhc_pre batch=2 seq=3 n=4 dim=12 dtype=bf16",
            "mhc_pre batch=1 seq=5 n=6 dim=7 dtype=f32",
            "mhc_pre batch=4 seq=2048 n=4 dim=4096 dtype=bf16"}},

@@ -28,6 +28,7 @@
 #include "ir/dtype.h"
 #include "ir/program.h"
 #include "ops/dynamic_ops.h"
+#include "ops/mhc_token_axes.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -55,20 +56,14 @@ struct MhcConfig {
 MhcConfig mhc_config(const Specialization& spec);
 
 /// The forward program: inputs x, phi, alpha, bias, gamma; outputs h_in, h_post, h_res and the
-/// saved activations h_pre, inv_rms, h_mix.
-ir::Program build_mhc_pre(const Specialization& spec);
+/// saved activations h_pre, inv_rms, h_mix; over the token axes `token_axes` makes (constants or
+/// sizes, ops/mhc_token_axes.h: build_specialized / build_generic).
+ir::Program build_mhc_pre(const Specialization& spec, const TokenAxesMaker& token_axes);
 
 /// The backward program: inputs x, phi, alpha, grad_h_in, grad_h_post, grad_h_res, inv_rms,
 /// h_mix, h_pre, h_post, gamma (+ grad_x_post); outputs dx, dphi, dalpha, dbias, dgamma. With
 /// few tokens `options` chooses between x_mix, dvecx and the direct token sums.
 ir::Program build_mhc_pre_backward(const Specialization& spec, const BuildOptions& options = {});
-
-/// The dynamic axes of mhc_pre_backward (ops/dynamic_ops.h): batch and seq, the token axes.
-/// Not outer batches: the token sums (dphi, dgamma, dbias, dalpha) reduce over them.
-std::vector<DynamicAxis> mhc_token_dynamic_axes();
-
-/// The largest batch and seq of a generic mhc_pre_backward program.
-inline constexpr int64_t kMaxGenericTokens = (int64_t{1} << 31) - 1;
 
 /// mhc_pre_backward generic in `generic_axes` (a subset of {"batch", "seq"}), the other token
 /// axis kept at the specialization's value. Always the x_mix form of many tokens; throws

@@ -1,5 +1,6 @@
 // The mhc_post family's IR: attribute validation, the forward program (one kernel) and the
-// backward program (four kernels, one per gradient: the domains differ). Each gradient is a
+// backward program (four kernels, one per gradient: the domains differ), each over constant
+// token axes or, generic, over runtime ones (ops/mhc_token_axes.h). Each gradient is a
 // per-token Reduce, over the n streams (dx, dy) or over D (dh_res, dh_post). Each is a sum of
 // products, so each is a fma_sum (ir/expr.h): one rounding per multiply-accumulate step.
 #include "ops/mhc_post.h"
@@ -11,6 +12,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/mhc_token_axes.h"
 
 namespace adjoint::ops {
 namespace {
@@ -40,21 +42,23 @@ int64_t positive_int(const Specialization& spec, const std::string& attr) {
 
 /// The tensors both programs declare.
 struct PostTensors {
+  TokenAxes tokens;
   TensorRef x, y, h_res, h_post;
 };
 
-PostTensors declare_inputs(ir::ProgramBuilder& pb, const MhcPostConfig& c) {
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim;
+/// Records the attributes, makes the token axes and declares the inputs both programs read.
+PostTensors begin_program(ir::ProgramBuilder& pb, const Specialization& spec,
+                          const MhcPostConfig& c, const TokenAxesMaker& token_axes) {
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
+  const int64_t n = c.streams, D = c.dim;
+  const ir::TensorRole in = ir::TensorRole::kInput;
   return PostTensors{
-      pb.input("x", c.dtype, {B, S, n, D}),
-      pb.input("y", c.dtype, {B, S, D}),
-      pb.input("h_res", c.param_dtype, {B, S, n, n}),
-      pb.input("h_post", c.param_dtype, {B, S, n}),
+      tokens,
+      per_token_tensor(pb, tokens, "x", c.dtype, {n, D}, in),
+      per_token_tensor(pb, tokens, "y", c.dtype, {D}, in),
+      per_token_tensor(pb, tokens, "h_res", c.param_dtype, {n, n}, in),
+      per_token_tensor(pb, tokens, "h_post", c.param_dtype, {n}, in),
   };
-}
-
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
 }
 
 std::vector<AttrSpec> attributes() {
@@ -94,12 +98,12 @@ MhcPostConfig mhc_post_config(const Specialization& spec) {
 }
 
 /// out[b, s, i, d] = sum_j h_res[i, j] x[j, d] + h_post[i] y[d]
-ir::Program build_mhc_post(const Specialization& spec) {
-  MhcPostConfig c = mhc_post_config(spec);
+ir::Program build_mhc_post(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcPostConfig c = mhc_post_config(spec);
   ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  PostTensors t = declare_inputs(pb, c);
-  TensorRef out = pb.output("out", c.dtype, {c.batch, c.seq, c.streams, c.dim});
+  PostTensors t = begin_program(pb, spec, c, token_axes);
+  TensorRef out =
+      per_token_tensor(pb, t.tokens, "out", c.dtype, {c.streams, c.dim}, ir::TensorRole::kOutput);
   const DType p = c.param_dtype;
   Var b("b"), s("s"), i("i"), d("d"), j("j");
   Expr mixed = fma_sum({range(j, c.streams)}, t.h_res(b, s, i, j), cast(p, t.x(b, s, j, d)), p);
@@ -108,18 +112,19 @@ ir::Program build_mhc_post(const Specialization& spec) {
   return std::move(pb).build();
 }
 
-ir::Program build_mhc_post_backward(const Specialization& spec) {
-  MhcPostConfig c = mhc_post_config(spec);
+ir::Program build_mhc_post_backward(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcPostConfig c = mhc_post_config(spec);
   ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  PostTensors t = declare_inputs(pb, c);
-  const int64_t B = c.batch, S = c.seq, n = c.streams, D = c.dim;
+  PostTensors t = begin_program(pb, spec, c, token_axes);
+  const TokenAxes& tokens = t.tokens;
+  const int64_t n = c.streams, D = c.dim;
   const DType p = c.param_dtype;
-  TensorRef grad_out = pb.input("grad_out", c.dtype, {B, S, n, D});
-  TensorRef dx = pb.output("dx", c.dtype, {B, S, n, D});
-  TensorRef dy = pb.output("dy", c.dtype, {B, S, D});
-  TensorRef dh_res = pb.output("dh_res", p, {B, S, n, n});
-  TensorRef dh_post = pb.output("dh_post", p, {B, S, n});
+  const ir::TensorRole in = ir::TensorRole::kInput, result = ir::TensorRole::kOutput;
+  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, {n, D}, in);
+  TensorRef dx = per_token_tensor(pb, tokens, "dx", c.dtype, {n, D}, result);
+  TensorRef dy = per_token_tensor(pb, tokens, "dy", c.dtype, {D}, result);
+  TensorRef dh_res = per_token_tensor(pb, tokens, "dh_res", p, {n, n}, result);
+  TensorRef dh_post = per_token_tensor(pb, tokens, "dh_post", p, {n}, result);
   auto g = [&](Expr b, Expr s, Expr i, Expr d) { return cast(p, grad_out(b, s, i, d)); };
 
   {  // dx[b, s, j, d] = sum_i h_res[i, j] grad_out[i, d]
@@ -150,14 +155,14 @@ std::vector<OpDefinition> mhc_post_ops() {
       OpDefinition{kForwardName,
                    "mHC post mapping forward: out = h_res . x + h_post (x) y, per token",
                    attributes(),
-                   built_from_attributes(build_mhc_post),
+                   built_from_attributes(build_specialized<build_mhc_post>),
                    {"mhc_post batch=2 seq=3 n=4 dim=12 dtype=bf16",
                     "mhc_post batch=1 seq=5 n=6 dim=7 dtype=f32",
                     "mhc_post batch=1 seq=4096 n=4 dim=4096 dtype=bf16"}},
       OpDefinition{kBackwardName,
                    "mHC post mapping backward: dx, dy, dh_res, dh_post (per-token reductions)",
                    attributes(),
-                   built_from_attributes(build_mhc_post_backward),
+                   built_from_attributes(build_specialized<build_mhc_post_backward>),
                    {"mhc_post_backward batch=2 seq=3 n=4 dim=12 dtype=bf16",
                     "mhc_post_backward batch=1 seq=5 n=6 dim=7 dtype=f16",
                     "mhc_post_backward batch=1 seq=4096 n=4 dim=4096 dtype=bf16"}},

@@ -21,10 +21,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/dtype.h"
 #include "ir/program.h"
+#include "ops/mhc_token_axes.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -43,11 +45,12 @@ struct MhcPostConfig {
 /// naming the op, the attribute, what was expected and what was given.
 MhcPostConfig mhc_post_config(const Specialization& spec);
 
-/// Inputs x, y, h_res, h_post; output out.
-ir::Program build_mhc_post(const Specialization& spec);
+/// Inputs x, y, h_res, h_post; output out; over the token axes `token_axes` makes (constants
+/// or sizes, ops/mhc_token_axes.h: build_specialized / build_generic).
+ir::Program build_mhc_post(const Specialization& spec, const TokenAxesMaker& token_axes);
 
-/// Inputs x, y, h_res, h_post, grad_out; outputs dx, dy, dh_res, dh_post.
-ir::Program build_mhc_post_backward(const Specialization& spec);
+/// Inputs x, y, h_res, h_post, grad_out; outputs dx, dy, dh_res, dh_post; over `token_axes`.
+ir::Program build_mhc_post_backward(const Specialization& spec, const TokenAxesMaker& token_axes);
 
 /// The registered ops: mhc_post and mhc_post_backward.
 std::vector<OpDefinition> mhc_post_ops();

@@ -4,7 +4,9 @@
 // reverse sweep, newest iteration first, ending in the softmax adjoint (backward). The per-token scale vectors are small, so each
 // kernel recomputes what it needs of them inline (reductions over n inside reductions over n)
 // instead of materializing more tensors. Every sum of products is a fma_sum (ir/expr.h): one
-// rounding per multiply-accumulate step, as on the device.
+// rounding per multiply-accumulate step, as on the device. Both programs are built over constant
+// token axes or, generic, over runtime ones (ops/mhc_token_axes.h); every per-token tensor,
+// temporaries included, is then [B, S, ...] with B and S sizes.
 #include "ops/mhc_sinkhorn.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/mhc_token_axes.h"
 
 namespace adjoint::ops {
 namespace {
@@ -56,17 +59,23 @@ class SinkhornBuilder {
  public:
   /// `backward`: the softmax and the column sums of K are kept in tensors of their own, for
   /// the adjoint of the first normalization.
-  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, TensorRef h_res,
-                  bool backward)
+  SinkhornBuilder(ir::ProgramBuilder& pb, const MhcSinkhornConfig& c, const TokenAxes& tokens,
+                  TensorRef h_res, bool backward)
       : pb_(pb),
         c_(c),
+        tokens_(tokens),
         h_res_(std::move(h_res)),
-        base_(pb.temporary("base", c.dtype, {c.batch, c.seq, c.streams, c.streams})),
+        base_(temporary("base", {c.streams, c.streams})),
         backward_(backward) {
     if (backward_) {
-      soft_ = pb.temporary("soft", c.dtype, {c.batch, c.seq, c.streams, c.streams});
-      col_sums_ = pb.temporary("col_sums", c.dtype, {c.batch, c.seq, c.streams});
+      soft_ = temporary("soft", {c.streams, c.streams});
+      col_sums_ = temporary("col_sums", {c.streams});
     }
+  }
+
+  /// A per-token temporary [B, S, row...] of the dtype.
+  TensorRef temporary(const std::string& name, const std::vector<int64_t>& row) const {
+    return per_token_tensor(pb_, tokens_, name, c_.dtype, row, ir::TensorRole::kTemporary);
   }
 
   /// softmax(h_res[b, s, i, :])[j], computed as exp(h - row max) / sum exp(h - row max).
@@ -112,7 +121,7 @@ class SinkhornBuilder {
   /// backward first keeps col sum + eps in col_sums, a kernel of its own.
   State add_initial_kernel() {
     const int64_t n = c_.streams;
-    TensorRef scales = pb_.temporary("scales_1", c_.dtype, {c_.batch, c_.seq, 2 * n});
+    TensorRef scales = temporary("scales_1", {2 * n});
     if (backward_) {
       Var b("b"), s("s"), j("j");
       pb_.kernel("sinkhorn_col_sums",
@@ -165,8 +174,7 @@ class SinkhornBuilder {
       std::vector<ir::Stage> stages;
       std::vector<TensorRef> written;
       for (int64_t t = first; t <= last; ++t) {
-        TensorRef scales =
-            pb_.temporary("scales_" + std::to_string(t), c_.dtype, {c_.batch, c_.seq, 2 * n});
+        TensorRef scales = temporary("scales_" + std::to_string(t), {2 * n});
         state = step(state, b, s);
         Expr value = ir::select(q < n, state.row(q), state.col(q - n));
         stages.push_back(compute(scales, over(scales, {b, s, q}), value));
@@ -240,15 +248,12 @@ class SinkhornBuilder {
  private:
   ir::ProgramBuilder& pb_;
   const MhcSinkhornConfig& c_;
+  TokenAxes tokens_;
   TensorRef h_res_;
   TensorRef base_;
   bool backward_;
   TensorRef soft_{ir::Tensor()}, col_sums_{ir::Tensor()};  ///< backward only
 };
-
-void record_attributes(ir::ProgramBuilder& pb, const Specialization& spec) {
-  for (const AttrSpec& a : spec.op().attributes) pb.attribute(a.name, spec.raw(a.name));
-}
 
 std::vector<AttrSpec> attributes() {
   return {
@@ -316,34 +321,47 @@ MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   return c;
 }
 
-ir::Program build_mhc_sinkhorn(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+namespace {
+
+/// The per-token tensors of either program, n x n each.
+std::vector<int64_t> matrix_row(const MhcSinkhornConfig& c) {
+  return {c.streams, c.streams};
+}
+
+}  // namespace
+
+ir::Program build_mhc_sinkhorn(const Specialization& spec, const TokenAxesMaker& token_axes) {
+  const MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
   ir::ProgramBuilder pb(kForwardName);
-  record_attributes(pb, spec);
-  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
-  TensorRef h_res = pb.input("h_res", c.dtype, shape);
-  TensorRef out = pb.output("out", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res, /*backward=*/false);
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
+  TensorRef h_res =
+      per_token_tensor(pb, tokens, "h_res", c.dtype, matrix_row(c), ir::TensorRole::kInput);
+  TensorRef out =
+      per_token_tensor(pb, tokens, "out", c.dtype, matrix_row(c), ir::TensorRole::kOutput);
+  SinkhornBuilder sb(pb, c, tokens, h_res, /*backward=*/false);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   sb.add_out_kernel(states.back(), out);
   return std::move(pb).build();
 }
 
-ir::Program build_mhc_sinkhorn_backward(const Specialization& spec) {
-  MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
+ir::Program build_mhc_sinkhorn_backward(const Specialization& spec,
+                                        const TokenAxesMaker& token_axes) {
+  const MhcSinkhornConfig c = mhc_sinkhorn_config(spec);
   ir::ProgramBuilder pb(kBackwardName);
-  record_attributes(pb, spec);
-  const std::vector<int64_t> shape{c.batch, c.seq, c.streams, c.streams};
-  TensorRef h_res = pb.input("h_res", c.dtype, shape);
-  TensorRef grad_out = pb.input("grad_out", c.dtype, shape);
-  TensorRef grad_h_res = pb.output("grad_h_res", c.dtype, shape);
-  SinkhornBuilder sb(pb, c, h_res, /*backward=*/true);
+  const TokenAxes tokens = begin_token_program(pb, spec, token_axes);
+  const std::vector<int64_t> row = matrix_row(c);
+  const ir::TensorRole in = ir::TensorRole::kInput;
+  TensorRef h_res = per_token_tensor(pb, tokens, "h_res", c.dtype, row, in);
+  TensorRef grad_out = per_token_tensor(pb, tokens, "grad_out", c.dtype, row, in);
+  TensorRef grad_h_res =
+      per_token_tensor(pb, tokens, "grad_h_res", c.dtype, row, ir::TensorRole::kOutput);
+  SinkhornBuilder sb(pb, c, tokens, h_res, /*backward=*/true);
   sb.add_base_kernel();
   std::vector<State> states = sb.add_iteration_kernels();
   TensorRef grad = grad_out;  // the gradient of P_t, newest t first
   for (int64_t t = c.iterations; t >= 2; --t) {
-    TensorRef grad_previous = pb.temporary("grad_p_" + std::to_string(t - 1), c.dtype, shape);
+    TensorRef grad_previous = sb.temporary("grad_p_" + std::to_string(t - 1), row);
     sb.add_reverse_kernel(t, states[t - 2], states[t - 1], grad, grad_previous);
     grad = grad_previous;
   }
@@ -357,13 +375,13 @@ std::vector<OpDefinition> mhc_sinkhorn_ops() {
           kForwardName,
           "mHC Sinkhorn-Knopp projection of softmax(h_res) onto doubly stochastic n x n",
           attributes(),
-          built_from_attributes(build_mhc_sinkhorn),
+          built_from_attributes(build_specialized<build_mhc_sinkhorn>),
           {"mhc_sinkhorn batch=2 seq=3 n=4 t_max=3",
            "mhc_sinkhorn batch=1 seq=5 n=6 t_max=1 eps=0.01", "mhc_sinkhorn batch=1 seq=4096 n=4"}},
       OpDefinition{kBackwardName,
                    "mHC Sinkhorn-Knopp backward: the exact adjoint of the t_max iterations",
                    attributes(),
-                   built_from_attributes(build_mhc_sinkhorn_backward),
+                   built_from_attributes(build_specialized<build_mhc_sinkhorn_backward>),
                    {"mhc_sinkhorn_backward batch=2 seq=3 n=4 t_max=3",
                     "mhc_sinkhorn_backward batch=1 seq=5 n=6 t_max=2 eps=0.01",
                     "mhc_sinkhorn_backward batch=1 seq=4096 n=4 t_max=4"}},

@@ -56,10 +56,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/dtype.h"
 #include "ir/program.h"
+#include "ops/mhc_token_axes.h"
 #include "ops/registry.h"
 
 namespace adjoint::ops {
@@ -86,11 +88,13 @@ inline constexpr int64_t kMaxSinkhornIterations = 100;
 /// adjoint::Error naming the op, the attribute, what was expected and what was given.
 MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec);
 
-/// Input h_res [B, S, n, n]; output out [B, S, n, n].
-ir::Program build_mhc_sinkhorn(const Specialization& spec);
+/// Input h_res [B, S, n, n]; output out [B, S, n, n]; over the token axes `token_axes` makes
+/// (constants or sizes, ops/mhc_token_axes.h: build_specialized / build_generic).
+ir::Program build_mhc_sinkhorn(const Specialization& spec, const TokenAxesMaker& token_axes);
 
-/// Inputs h_res, grad_out [B, S, n, n]; output grad_h_res [B, S, n, n].
-ir::Program build_mhc_sinkhorn_backward(const Specialization& spec);
+/// Inputs h_res, grad_out [B, S, n, n]; output grad_h_res [B, S, n, n]; over `token_axes`.
+ir::Program build_mhc_sinkhorn_backward(const Specialization& spec,
+                                        const TokenAxesMaker& token_axes);
 
 /// The registered ops: mhc_sinkhorn and mhc_sinkhorn_backward.
 std::vector<OpDefinition> mhc_sinkhorn_ops();

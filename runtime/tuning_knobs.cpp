@@ -270,6 +270,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_GENERIC_STREAMING", 1, [](int v) { return v == 0 || v == 1; },
           "1 (generic vector groups take the streaming cache hints of ADJOINT_TUNE_STREAMING) or "
           "0 (plain loads and stores, before)") == 1;
+  knobs.generic_warp_groups = integer_knob(
+      "ADJOINT_TUNE_GENERIC_WARP_GROUPS", 2, [](int v) { return v >= 0 && v <= 2; },
+      "2 (warp-cooperative generic kernels compute 2-8 innermost points per warp where a "
+      "reduction's loads do not move with them, and a tile of tokens where they do not move with "
+      "those), 1 (the groups only) or 0 (none: ADJOINT_TUNE_GENERIC_LANE_GROUPS decides; both 0 give "
+      "one point per warp, the generic kernels of before)");
   if (const char* text = lookup("ADJOINT_TUNE_ROW_SCHEDULE"); text && *text) {
     compiler::parse_row_schedule(text, "ADJOINT_TUNE_ROW_SCHEDULE");  // throws, naming it
     knobs.row_schedule = text;
@@ -316,6 +322,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.generic_min_vector_groups = knobs.generic_min_vector_groups;
   options.generic_interleave = knobs.generic_interleave;
   options.generic_streaming = knobs.generic_streaming;
+  options.generic_warp_groups = knobs.generic_warp_groups;
   options.partial_unroll = knobs.partial_unroll;
   options.long_loop_unroll = knobs.long_loop_unroll;
   options.tile_unroll = knobs.tile_unroll;

@@ -62,6 +62,8 @@ struct TuningKnobs {
   bool generic_interleave = true;
   /// ADJOINT_TUNE_GENERIC_STREAMING (LowerOptions::generic_streaming).
   bool generic_streaming = true;
+  /// ADJOINT_TUNE_GENERIC_WARP_GROUPS (LowerOptions::generic_warp_groups: 0, 1 or 2).
+  int generic_warp_groups = 2;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
   int split_warp_combine_points = 1024;

@@ -110,3 +110,104 @@ def test_generic_mhc_pre_backward_is_deterministic(case, always_generic):
     harness.record("determinism", "generic mhc " + test_mhc.case_id(case), claims=claims,
                    bitwise_equal_runs=3 if claims else 0)
     assert claims, "%s: the generic program must claim determinism" % text
+
+
+# The rest of the mHC family generic in its token axes (ops/mhc_token_axes.h): mhc_pre (the
+# forward that serving runs at a new token count every batch), mhc_post, mhc_post_backward,
+# mhc_sinkhorn and mhc_sinkhorn_backward. As above: each case is first called at another token
+# count (batch + 1, seq + 3), which compiles the generic programs; the case at seq + 1 must then
+# be a binding of them (no compile) and pass the op's parity test against PyTorch in f64.
+import test_mhc_layer  # noqa: E402
+
+
+def expect_bindings_only(case, before, bindings):
+    after = adjoint.compile_stats()
+    assert after["generic_fallbacks"] == before["generic_fallbacks"], case
+    assert after["generic_bindings"] == before["generic_bindings"] + bindings, (case, before, after)
+    assert after["generic_compiles"] == before["generic_compiles"], (
+        "%s: its generic kernels should have been compiled at the other token count" % (case,))
+
+
+def mhc_pre_call(batch, seq, n, dim, dtype, seed):
+    """(spec, call, reference outputs in f64) of mhc_pre on seeded inputs (test_mhc's ranges)."""
+    text = adjoint.spec.mhc_pre(batch, seq, n, dim, dtype, test_mhc.NORM_EPS, test_mhc.HC_EPS)
+    program = adjoint.prepare(text)
+    declared = {info.name: DTYPES[info.dtype] for info in program.tensors}
+    k = n * n + 2 * n
+    ranges = {"x": ((batch, seq, n, dim), -1.0, 1.0), "phi": ((k, n * dim), -0.2, 0.2),
+              "alpha": ((3,), 0.5, 1.5), "bias": ((k,), -0.5, 0.5), "gamma": ((n, dim), 0.5, 1.5)}
+    inputs = {name: harness.random_tensor(shape, declared[name], seed + i, low, high)
+              for i, (name, (shape, low, high)) in enumerate(ranges.items())}
+    expected = test_mhc.mhc_pre_forward(*(inputs[name].double() for name in ranges), n)
+
+    def call():
+        result = program(inputs)
+        return tuple(result[name] for name in PRE_OUTPUTS)
+    return text, call, expected
+
+
+PRE_OUTPUTS = ("h_in", "h_post", "h_res", "h_pre", "inv_rms", "h_mix")
+
+
+@pytest.mark.parametrize("case", test_mhc.CASES, ids=test_mhc.case_id)
+def test_generic_mhc_pre_at_token_counts_it_was_not_compiled_for(case, always_generic):
+    batch, seq, n, dim, dtype, _ = case
+    mhc_pre_call(batch + 1, seq + 3, n, dim, dtype, seed=5)[1]()
+    before = adjoint.compile_stats()
+    _, call, expected = mhc_pre_call(batch, seq + 1, n, dim, dtype, seed=17)
+    actual = call()
+    expect_bindings_only(case, before, 1)
+    errors = {}
+    for name, a, e in zip(PRE_OUTPUTS, actual, expected):
+        assert a.shape == e.shape, "%s: shape %s, expected %s" % (name, a.shape, e.shape)
+        tolerance = harness.MHC_TOL[dtype if name == "h_in" or dtype == "f64" else "f32"]
+        errors[name] = harness.check_normalized("generic mhc_pre %s %s" % (
+            test_mhc.case_id(case), name), a, e, tolerance)
+    harness.record("mhc_pre generic", test_mhc.case_id(case), **errors)
+
+
+@pytest.mark.parametrize("case", test_mhc_layer.POST_CASES, ids=test_mhc_layer.post_id)
+def test_generic_mhc_post_at_token_counts_it_was_not_compiled_for(case, always_generic):
+    batch, seq, n, dim, dtype = case
+    x, y, h_res, h_post, grad_out = test_mhc_layer.post_inputs((batch + 1, seq + 3, n, dim, dtype),
+                                                               seed=5)
+    adjoint.mhc_post(x, y, h_res, h_post)
+    adjoint.mhc_post_backward(grad_out, x, y, h_res, h_post)
+    before = adjoint.compile_stats()
+    test_mhc_layer.test_post_parity((batch, seq + 1, n, dim, dtype))
+    expect_bindings_only(case, before, 2)
+
+
+@pytest.mark.parametrize("case", test_mhc_layer.SINKHORN_CASES, ids=test_mhc_layer.sinkhorn_id)
+def test_generic_mhc_sinkhorn_at_token_counts_it_was_not_compiled_for(case, always_generic):
+    batch, seq, n, t_max, eps, dtype = case
+    h_res, grad_out = test_mhc_layer.sinkhorn_inputs((batch + 1, seq + 3) + case[2:], seed=5)
+    adjoint.mhc_sinkhorn(h_res, t_max=t_max, eps=eps)
+    adjoint.mhc_sinkhorn_backward(grad_out, h_res, t_max=t_max, eps=eps)
+    before = adjoint.compile_stats()
+    test_mhc_layer.test_sinkhorn_parity((batch, seq + 1) + case[2:])
+    expect_bindings_only(case, before, 2)
+
+
+def test_generic_mhc_family_is_deterministic(always_generic):
+    """Each generic program claims determinism and gives bitwise-equal results over 3 calls."""
+    runs = []
+    text, call, _ = mhc_pre_call(2, 67, 6, 512, "bf16", seed=43)
+    runs.append((text, call))
+    post = (3, 67, 4, 256, "bf16")
+    x, y, h_res, h_post, grad_out = test_mhc_layer.post_inputs(post, seed=43)
+    runs.append((adjoint.spec.mhc_post(*post, backward=False),
+                 lambda: (adjoint.mhc_post(x, y, h_res, h_post),)))
+    runs.append((adjoint.spec.mhc_post(*post, backward=True),
+                 lambda: adjoint.mhc_post_backward(grad_out, x, y, h_res, h_post)))
+    sinkhorn = (2, 67, 4, 20, 1e-6, "f32")
+    logits, grad = test_mhc_layer.sinkhorn_inputs(sinkhorn, seed=43)
+    runs.append((adjoint.spec.mhc_sinkhorn(*sinkhorn, backward=False),
+                 lambda: (adjoint.mhc_sinkhorn(logits, 20, 1e-6),)))
+    runs.append((adjoint.spec.mhc_sinkhorn(*sinkhorn, backward=True),
+                 lambda: (adjoint.mhc_sinkhorn_backward(grad, logits, 20, 1e-6),)))
+    for text, run in runs:
+        claims = harness.check_deterministic(text, run)
+        harness.record("determinism", "generic " + text, claims=claims,
+                       bitwise_equal_runs=3 if claims else 0)
+        assert claims, "%s: the generic program must claim determinism" % text

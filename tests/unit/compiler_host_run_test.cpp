@@ -2448,58 +2448,90 @@ TEST(HostRun, GenericKernelsMatchTheInterpreterAtSizesTheyWereNotCompiledFor) {
   }
 }
 
-/// mhc_pre_backward generic in its token axes (ops/mhc.h): one compile serves every token count.
-/// Its token sums take split_generic_reductions' strided partials, whose G does not depend on
-/// the sizes: token counts below G (partials left empty), above it, with B > 1, and S = 1 must
-/// all match the interpreter (within the split's reordering of the f32 sums), and the partials
-/// kernels must be the same compiled code at every size.
-TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
+/// Every op of the mHC family generic in its token axes (ops/mhc_token_axes.h): one compile
+/// serves every token count, 1, odd, B > 1, S = 1. mhc_pre_backward's token sums take
+/// split_generic_reductions' strided partials, whose G does not depend on the sizes: token
+/// counts below G (partials left empty) and above it must match the interpreter (within the
+/// split's reordering of the f32 sums), the partials kernels the same compiled code at every
+/// size. The other ops compute per token (sums over n or D only).
+TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
   if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   struct Case {
-    std::string attributes;
+    std::string op, attributes;
     std::vector<std::string> axes;
     std::vector<std::vector<int64_t>> sizes;  ///< values of the generic program's sizes
   };
-  // dim=128: gate_grads reduces 128 iterations, so its warps share the points (lanes) and take
-  // a vector group of streams (LowerOptions::generic_lane_groups).
   const std::vector<Case> cases = {
-      {"n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {1, 37}, {3, 1}, {2, 20}}},
-      {"n=6 dim=5 dtype=bf16 with_grad_x_post=true", {"seq"}, {{1}, {7}, {30}}},
-      {"n=4 dim=8 dtype=f16", {"batch"}, {{1}, {5}, {2}}},
-      // 2100 tokens: x_mix's partials (G = 256) run 8-9 trips, a whole chunk of the ring of
-      // shared memory (8 trips) and the rest loaded directly.
-      {"n=4 dim=128 dtype=bf16", {"batch", "seq"}, {{1, 3}, {2, 9}, {1, 2100}}},
+      {"mhc_pre_backward",
+       "n=4 dim=8 dtype=f32",
+       {"batch", "seq"},
+       {{1, 1}, {2, 3}, {1, 37}, {3, 1}, {2, 20}}},
+      {"mhc_pre_backward", "n=6 dim=5 dtype=bf16 with_grad_x_post=true", {"seq"}, {{1}, {7}, {30}}},
+      {"mhc_pre_backward", "n=4 dim=8 dtype=f16", {"batch"}, {{1}, {5}, {2}}},
+      // dim=128: gate_grads reduces 128 iterations, so its warps share the points (lanes) and
+      // compute a group of streams. 2100 tokens: x_mix's partials (G = 256) run 8-9 trips, a
+      // whole chunk of the ring of shared memory (8 trips) and the rest loaded directly.
+      {"mhc_pre_backward", "n=4 dim=128 dtype=bf16", {"batch", "seq"}, {{1, 3}, {2, 9}, {1, 2100}}},
+      {"mhc_pre", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {1, 37}, {3, 1}}},
+      {"mhc_pre", "n=6 dim=40 dtype=bf16", {"seq"}, {{1}, {7}, {30}}},
+      {"mhc_pre", "n=4 dim=256 dtype=f16", {"batch"}, {{1}, {5}}},
+      {"mhc_post", "n=4 dim=8 dtype=bf16", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
+      {"mhc_post", "n=6 dim=5 dtype=f32", {"seq"}, {{1}, {7}}},
+      {"mhc_post_backward", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_post_backward", "n=4 dim=256 dtype=bf16", {"batch"}, {{1}, {5}}},
+      {"mhc_sinkhorn", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
+      {"mhc_sinkhorn", "n=6 t_max=2 eps=0.01 dtype=f64", {"seq"}, {{1}, {7}}},
+      {"mhc_sinkhorn_backward", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_sinkhorn_backward", "n=6 t_max=2 eps=0.01", {"batch"}, {{1}, {5}}},
   };
-  // The generic schedules of before (the aligned twin with its copies and ring, lane groups,
-  // spans of evaluated loads and the few-groups rule off): the new kernels must give their
-  // bits, on aligned and misaligned buffers alike.
-  LowerOptions before;
+  // Schedules that keep each point's order, so their outputs must be the default's bits: warp
+  // groups without their tile (ADJOINT_TUNE_GENERIC_WARP_GROUPS=1), none (0: the lane groups
+  // decide), and the generic schedules of before (the aligned twin with its copies and ring,
+  // warp and lane groups, spans of evaluated loads and the few-groups rule all off).
+  std::vector<std::pair<std::string, LowerOptions>> variants(4);
+  variants[0].first = "default";
+  variants[1].first = "ADJOINT_TUNE_GENERIC_WARP_GROUPS=1";
+  variants[1].second.generic_warp_groups = 1;
+  variants[2].first = "ADJOINT_TUNE_GENERIC_WARP_GROUPS=0";
+  variants[2].second.generic_warp_groups = 0;
+  variants[3].first = "the generic schedules of before";
+  LowerOptions& before = variants[3].second;
+  before.generic_warp_groups = 0;
   before.generic_aligned_twin = false;
   before.generic_lane_groups = false;
   before.generic_evaluated_spans = false;
   before.generic_min_vector_groups = 0;
   before.generic_streaming = false;
+  std::map<std::string, int> variants_run;  // variant -> cases whose code differed and ran
   for (const Case& c : cases) {
     const ops::Specialization spec =
-        ops::parse_specialization("mhc_pre_backward batch=2 seq=3 " + c.attributes);
-    ir::Program generic = ops::find_dynamic_op("mhc_pre_backward")->build_generic(spec, c.axes);
+        ops::parse_specialization(c.op + " batch=2 seq=3 " + c.attributes);
+    ir::Program generic = ops::find_dynamic_op(c.op)->build_generic(spec, c.axes);
     generic.dynamic_storage_bound = kGenericInt32StorageBound;
-    const CompiledProgram compiled = lower(generic, LowerOptions{});
-    const CompiledProgram old = lower(generic, before);
-    bool split = false;
-    for (const CompiledKernel& k : compiled.kernels) {
-      EXPECT_FALSE(k.size_params.empty()) << k.entry;
-      split = split || k.entry.find("_partials") != std::string::npos;
-    }
-    EXPECT_TRUE(split) << "the token sums are split";
-    HostLibrary library, old_library;
-    {
-      std::vector<const CompiledKernel*> pointers, old_pointers;
-      for (const CompiledKernel& k : compiled.kernels) pointers.push_back(&k);
-      for (const CompiledKernel& k : old.kernels) old_pointers.push_back(&k);
-      std::string error = library.build(pointers);
-      ASSERT_TRUE(error.empty()) << error;
-      error = old_library.build(old_pointers);
+    std::vector<CompiledProgram> compiled;
+    std::vector<std::unique_ptr<HostLibrary>> libraries;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      compiled.push_back(lower(generic, variants[v].second));
+      if (v > 0) {  // the same code as the default: nothing more to run
+        bool same = true;
+        for (size_t k = 0; k < compiled[v].kernels.size(); ++k)
+          same = same && compiled[v].kernels[k].source == compiled[0].kernels[k].source;
+        if (same) {
+          libraries.push_back(nullptr);
+          continue;
+        }
+      }
+      bool split = false;
+      for (const CompiledKernel& k : compiled[v].kernels) {
+        EXPECT_FALSE(k.size_params.empty()) << k.entry;
+        split = split || k.entry.find("_partials") != std::string::npos;
+      }
+      EXPECT_EQ(split, c.op == "mhc_pre_backward") << c.op << ": only the token sums are split";
+      std::vector<const CompiledKernel*> pointers;
+      for (const CompiledKernel& k : compiled[v].kernels) pointers.push_back(&k);
+      ++variants_run[variants[v].first];
+      libraries.push_back(std::make_unique<HostLibrary>());
+      const std::string error = libraries.back()->build(pointers);
       ASSERT_TRUE(error.empty()) << error;
     }
     for (const std::vector<int64_t>& sizes : c.sizes) {
@@ -2532,11 +2564,12 @@ TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
             args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
           }
           const int64_t points = k.points.evaluate(program.sizes, sizes);
-          const int64_t block = k.launch.block[0];
-          unsigned grid[3] = {static_cast<unsigned>(std::min<int64_t>(
-                                  (points + block * k.points_per_thread - 1) /
-                                      (block * k.points_per_thread), 3)),
-                              1, 1};
+          const int64_t per_block = k.launch.block[0] * k.points_per_thread;
+          const int64_t blocks = (points + per_block - 1) / per_block;
+          // lower_outer_generic's kernels need every block, the others stride over at most 3
+          unsigned grid[3] = {
+              static_cast<unsigned>(k.one_index_per_thread ? blocks : std::min<int64_t>(blocks, 3)),
+              1, 1};
           auto launch = reinterpret_cast<HostLibrary::Launcher>(
               dlsym(lib.handle(), ("launch_" + k.entry).c_str()));
           EXPECT_NE(launch, nullptr) << k.entry;
@@ -2546,16 +2579,21 @@ TEST(HostRun, GenericMhcPreBackwardServesEveryTokenCount) {
         for (const ir::Tensor& t : bound.outputs) actual[t->name] = tensors.at(t->name)->read();
         return actual;
       };
-      std::string what = "mhc_pre_backward " + c.attributes + " generic at sizes";
+      std::string what = c.op + " " + c.attributes + " generic at sizes";
       for (int64_t v : sizes) what += " " + std::to_string(v);
-      const ir::HostBuffers actual = run(compiled, library, 0);
-      expect_outputs_equal(bound, actual, run(old, old_library, 0), 0,
-                           what + ": the new schedules against those of before");
-      expect_outputs_equal(bound, actual, run(compiled, library, 2), 0,
-                           what + ": misaligned buffers against aligned ones");
+      const ir::HostBuffers actual = run(compiled[0], *libraries[0], 0);
       expect_outputs_equal(bound, expected, actual, 2e-2, what);
+      expect_outputs_equal(bound, actual, run(compiled[0], *libraries[0], 2), 0,
+                           what + ": misaligned buffers against aligned ones");
+      for (size_t v = 1; v < variants.size(); ++v) {
+        if (!libraries[v]) continue;
+        expect_outputs_equal(bound, actual, run(compiled[v], *libraries[v], 0), 0,
+                             what + ": " + variants[v].first + " against the default");
+      }
     }
   }
+  for (const auto& [name, options] : variants)  // each schedule switch changes some program
+    EXPECT_GT(variants_run[name], 0) << name << " compiled the default's code everywhere";
 }
 
 }  // namespace

@@ -125,7 +125,11 @@ TEST(GenericPackage, RequestsNameOnlyDeclaredAxes) {
   EXPECT_THROW(tools::parse_spec_request("upsample_nearest1d_backward dtype=f32 input_size=1,2,7 "
                                          "output_size=17 generic=input_size[1]"),
                Error);
-  EXPECT_THROW(tools::parse_spec_request("mhc_sinkhorn batch=2 seq=3 n=4 t_max=3 generic=all"), Error);
+  // An op that declares no dynamic axes (grid_sampler: its binned gathers need a runtime bucket
+  // count; every mHC op declares batch and seq).
+  EXPECT_THROW(tools::parse_spec_request("grid_sampler_2d_backward dtype=f32 input_size=1,2,5,7 "
+                                         "output_size=4,3 generic=all"),
+               Error);
 }
 
 }  // namespace

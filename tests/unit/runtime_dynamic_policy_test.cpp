@@ -162,49 +162,59 @@ TEST(DynamicPolicy, BatchModeMakesOnlyTheBatchGeneric) {
   EXPECT_FALSE(auto_choice.require_outer_batch);
 }
 
-/// mhc_pre_backward's token axes (scalar attributes batch and seq): under auto, 100 distinct
-/// token counts B*S build one specialized program and one generic in batch and seq (issue 12's
-/// target of at most 2); the key blanks both; mode batch keeps them specialized (they are not
-/// outer batches: the token sums reduce over them); the binding has the specialization's shapes.
+/// The token axes of every mHC op (scalar attributes batch and seq, ops/mhc_token_axes.h):
+/// under auto, 100 distinct token counts B*S build one specialized program and one generic in
+/// batch and seq (issue 12's target of at most 2); the key blanks both; mode batch keeps them
+/// specialized (they are not declared outer batches); the binding has the specialization's
+/// shapes.
 TEST(DynamicPolicy, MhcTokenCountsUnderAutoBuildTwoPrograms) {
-  auto mhc = [](int64_t b, int64_t s) {
-    return "mhc_pre_backward batch=" + std::to_string(b) + " seq=" + std::to_string(s) +
-           " n=4 dim=64 dtype=bf16";
-  };
-  Sweep sweep;
-  std::set<int64_t> tokens;
-  for (int i = 0; tokens.size() < 100; ++i) {
-    const int64_t b = 1 + i % 3, s = 1 + (i * 37) % 997;
-    if (!tokens.insert(b * s).second) continue;
-    sweep.call(mhc(b, s), DynamicMode::kAuto);
-  }
-  EXPECT_EQ(sweep.built.size(), 2u);
-  for (const ProgramChoice& c : sweep.choices) {
-    if (!c.generic) continue;
-    EXPECT_EQ(c.axes, (std::vector<std::string>{"batch", "seq"}));
-    EXPECT_NE(c.key.find("batch=? "), std::string::npos) << c.key;
-    EXPECT_NE(c.key.find("seq=? "), std::string::npos) << c.key;
-  }
-  Sweep batch;
-  for (int64_t s = 1; s <= 20; ++s) batch.call(mhc(1, s), DynamicMode::kBatch);
-  EXPECT_EQ(batch.built.size(), 20u);
+  const std::vector<std::pair<std::string, std::string>> family = {
+      {"mhc_pre_backward", "n=4 dim=64 dtype=bf16"},
+      {"mhc_pre", "n=4 dim=64 dtype=bf16"},
+      {"mhc_post", "n=4 dim=64"},
+      {"mhc_post_backward", "n=6 dim=32"},
+      {"mhc_sinkhorn", "n=4"},
+      {"mhc_sinkhorn_backward", "n=4 t_max=3"}};
+  for (const auto& [op, attributes] : family) {
+    SCOPED_TRACE(op);
+    auto mhc = [&](int64_t b, int64_t s) {
+      return op + " batch=" + std::to_string(b) + " seq=" + std::to_string(s) + " " + attributes;
+    };
+    Sweep sweep;
+    std::set<int64_t> tokens;
+    for (int i = 0; tokens.size() < 100; ++i) {
+      const int64_t b = 1 + i % 3, s = 1 + (i * 37) % 997;
+      if (!tokens.insert(b * s).second) continue;
+      sweep.call(mhc(b, s), DynamicMode::kAuto);
+    }
+    EXPECT_EQ(sweep.built.size(), 2u);
+    for (const ProgramChoice& c : sweep.choices) {
+      if (!c.generic) continue;
+      EXPECT_EQ(c.axes, (std::vector<std::string>{"batch", "seq"}));
+      EXPECT_NE(c.key.find("batch=? "), std::string::npos) << c.key;
+      EXPECT_NE(c.key.find("seq=? "), std::string::npos) << c.key;
+    }
+    Sweep batch;
+    for (int64_t s = 1; s <= 20; ++s) batch.call(mhc(1, s), DynamicMode::kBatch);
+    EXPECT_EQ(batch.built.size(), 20u);
 
-  DynamicPolicy policy;
-  ProgramChoice choice =
-      choose_program(ops::parse_specialization(mhc(3, 5)), policy, DynamicMode::kAlways);
-  ASSERT_TRUE(choice.generic);
-  EXPECT_EQ(choice.size_values, (std::vector<int64_t>{3, 5}));
-  compiler::CompiledProgram compiled = compiler::lower(choice.program, {});
-  auto generic = std::make_shared<LoadedProgram>();
-  generic->sizes = compiled.sizes;
-  generic->buffers = compiled.buffers;
-  std::shared_ptr<const LoadedProgram> bound = bind_generic_program(generic, "spec", {7, 11});
-  ir::Program specialized = ops::parse_specialization(mhc(7, 11)).build_program();
-  for (const compiler::BufferInfo& b : bound->buffers) {
-    ir::Tensor t = specialized.find_tensor(b.name);
-    if (!t) continue;  // the partials of the split token sums
-    EXPECT_EQ(b.shape, t->shape) << b.name;
-    EXPECT_EQ(b.strides, t->strides) << b.name;
+    DynamicPolicy policy;
+    ProgramChoice choice =
+        choose_program(ops::parse_specialization(mhc(3, 5)), policy, DynamicMode::kAlways);
+    ASSERT_TRUE(choice.generic);
+    EXPECT_EQ(choice.size_values, (std::vector<int64_t>{3, 5}));
+    compiler::CompiledProgram compiled = compiler::lower(choice.program, {});
+    auto generic = std::make_shared<LoadedProgram>();
+    generic->sizes = compiled.sizes;
+    generic->buffers = compiled.buffers;
+    std::shared_ptr<const LoadedProgram> bound = bind_generic_program(generic, "spec", {7, 11});
+    ir::Program specialized = ops::parse_specialization(mhc(7, 11)).build_program();
+    for (const compiler::BufferInfo& b : bound->buffers) {
+      ir::Tensor t = specialized.find_tensor(b.name);
+      if (!t) continue;  // the partials of the split token sums
+      EXPECT_EQ(b.shape, t->shape) << b.name;
+      EXPECT_EQ(b.strides, t->strides) << b.name;
+    }
   }
 }
 
