@@ -224,7 +224,7 @@ bool reduces_per_point(const ir::Kernel& kernel) {
 /// (EmitOptions::interleave_size_axes): a vector group on a constant innermost axis of a multiple
 /// of 32 groups, runtime extents on a prefix of the domain with a static axis after it, and a
 /// load of a static tensor (one the block's warps then share through L1).
-bool interleaves_size_axes(const ir::Program& program, const ir::Kernel& kernel) {
+bool interleaves_size_axes(const ir::Kernel& kernel) {
   const ir::GridConfig& g = kernel.grid;
   if (kernel.stages.empty() || g.vector_width <= 1 || g.reduction_lanes != 1) return false;
   const std::vector<ir::Axis>& domain = kernel.stages.front().domain;
@@ -244,7 +244,6 @@ bool interleaves_size_axes(const ir::Program& program, const ir::Kernel& kernel)
       });
     }
   }
-  (void)program;
   return shared;
 }
 
@@ -582,7 +581,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     emit_options.streaming_stores = options.generic_streaming && options.streaming_stores;
     emit_options.spans_of_evaluated_loads = options.generic_evaluated_spans;
     emit_options.interleave_size_axes =
-        options.generic_interleave && interleaves_size_axes(p, kernel);
+        options.generic_interleave && interleaves_size_axes(kernel);
     if (*emit_options.index_width == IndexWidth::k32) {  // i32 window math where it fits
       ir::Bounds bounds;
       for (const ir::SizeParam& s : p.sizes) bounds.bind(s.var.get(), {s.lower_bound, s.upper_bound});
