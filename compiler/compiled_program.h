@@ -56,7 +56,10 @@ struct CompiledKernel {
   int size_param_bytes = 8;
   SizeProduct points;
   /// Generic kernels: points each thread computes (a group along the innermost axis); the
-  /// runtime launches about points / (block * points_per_thread) threads.
+  /// runtime launches about points / (block * points_per_thread) threads. A token pair's
+  /// kernels (compiler/lower_outer_generic.h) fill points and points_per_thread so that this
+  /// gives their blocks: a warp-cooperative kernel counts each point once per lane, a row-group
+  /// kernel `block` per row with its rows per block as points_per_thread.
   int points_per_thread = 1;
   /// Generic kernels lowered through the specialized pipeline (compiler/lower_outer_generic.h):
   /// one linear index per thread and no grid-stride loop, as in the specialized kernel, so the

@@ -66,12 +66,9 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       bindings.emplace_back(ir::axis_binding_name(kernel_.grid.bindings[j]));
     }
   } else if (kernel_.row_axes > 0) {
-    if (options_.outer_size)  // lower() never asks for both: the rows would hardcode the batch
-      throw Error("emit_cuda: kernel '" + kernel_.name +
-                      "': a row-group kernel cannot take an outer size",
-                  ErrorCode::kInternal);
     result.launch = launch_dims(kernel_);
     launch_ = result.launch;
+    if (options_.outer_size) bind_outer_rows(result, signature);
     emit_row_group_body();
     const RowGroupShape shape = row_group_shape(kernel_);
     const ir::Stage& first = kernel_.stages.front();
@@ -108,9 +105,15 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       if (!kernel_.stages.empty()) emit_body(*mapping, extents);
       if (staged) end_transposed_store();
     }
+    if (options_.outer_size && outer_count_.empty())  // a block reduction's grid: constant
+      throw Error("kernel '" + kernel_.name + "': its grid cannot be counted by " +
+                      options_.outer_size->source + ": not a linear grid",
+                  ErrorCode::kInvalidProgram);
     for (size_t j = 0; j < extents.size(); ++j) {
-      const bool outer = options_.outer_size && mapping &&
-                         static_cast<int>(j) == mapping->linear_axes.front();
+      const bool outer =
+          options_.outer_size && mapping &&
+          static_cast<int>(j) ==
+              (outer_token_axis_ >= 0 ? outer_token_axis_ : mapping->linear_axes.front());
       axes.push_back(kernel_.stages.front().domain[j].var.name_hint() + " < " +
                      (outer ? options_.outer_size->name : std::to_string(extents[j])));
       bindings.emplace_back(ir::axis_binding_name(kernel_.grid.bindings[j]));
@@ -214,10 +217,20 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
                  : options_.streaming_loads ? "span loads." : "group stores."));
   }
   if (options_.outer_size) {
-    head.line("// Generic in " + options_.outer_size->source + " (an outer batch, the parameter " +
-              outer_count_.substr(0, outer_count_.find(' ')) + "): lowered at " +
-              options_.outer_size->source + " = " + std::to_string(options_.outer_size->value) +
-              ", which the point counts below are at.");
+    const OuterSizeParam& outer = *options_.outer_size;
+    if (outer.batch_source.empty()) {
+      head.line("// Generic in " + outer.source + " (an outer batch, the parameter " +
+                outer_count_.substr(0, outer_count_.find(' ')) + "): lowered at " + outer.source +
+                " = " + std::to_string(outer.value) + ", which the point counts below are at.");
+    } else {
+      const size_t second = outer_count_.find(" * ") + 3;
+      head.line("// Generic in " + outer.batch_source + ", " + outer.source +
+                " (one token axis of " + outer_count_.substr(0, outer_count_.find(' ')) + " * " +
+                outer_count_.substr(second, outer_count_.find(' ', second) - second) +
+                " tokens, the parameters): lowered at " + outer.batch_source + " = 1, " +
+                outer.source + " = " + std::to_string(outer.value) +
+                ", which the point counts below are at.");
+    }
   }
   if (!options_.schedule_note.empty()) {
     size_t start = 0;
@@ -269,27 +282,86 @@ void KernelEmitter::bind_outer_size(const GridMapping& m, const std::vector<int6
   };
   if (!program_.sizes.empty()) refuse("the program is generic already");
   if (m.linear_axes.empty()) refuse("no linear axis");
-  const int axis = m.linear_axes.front();
+  // A token pair lowered at batch 1: the batch's axis (and any other of extent 1) in front.
+  size_t front = 0;
+  const bool pair = !outer.batch_source.empty();
+  while (pair && front + 1 < m.linear_axes.size() && extents[m.linear_axes[front]] == 1) ++front;
+  const int axis = m.linear_axes[front];
   if (extents[axis] != outer.value) refuse("the outermost linear axis has another extent");
-  if (m.thread_points != 1 || m.reduction_lanes != 1 || !m.block_axes.empty())
-    refuse("thread, block or warp-cooperative axes make the grid depend on more than the count");
+  if (m.thread_points != 1 || !m.block_axes.empty())
+    refuse("thread or block axes make the grid depend on more than the count");
+  // Warp-cooperative points (L lanes each, 32 / L points a warp) of a token pair: the guard
+  // returns whole warps (before their shuffles) when the count is a multiple of 32 / L, which
+  // a multiple of the linear indices per token is.
+  const int64_t lanes = m.reduction_lanes;
+  if (lanes != 1 && !pair) refuse("warp-cooperative axes make the grid depend on more than the count");
+  if (lanes != 1 && (32 % lanes != 0 || m.lanes * lanes != kernel_.grid.block_size ||
+                     (m.linear_points / outer.value) % (32 / lanes) != 0))
+    refuse("its warps' points do not stay whole at every token count");
   const ir::GridConfig& grid = kernel_.grid;
   if (grid.tile_points > 1 && grid.tile_axis == axis) refuse("its axis is tiled");
   if (grid.tile_points > 1 && extents[grid.tile_axis] % grid.tile_points != 0)
     refuse("its thread tile's last tile is partial");
-  if (m.linear_axes.size() == 1 && grid.vector_width > 1) refuse("its axis is vectorized");
+  if (front + 1 == m.linear_axes.size() && grid.vector_width > 1) refuse("its axis is vectorized");
   if (outer.value < 1 || m.linear_points % outer.value != 0) refuse("no whole linear count per index");
   const int64_t per_index = m.linear_points / outer.value;  // linear indices per outer index
+  std::string count;  // the runtime count of outer indices
+  if (pair) {
+    count = names_.fresh(outer.batch_name) + " * ";
+    signature.push_back("const " + index_type_ + " " + count.substr(0, count.find(' ')));
+    result.size_params = {outer.batch_source};
+  }
   const std::string name = names_.fresh(outer.name);
   signature.push_back("const " + index_type_ + " " + name);
-  result.size_params = {outer.source};
+  count += name;
+  result.size_params.push_back(outer.source);
   result.size_param_bytes = index_type_ == "int" ? 4 : 8;
   const int64_t points_per_index = grid.vector_width * std::max<int64_t>(grid.tile_points, 1);
-  result.points = SizeProduct{per_index * points_per_index, {outer.source}};
+  // The runtime launches ceil(points / (block * points_per_thread)) blocks: with L lanes per
+  // point, `points` counts each point L times (a block runs block / L linear indices).
+  result.points = SizeProduct{per_index * points_per_index * lanes, result.size_params};
   result.points_per_thread = static_cast<int>(points_per_index);
   result.one_index_per_thread = true;
   result.launch.grid[0] = 0;  // derived by the runtime from the point count
-  outer_count_ = per_index == 1 ? name : name + " * " + std::to_string(per_index);
+  outer_count_ = per_index == 1 ? count : count + " * " + std::to_string(per_index);
+  if (pair) outer_token_axis_ = axis;
+}
+
+void KernelEmitter::bind_outer_rows(CompiledKernel& result, std::vector<std::string>& signature) {
+  const OuterSizeParam& outer = *options_.outer_size;
+  auto refuse = [&](const std::string& why) {
+    throw Error("kernel '" + kernel_.name + "': its rows cannot be counted by " + outer.source +
+                    ": " + why,
+                ErrorCode::kInvalidProgram);
+  };
+  // Only a token pair: its batch axis (extent 1) and token axis lead the rows; one size would
+  // need its axis first too, which fuse_row_groups does not promise (lower() keeps those linear).
+  if (outer.batch_source.empty()) refuse("not a token pair");
+  if (!program_.sizes.empty()) refuse("the program is generic already");
+  const std::vector<ir::Axis>& domain = kernel_.stages.front().domain;
+  auto extent_of = [&](size_t j) {
+    const ir::IntConstNode* c = domain[j].extent.as<ir::IntConstNode>();
+    return c ? c->value : -1;
+  };
+  if (kernel_.row_axes < 2 || extent_of(0) != 1 || extent_of(1) != outer.value)
+    refuse("its row axes do not begin with the batch (lowered at 1) and the tokens");
+  const RowGroupShape shape = row_group_shape(kernel_);
+  if (shape.rows % outer.value != 0) refuse("no whole rows per token");
+  const int64_t per_token = shape.rows / outer.value;
+  const std::string batch = names_.fresh(outer.batch_name), seq = names_.fresh(outer.name);
+  signature.push_back("const " + index_type_ + " " + batch);
+  signature.push_back("const " + index_type_ + " " + seq);
+  result.size_params = {outer.batch_source, outer.source};
+  result.size_param_bytes = index_type_ == "int" ? 4 : 8;
+  // The runtime launches ceil(points / (block * points_per_thread)) blocks: with points a block
+  // per row and points_per_thread the rows per block, a block per rows_per_block rows.
+  const int64_t block = std::max<int64_t>(result.launch.block[0], 1);
+  result.points = SizeProduct{per_token * block, result.size_params};
+  result.points_per_thread = static_cast<int>(kernel_.grid.rows_per_block);
+  result.one_index_per_thread = true;
+  result.launch.grid[0] = 0;  // derived by the runtime from the row count
+  outer_count_ = batch + " * " + seq + (per_token == 1 ? "" : " * " + std::to_string(per_token));
+  outer_token_axis_ = 1;
 }
 
 CompiledKernel emit_cuda_kernel(const ir::Program& program, size_t kernel_index,

@@ -44,6 +44,11 @@ struct OuterSizeParam {
   std::string source;  ///< the SizeParam's source, e.g. "input_size[0]"
   std::string name;    ///< its name in the kernel, e.g. "N"
   int64_t value = 0;   ///< the extent the program was lowered at; any smaller one is served
+  /// A token pair (compiler/lower_outer_generic.h): the size counting the batch in front of
+  /// this one (its source and kernel name), the program lowered at batch 1. The kernel then
+  /// takes both sizes, the batch first, and its count is `batch * size * K`; the linear axes in
+  /// front of the token axis have extent 1. Empty: one size.
+  std::string batch_source, batch_name;
 };
 
 /// Code generation choices that do not change what a kernel computes.

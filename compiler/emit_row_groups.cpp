@@ -264,7 +264,8 @@ void KernelEmitter::emit_row_group_body() {
         std::to_string(kernel_.grid.block_size) + ") {");
     out_->line("const " + type + " " + row + " = " + first_row +
                (points == 1 ? " + " + p : " + " + p + " / " + std::to_string(points)) + ";");
-    out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") break;");
+    out_->line("if (" + row + " >= " + (outer_count_.empty() ? std::to_string(shape.rows)
+                                                                : outer_count_) + ") break;");
     emit_row_stage(stage, names, row, "(" + p + " % " + std::to_string(points) + ")");
   };
   emit_row_stages(loops, emit_one, "__syncthreads();");
@@ -283,7 +284,8 @@ void KernelEmitter::emit_row_per_thread_body() {
   const std::string row = names_.fresh("row");
   out_->line("const " + type + " " + row + " = (" + type + ")blockIdx.x * " +
              std::to_string(kernel_.grid.rows_per_block) + " + (" + type + ")threadIdx.x;");
-  out_->line("if (" + row + " >= " + std::to_string(shape.rows) + ") return;");
+  out_->line("if (" + row + " >= " +
+             (outer_count_.empty() ? std::to_string(shape.rows) : outer_count_) + ") return;");
   // A stage loop's row-local families live in the arrays of their first iteration's tensors:
   // the others get none.
   std::set<const ir::TensorNode*> looped, firsts;
@@ -339,7 +341,8 @@ void KernelEmitter::emit_row_stage(const ir::Stage& stage, const std::vector<std
     for (size_t i = to; i-- > from;) {
       const int64_t extent = stage.domain[i].extent.as<ir::IntConstNode>()->value;
       std::string v = divisor == 1 ? flat : flat + " / " + std::to_string(divisor);
-      if (i != from) v += " % " + std::to_string(extent);
+      // A token pair's token axis (outer_token_axis_) is outermost: the rows before it count 1.
+      if (i != from && static_cast<int>(i) != outer_token_axis_) v += " % " + std::to_string(extent);
       if (extent == 1) v = "0";
       pending.emplace_back(names[i], v);
       divisor *= extent;

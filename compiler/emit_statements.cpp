@@ -90,13 +90,19 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   // Linear axes: innermost fastest; the innermost counts groups of `vector_width` points.
   std::vector<std::string> decoded(m.linear_axes.size());
   int64_t divisor = 1;
+  // A token pair lowered at batch 1 (outer_token_axis_): the axes in front of the token axis
+  // are 0 and the token axis is outermost.
+  size_t outermost = 0;
+  while (outer_token_axis_ >= 0 && m.linear_axes[outermost] != outer_token_axis_) ++outermost;
   for (size_t i = m.linear_axes.size(); i-- > 0;) {
     int axis = m.linear_axes[i];
     int64_t extent = extents[axis] / (i + 1 == m.linear_axes.size() ? vector_width : 1);
     if (tile_points > 1 && axis == kernel_.grid.tile_axis)  // its tiles, the last maybe partial
       extent = (extent + tile_points - 1) / tile_points;
     std::string v = divisor == 1 ? linear : linear + " / " + std::to_string(divisor);
-    decoded[i] = extent == 1 && i != 0 ? "0" : (i == 0 ? v : v + " % " + std::to_string(extent));
+    decoded[i] = i < outermost || (extent == 1 && i != outermost)
+                     ? "0"
+                     : (i == outermost ? v : v + " % " + std::to_string(extent));
     divisor *= extent;
   }
   if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);

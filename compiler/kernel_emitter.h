@@ -231,6 +231,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// by outer_count_.
   void bind_outer_size(const GridMapping& m, const std::vector<int64_t>& extents,
                        CompiledKernel& result, std::vector<std::string>& signature);
+  /// EmitOptions::outer_size for a row-group kernel of a token pair (lower_outer_generic.h):
+  /// its row axes begin with the batch (extent 1) and the tokens; adds both sizes to the
+  /// signature, fills the result's size fields, and the body bounds its rows by outer_count_.
+  void bind_outer_rows(CompiledKernel& result, std::vector<std::string>& signature);
   /// An extent or stride of a generic kernel as text: a literal or a size parameter's name.
   std::string size_text(const ir::Expr& e);
   void emit_points(const GridMapping& m, const std::vector<int64_t>& extents,
@@ -335,6 +339,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   LaunchDims launch_;
   /// With EmitOptions::outer_size: the linear count as text (`N * K`); empty otherwise.
   std::string outer_count_;
+  /// With a token pair (OuterSizeParam::batch_source): the domain axis that counts the tokens;
+  /// the linear axes in front of it have extent 1 and decode to 0, and it decodes without a
+  /// modulo (the count keeps it below the extent lowered at). -1 otherwise.
+  int outer_token_axis_ = -1;
   std::optional<VectorGroup> vector_;
   /// A thread tile (GridConfig::tile_points > 1, see thread_tiles.h): each thread computes the
   /// points a_base + r, r < points, of domain axis `axis` besides its vector group; group

@@ -106,6 +106,10 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = options.row_groups;
   row_options.schedule = parse_row_schedule(options.row_schedule, "row_schedule");
+  // A token pair serves every token count up to the one it is lowered at (lower_outer_generic.h):
+  // its row groups take the R of a few blocks' rows per SM, not of that largest count.
+  if (options.outer_size && !options.outer_size->batch_source.empty())
+    row_options.schedule_rows = row_options.target_blocks * 32;
   check_row_group_options(row_options);
   if (options.long_loop_unroll < 0 || options.long_loop_unroll > 64) {
     throw Error("LowerOptions.long_loop_unroll: expected 0 (NVVM's choice) or an unroll factor "
@@ -268,8 +272,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   }
   cooperative_notes.clear();
   // A batch-generic program (outer_size) keeps linear grids: only they take the batch as a
-  // kernel parameter.
-  if (!options.outer_size) {
+  // kernel parameter. A token pair's row groups take it too (their rows lead with the pair).
+  if (!options.outer_size || !options.outer_size->batch_source.empty()) {
     p = passes.run("fuse_row_groups", p, [&](const ir::Program& x) {
       return fuse_row_groups(x, row_options, &notes);
     });

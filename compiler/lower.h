@@ -192,6 +192,11 @@ struct LowerOptions {
   /// specialized pipeline, the batch a kernel parameter); false sends them through
   /// lower_generic's own pipeline (tests compare the two).
   bool outer_generic = true;
+  /// Generic programs whose two sizes are a token pair (mHC's batch and seq over per-token
+  /// tensors) take lower_outer_generic as one token axis (the specialized pipeline, both sizes
+  /// kernel parameters); false sends them through lower_generic's own pipeline, the kernels of
+  /// before (ADJOINT_TUNE_TOKEN_PAIR=0).
+  bool token_pair = true;
   /// Generic kernels whose innermost extent is a constant that their group of points divides
   /// take a vector group (spans, one reduction loop per group) instead of tail-guarded points
   /// (ADJOINT_TUNE_GENERIC_VECTOR_GROUPS=0: the guarded points, before).

@@ -364,6 +364,9 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     }
     const size_t row_axes = group.row_axes();
     const int64_t rows = group.rows();
+    // The rows R is derived for (RowGroupOptions::schedule_rows).
+    const int64_t schedule_rows =
+        options.schedule_rows > 0 ? std::min(rows, options.schedule_rows) : rows;
     const int64_t points = group.max_points();
     std::vector<const ir::Stage*> all_stages;
     for (const ir::Kernel* k : members) {
@@ -378,7 +381,7 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     int64_t per_block;
     std::string reason;
     if (per_thread && options.forced_rows_per_block <= 0) {
-      const int64_t spread = (rows + options.target_blocks - 1) / options.target_blocks;
+      const int64_t spread = (schedule_rows + options.target_blocks - 1) / options.target_blocks;
       per_block = std::clamp<int64_t>((spread + 31) / 32 * 32, 32,
                                       std::max<int64_t>(32, options.thread_block_max));
       reason = "a row per thread (" + std::to_string(live_bytes) +
@@ -391,7 +394,7 @@ ir::Program fuse_row_groups(const ir::Program& program, const RowGroupOptions& o
     } else {
       const int64_t fit = std::max<int64_t>(1, options.block_size / points);
       const int64_t spread =
-          std::max<int64_t>(1, (rows + options.target_blocks - 1) / options.target_blocks);
+          std::max<int64_t>(1, (schedule_rows + options.target_blocks - 1) / options.target_blocks);
       per_block = std::min(fit, spread);
       reason = per_block == fit ? "as many as fill " + std::to_string(options.block_size) +
                                       " threads"

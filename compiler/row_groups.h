@@ -75,6 +75,10 @@ struct RowGroupOptions {
   int64_t block_size = 256;
   /// A derived R leaves at least this many blocks when the rows allow (2 per SM of an H100).
   int64_t target_blocks = 264;
+  /// > 0: R is derived as for at most this many rows (a token pair's kernels, lowered at the
+  /// largest token count, serve every smaller one: lower() passes target_blocks * 32, so R is
+  /// that of a specialized program of up to 8448 rows, 32 for a row per thread). 0: the rows.
+  int64_t schedule_rows = 0;
   /// The longest reduction (trip count of one reduce) an eligible kernel may have: a long one
   /// streams memory, which the kernel's own schedule (vector groups, splits) serves better
   /// than a block that owns rows.

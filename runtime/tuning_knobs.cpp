@@ -76,6 +76,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_TILE_PARTIAL", 1, [](int v) { return v == 0 || v == 1; },
           "1 (an axis no thread tile divides takes one with a partial last tile) or 0 (only "
           "tiles that divide their axis: the tiles before)") == 1;
+  knobs.token_pair =
+      integer_knob(
+          "ADJOINT_TUNE_TOKEN_PAIR", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a generic program whose batch and seq are one contiguous token axis takes the "
+          "specialized pipeline's kernels) or 0 (lower_generic's own pipeline: the kernels "
+          "before)") == 1;
   knobs.row_groups = integer_knob(
       "ADJOINT_TUNE_ROW_GROUPS", -1, [](int v) { return v >= -1 && v <= 1024; },
       "-1 (derive), 0 (never fuse row groups) or rows per block in [1, 1024]");
@@ -309,6 +315,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.tile_prefer_vector = knobs.tile_prefer_vector;
   options.tile_few_parts = knobs.tile_few_parts;
   options.tile_partial = knobs.tile_partial;
+  options.token_pair = knobs.token_pair;
   options.split_count_vector = knobs.split_count_vector;
   options.split_tail = knobs.split_tail;
   options.fused_multiply_add = knobs.fused_multiply_add;

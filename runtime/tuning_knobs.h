@@ -27,6 +27,7 @@ struct TuningKnobs {
   bool tile_prefer_vector = true;
   int tile_few_parts = 2;
   bool tile_partial = true;
+  bool token_pair = true;
   int row_groups = -1;
   int split_threads_log2 = 0;
   bool split_count_vector = false;

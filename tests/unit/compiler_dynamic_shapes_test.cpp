@@ -335,5 +335,73 @@ TEST(DynamicShapes, OuterBatchLoweringRefusesSizesThatEnterIndexMath) {
   EXPECT_EQ(why, "unset");
 }
 
+/// A per-token scale of [B, S, 8] rows with memory order `order`: contiguous tokens for
+/// {0, 1, 2}; {1, 0, 2} puts the batch inside the seq (the seq stride B * 8, not 8).
+ir::Program token_scale(const std::vector<int>& order) {
+  ir::ProgramBuilder b("token_scale");
+  ir::Var batch = b.size("B", "batch", 1, 1 << 20);
+  ir::Var seq = b.size("S", "seq", 1, 1 << 20);
+  ir::Tensor x = b.dynamic_tensor("x", ir::DType::kF32, {batch, seq, ir::Expr(8)}, order,
+                                  ir::TensorRole::kInput);
+  ir::Tensor y = b.dynamic_tensor("y", ir::DType::kF32, {batch, seq, ir::Expr(8)}, order,
+                                  ir::TensorRole::kOutput);
+  ir::Var i("i"), j("j"), k("k");
+  b.kernel("scale", {ir::compute(y, ir::over(y, {i, j, k}), ir::load(x, {i, j, k}) * 2.0f)});
+  ir::Program p = std::move(b).build();
+  p.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  return p;
+}
+
+/// The mHC ops that compute per token are one token axis of B * S tokens (lower_outer_generic.h):
+/// the specialized pipeline's kernels, taking both sizes; mhc_pre_backward (token sums) and a
+/// tensor whose seq stride is not its row are refused.
+TEST(DynamicShapes, TokenPairFlattensPerTokenMhcOps) {
+  for (const std::string spec :
+       {"mhc_pre dtype=bf16 batch=2 seq=64 n=4 dim=256", "mhc_post dtype=bf16 batch=2 seq=64 n=4 dim=256",
+        "mhc_post_backward dtype=bf16 batch=2 seq=64 n=4 dim=256",
+        "mhc_sinkhorn dtype=f32 batch=2 seq=64 n=4", "mhc_sinkhorn_backward dtype=f32 batch=2 seq=64 n=4"}) {
+    ir::Program g = generic_program(spec, {"batch", "seq"});
+    g.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+    EXPECT_EQ(compiler::token_pair_refusal(g), "") << spec;
+    std::string why;
+    const std::optional<compiler::CompiledProgram> out = compiler::lower_outer_generic(g, {}, &why);
+    if (spec.rfind("mhc_pre ", 0) == 0) {  // its h_mix partials are a block reduction
+      EXPECT_FALSE(out.has_value());
+      EXPECT_NE(why.find("not a linear grid"), std::string::npos) << why;
+      continue;
+    }
+    ASSERT_TRUE(out.has_value()) << spec << ": " << why;
+    EXPECT_EQ(out->sizes, (std::vector<std::string>{"batch", "seq"}));
+    for (const compiler::CompiledKernel& k : out->kernels) {
+      EXPECT_TRUE(k.one_index_per_thread) << k.entry;
+      EXPECT_EQ(k.size_params, (std::vector<std::string>{"batch", "seq"})) << k.entry;
+      EXPECT_NE(k.source.find("const int B,\n    const int S) {"), std::string::npos) << k.source;
+      EXPECT_NE(k.source.find(">= B * S"), std::string::npos) << k.source;
+    }
+    for (const compiler::BufferInfo& b : out->buffers) {
+      if (b.dynamic_shape.empty()) continue;
+      EXPECT_EQ(b.dynamic_shape[0].sizes, std::vector<std::string>{"batch"}) << b.name;
+      EXPECT_EQ(b.dynamic_strides[0].sizes, std::vector<std::string>{"seq"}) << b.name;
+      EXPECT_EQ(b.dynamic_strides[0].constant, b.dynamic_strides[1].constant) << b.name;
+    }
+  }
+  // The mHC ops with row groups keep them (mhc_sinkhorn: one kernel, as specialized).
+  ir::Program sinkhorn = generic_program("mhc_sinkhorn dtype=f32 batch=2 seq=64 n=4", {"batch", "seq"});
+  sinkhorn.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  EXPECT_EQ(compiler::lower_outer_generic(sinkhorn, {})->kernels.size(), 1u);
+
+  ir::Program backward = generic_program("mhc_pre_backward dtype=bf16 batch=2 seq=64 n=4 dim=256",
+                                         {"batch", "seq"});
+  backward.dynamic_storage_bound = compiler::kGenericInt32StorageBound;
+  EXPECT_NE(compiler::token_pair_refusal(backward), "");
+  EXPECT_FALSE(compiler::lower(backward, {}).kernels[0].one_index_per_thread);
+
+  EXPECT_EQ(compiler::token_pair_refusal(token_scale({0, 1, 2})), "");
+  EXPECT_EQ(compiler::token_pair_lowering_value(token_scale({0, 1, 2})), 1 << 20);
+  EXPECT_TRUE(compiler::lower(token_scale({0, 1, 2}), {}).kernels[0].one_index_per_thread);
+  EXPECT_EQ(compiler::token_pair_refusal(token_scale({1, 0, 2})), "a size enters a stride of tensor 'x'");
+  EXPECT_FALSE(compiler::lower(token_scale({1, 0, 2}), {}).kernels[0].one_index_per_thread);
+}
+
 }  // namespace
 }  // namespace adjoint

@@ -41,6 +41,7 @@
 #include "compiler/launch_geometry.h"
 #include "compiler/lower.h"
 #include "compiler/lower_generic.h"
+#include "compiler/lower_outer_generic.h"
 #include "compiler/lower_scatter_to_atomics.h"
 #include "compiler/gathered_reduction_lanes.h"
 #include "compiler/gathered_rows_innermost.h"
@@ -2477,11 +2478,11 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
       {"mhc_pre", "n=4 dim=256 dtype=f16", {"batch"}, {{1}, {5}}},
       {"mhc_post", "n=4 dim=8 dtype=bf16", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
       {"mhc_post", "n=6 dim=5 dtype=f32", {"seq"}, {{1}, {7}}},
-      {"mhc_post_backward", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_post_backward", "n=4 dim=8 dtype=f32", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {2, 20}}},
       {"mhc_post_backward", "n=4 dim=256 dtype=bf16", {"batch"}, {{1}, {5}}},
       {"mhc_sinkhorn", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {1, 37}}},
       {"mhc_sinkhorn", "n=6 t_max=2 eps=0.01 dtype=f64", {"seq"}, {{1}, {7}}},
-      {"mhc_sinkhorn_backward", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}}},
+      {"mhc_sinkhorn_backward", "n=4 t_max=3", {"batch", "seq"}, {{1, 1}, {2, 3}, {3, 1}, {2, 20}}},
       {"mhc_sinkhorn_backward", "n=6 t_max=2 eps=0.01", {"batch"}, {{1}, {5}}},
   };
   // Schedules that keep each point's order, so their outputs must be the default's bits: warp
@@ -2510,6 +2511,14 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
     generic.dynamic_storage_bound = kGenericInt32StorageBound;
     std::vector<CompiledProgram> compiled;
     std::vector<std::unique_ptr<HostLibrary>> libraries;
+    // Per-token ops generic in both token axes take one flattened token axis (every kernel the
+    // specialized pipeline's, one index per thread); the others lower_generic's pipeline.
+    const bool flattened = c.axes.size() == 2 && c.op != "mhc_pre" && c.op != "mhc_pre_backward";
+    EXPECT_EQ(compiler::token_pair_refusal(generic).empty(),
+              c.axes.size() == 2 && c.op != "mhc_pre_backward")
+        << c.op << ": " << compiler::token_pair_refusal(generic);
+    for (const CompiledKernel& k : lower(generic, {}).kernels)  // (one size: the outer batch's rule)
+      if (c.axes.size() == 2) EXPECT_EQ(k.one_index_per_thread, flattened) << c.op << " " << k.entry;
     for (size_t v = 0; v < variants.size(); ++v) {
       compiled.push_back(lower(generic, variants[v].second));
       if (v > 0) {  // the same code as the default: nothing more to run
@@ -2563,13 +2572,15 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
             EXPECT_LT(j, generic.sizes.size()) << name;
             args.push_back(k.size_param_bytes == 4 ? static_cast<void*>(&narrow[j]) : &wide[j]);
           }
-          const int64_t points = k.points.evaluate(program.sizes, sizes);
+          const int64_t points = program.sizes.empty() ? 0 : k.points.evaluate(program.sizes, sizes);
           const int64_t per_block = k.launch.block[0] * k.points_per_thread;
           const int64_t blocks = (points + per_block - 1) / per_block;
-          // lower_outer_generic's kernels need every block, the others stride over at most 3
+          // lower_outer_generic's kernels need every block, the others stride over at most 3;
+          // a specialized program's kernels (the comparison below) have their grid
           unsigned grid[3] = {
               static_cast<unsigned>(k.one_index_per_thread ? blocks : std::min<int64_t>(blocks, 3)),
               1, 1};
+          if (program.sizes.empty()) std::copy(k.launch.grid, k.launch.grid + 3, grid);
           auto launch = reinterpret_cast<HostLibrary::Launcher>(
               dlsym(lib.handle(), ("launch_" + k.entry).c_str()));
           EXPECT_NE(launch, nullptr) << k.entry;
@@ -2589,6 +2600,18 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
         if (!libraries[v]) continue;
         expect_outputs_equal(bound, actual, run(compiled[v], *libraries[v], 0), 0,
                              what + ": " + variants[v].first + " against the default");
+      }
+      // A token pair (lower_outer_generic.h): the specialized pipeline's kernels, so the
+      // specialized program of these sizes computes the same bits.
+      if (flattened) {
+        const CompiledProgram specialized = lower(bound, {});
+        std::vector<const CompiledKernel*> pointers;
+        for (const CompiledKernel& k : specialized.kernels) pointers.push_back(&k);
+        HostLibrary library;
+        const std::string error = library.build(pointers);
+        ASSERT_TRUE(error.empty()) << error;
+        expect_outputs_equal(bound, actual, run(specialized, library, 0), 0,
+                             what + ": the specialized program against the token pair's");
       }
     }
   }
