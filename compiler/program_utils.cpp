@@ -181,14 +181,15 @@ std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value) {
   return found;
 }
 
-std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value) {
-  std::vector<const ir::ReduceNode*> found;
+namespace {
+
+/// Walks `value` as the emitter evaluates it: a select's branches and the right operand of a
+/// short-circuit && / || are conditional. `visit(node, conditional)` sees every node; returning
+/// true stops the walk below that node.
+void walk_evaluation(const ir::Expr& value,
+                     const std::function<bool(const ir::Expr&, bool)>& visit) {
   std::function<void(const ir::Expr&, bool)> walk = [&](const ir::Expr& e, bool conditional) {
-    if (auto* reduce = e.as<ir::ReduceNode>()) {
-      if (!conditional && std::find(found.begin(), found.end(), reduce) == found.end())
-        found.push_back(reduce);
-      return;
-    }
+    if (visit(e, conditional)) return;
     if (auto* select = e.as<ir::SelectNode>()) {
       walk(select->condition, conditional);
       walk(select->true_value, true);
@@ -204,29 +205,28 @@ std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& valu
     ir::for_each_child(e, [&](const ir::Expr& child) { walk(child, conditional); });
   };
   walk(value, false);
+}
+
+}  // namespace
+
+std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value) {
+  std::vector<const ir::ReduceNode*> found;
+  walk_evaluation(value, [&](const ir::Expr& e, bool conditional) {
+    auto* reduce = e.as<ir::ReduceNode>();
+    if (reduce && !conditional && std::find(found.begin(), found.end(), reduce) == found.end())
+      found.push_back(reduce);
+    return reduce != nullptr;  // not into a reduction's body
+  });
   return found;
 }
 
 std::unordered_set<const ir::LoadNode*> unconditional_loads(const ir::Expr& value) {
   std::unordered_set<const ir::LoadNode*> found;
-  std::function<void(const ir::Expr&, bool)> walk = [&](const ir::Expr& e, bool conditional) {
-    if (e.as<ir::ReduceNode>()) return;
+  walk_evaluation(value, [&](const ir::Expr& e, bool conditional) {
+    if (e.as<ir::ReduceNode>()) return true;
     if (auto* load = e.as<ir::LoadNode>(); load && !conditional) found.insert(load);
-    if (auto* select = e.as<ir::SelectNode>()) {
-      walk(select->condition, conditional);
-      walk(select->true_value, true);
-      walk(select->false_value, true);
-      return;
-    }
-    auto* binary = e.as<ir::BinaryNode>();
-    if (binary && (binary->op == ir::BinaryOp::kAnd || binary->op == ir::BinaryOp::kOr)) {
-      walk(binary->a, conditional);
-      walk(binary->b, true);
-      return;
-    }
-    ir::for_each_child(e, [&](const ir::Expr& child) { walk(child, conditional); });
-  };
-  walk(value, false);
+    return false;
+  });
   return found;
 }
 
