@@ -19,16 +19,8 @@
 // never decodes a batch index at or past its runtime N. Anything that fails leaves the program
 // to lower_generic's own pipeline.
 //
-// A token pair is the same thing with two sizes (the mHC family's batch B and seq S): they are
-// the first two domain axes (b < B, s < S) of every stage and the first two dimensions of every
-// dynamic tensor, whose strides are [S * K, K] (K constant: B * S rows of K elements, one
-// contiguous token axis), and b and s enter nothing but those two indices of the stage's own
-// target and loads (no token reduction, no neighbouring token). Memory is then that of [1, B * S,
-// ...]: the program is bound at B = 1 and S = T_max (the largest token count within the storage
-// bound), lowered by lower(), and each kernel is emitted with the count `B * S * K` for kernel
-// parameters B and S (OuterSizeParam::batch_source): the extent-1 batch axis decodes to 0 and
-// the seq axis, without a modulo, to the token b * S + s. Invariance is checked at T_max and
-// T_max - 1 as for one size. mhc_pre_backward (token sums over b and s) keeps lower_generic.
+// A token pair (two sizes, mHC's batch and seq over one contiguous token axis) is the same
+// thing with two sizes: lower_token_pair.h.
 #pragma once
 
 #include <optional>
@@ -36,6 +28,7 @@
 
 #include "compiler/compiled_program.h"
 #include "compiler/lower.h"
+#include "compiler/lower_token_pair.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -47,15 +40,6 @@ std::string outer_batch_refusal(const ir::Program& program);
 /// The largest value of the size of an outer-batch `program` for which every tensor's storage
 /// stays within program.dynamic_storage_bound (at most the size's upper bound; 0 when none).
 int64_t outer_batch_lowering_value(const ir::Program& program);
-
-/// Why `program` is not a token pair as above (two sizes; its storage bound set and 32-bit; the
-/// sizes only the leading pair of every stage and dynamic tensor, that pair contiguous), or "".
-std::string token_pair_refusal(const ir::Program& program);
-
-/// The largest token count T of a token-pair `program` for which every tensor's storage at
-/// batch 1 and seq T stays within program.dynamic_storage_bound (at most seq's upper bound; 0
-/// when none or when batch 1 is outside the batch's bounds).
-int64_t token_pair_lowering_value(const ir::Program& program);
 
 /// The program lowered as above (one outer batch, or a token pair), or nullopt (with the reason in `*why` when given) when it does
 /// not have that form or its kernels are not invariant in the size.
