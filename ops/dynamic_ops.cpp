@@ -26,12 +26,14 @@ std::map<std::string, DynamicOp, std::less<>> build_table() {
   // The mHC family: every op generic in its token axes (ops/mhc_token_axes.h).
   table["mhc_pre"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_pre>};
   table["mhc_pre_backward"] = DynamicOp{mhc_token_dynamic_axes(), build_mhc_pre_backward_generic};
-  table["mhc_post"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post>};
+  // Per-token ops: a token pair (compiler/lower_token_pair.h), generic under mode batch too.
+  table["mhc_post"] = DynamicOp{mhc_token_dynamic_axes(true), build_generic<build_mhc_post>};
   table["mhc_post_backward"] =
-      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_post_backward>};
-  table["mhc_sinkhorn"] = DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn>};
+      DynamicOp{mhc_token_dynamic_axes(true), build_generic<build_mhc_post_backward>};
+  table["mhc_sinkhorn"] =
+      DynamicOp{mhc_token_dynamic_axes(true), build_generic<build_mhc_sinkhorn>};
   table["mhc_sinkhorn_backward"] =
-      DynamicOp{mhc_token_dynamic_axes(), build_generic<build_mhc_sinkhorn_backward>};
+      DynamicOp{mhc_token_dynamic_axes(true), build_generic<build_mhc_sinkhorn_backward>};
   return table;
 }
 

@@ -27,6 +27,11 @@ struct DynamicAxis {
   /// (compiler/lower_outer_generic.h), as fast as the specialized one. ADJOINT_DYNAMIC=batch
   /// makes only such axes generic.
   bool outer_batch = false;
+  /// The axis is one of a token pair (mHC's batch and seq over one contiguous token axis, in no
+  /// index math of the op's stages: compiler/lower_token_pair.h), whose generic program is the
+  /// specialized kernel with B * S tokens as a parameter, as fast as the specialized one.
+  /// ADJOINT_DYNAMIC=batch makes such axes generic together, both once either has varied.
+  bool token_pair = false;
 
   /// "input_size[0]" (or "seq" for a scalar): the axis' name in generic keys, size parameters
   /// and dumps.

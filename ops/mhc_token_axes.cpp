@@ -56,8 +56,9 @@ ir::TensorRef per_token_tensor(ir::ProgramBuilder& pb, const TokenAxes& tokens,
   return pb.dynamic_tensor(name, dtype, dims, order, role);
 }
 
-std::vector<DynamicAxis> mhc_token_dynamic_axes() {
-  return {DynamicAxis{"batch", -1, "batch B", false}, DynamicAxis{"seq", -1, "sequence S", false}};
+std::vector<DynamicAxis> mhc_token_dynamic_axes(bool token_pair) {
+  return {DynamicAxis{"batch", -1, "batch B", false, token_pair},
+          DynamicAxis{"seq", -1, "sequence S", false, token_pair}};
 }
 
 }  // namespace adjoint::ops

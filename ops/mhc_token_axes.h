@@ -70,8 +70,11 @@ ir::TensorRef per_token_tensor(ir::ProgramBuilder& pb, const TokenAxes& tokens,
                                const std::string& name, ir::DType dtype,
                                const std::vector<int64_t>& row, ir::TensorRole role);
 
-/// The dynamic axes of every mHC op: batch and seq (scalar attributes). Not outer batches: the
-/// backward's token sums reduce over them, and the forward ops keep the family's one policy.
-std::vector<DynamicAxis> mhc_token_dynamic_axes();
+/// The dynamic axes of every mHC op: batch and seq (scalar attributes). Not outer batches (one
+/// size each): both are the tokens. `token_pair` marks them a token pair (DynamicAxis::
+/// token_pair) for the ops whose stages compute per token (mhc_post, mhc_post_backward,
+/// mhc_sinkhorn and its backward); mhc_pre (a block reduction over tokens) and
+/// mhc_pre_backward (token sums) are not.
+std::vector<DynamicAxis> mhc_token_dynamic_axes(bool token_pair = false);
 
 }  // namespace adjoint::ops

@@ -5,6 +5,7 @@
 
 #include "compiler/lower_generic.h"
 #include "compiler/lower_outer_generic.h"
+#include "compiler/lower_token_pair.h"
 #include "ir/error.h"
 
 namespace adjoint::runtime {
@@ -38,15 +39,27 @@ std::vector<std::string> DynamicPolicy::observe(const ops::Specialization& spec,
   const std::string family = ops::generic_key(spec, all);
   std::lock_guard<std::mutex> lock(mutex_);
   std::map<std::string, std::set<int64_t>>& axes = seen_[family];
+  bool pair_varied = false;  // mode batch: a token-pair axis has shown two values
   for (const ops::DynamicAxis& axis : op.axes) {
-    if (mode == DynamicMode::kBatch && !axis.outer_batch) continue;
+    if (mode == DynamicMode::kBatch && !axis.outer_batch && !axis.token_pair) continue;
     std::optional<int64_t> value = axis.value(spec);
     if (!value) continue;  // the op rejects it later
     std::set<int64_t>& seen = axes[axis.name()];
     seen.insert(*value);
-    if (seen.size() >= 2) generic.push_back(axis.name());
+    if (seen.size() < 2) continue;
+    if (mode == DynamicMode::kBatch && axis.token_pair)
+      pair_varied = true;
+    else
+      generic.push_back(axis.name());
   }
-  return generic;
+  if (!pair_varied) return generic;
+  std::vector<std::string> ordered;  // the pair joins, both axes, in the op's order
+  for (const ops::DynamicAxis& axis : op.axes) {
+    const std::string name = axis.name();
+    if (axis.token_pair || std::find(generic.begin(), generic.end(), name) != generic.end())
+      ordered.push_back(name);
+  }
+  return ordered;
 }
 
 namespace {
@@ -82,7 +95,9 @@ ProgramChoice choose_program(const ops::Specialization& spec, DynamicPolicy& pol
   if (axes.empty()) return ProgramChoice{};
   ProgramChoice choice = generic_choice(spec, axes);
   if (mode == DynamicMode::kBatch && choice.generic) {
-    if (!compiler::outer_batch_refusal(choice.program).empty()) return ProgramChoice{};
+    if (!compiler::outer_batch_refusal(choice.program).empty() &&
+        !compiler::token_pair_refusal(choice.program).empty())
+      return ProgramChoice{};
     choice.require_outer_batch = true;
   }
   return choice;

@@ -4,7 +4,9 @@
 //   never   always specialized (the behaviour before dynamic shapes)
 //   batch   (default) auto, over the axes that count an outer batch only (DynamicAxis::
 //           outer_batch), whose generic kernel is the specialized one with the batch as a
-//           parameter (compiler/lower_outer_generic.h): as fast, bitwise the same results
+//           parameter (compiler/lower_outer_generic.h): as fast, bitwise the same results;
+//           and over a token pair (DynamicAxis::token_pair: the per-token mHC ops' batch and
+//           seq, compiler/lower_token_pair.h), both axes generic once either has varied
 //   auto    the first size seen on an axis is specialized; once a second distinct size shows up
 //           on a dynamic axis of the same family (the specialization with every dynamic axis
 //           blanked out), that axis is generic for this and every later new specialization of
@@ -62,7 +64,7 @@ struct ProgramChoice {
   /// its storage allows ("... |index32" or "... |index64").
   std::string key;
   /// generic only (mode batch): the program must lower to lower_outer_generic's kernels (one
-  /// index per thread); the engine specializes when it does not.
+  /// index per thread: an outer batch or a token pair); the engine specializes when it does not.
   bool require_outer_batch = false;
 };
 
@@ -73,8 +75,8 @@ ProgramChoice generic_choice(const ops::Specialization& spec, const std::vector<
 
 /// Asks `policy` and, for generic axes, builds the generic IR (no compile) and checks that the
 /// specialization's sizes lie within its bounds (else: specialized). In mode batch, a program
-/// without the outer-batch form (compiler::outer_batch_refusal, e.g. 64-bit storage) is
-/// specialized too. Throws what the op's build
+/// with neither the outer-batch form (compiler::outer_batch_refusal, e.g. 64-bit storage) nor
+/// the token pair's (compiler::token_pair_refusal) is specialized too. Throws what the op's build
 /// throws for an invalid specialization.
 ProgramChoice choose_program(const ops::Specialization& spec, DynamicPolicy& policy,
                              DynamicMode mode);

@@ -103,8 +103,9 @@ void set_jit_enabled(bool enabled);
 
 /// The dynamic-shape policy (docs/dynamic_shapes.md), as ADJOINT_DYNAMIC: kNever always
 /// specializes; kAuto serves a specialization with a kernel generic in an axis once a second
-/// distinct size shows up on that dynamic axis; kBatch (default) does so for batch axes only,
-/// whose generic kernels are as fast as specialized ones; kAlways makes every dynamic axis
+/// distinct size shows up on that dynamic axis; kBatch (default) does so for batch axes only
+/// and for the (batch, seq) token pair of the per-token mHC ops, whose generic kernels are as
+/// fast as specialized ones; kAlways makes every dynamic axis
 /// generic.
 enum class DynamicShapes { kNever, kAuto, kAlways, kBatch };
 void set_dynamic_shapes(DynamicShapes mode);

@@ -74,7 +74,8 @@ def set_jit_enabled(enabled):
 
 def set_dynamic_shapes(mode):
     """The dynamic-shape policy, as ADJOINT_DYNAMIC: "never", "batch" (default: generic in
-    batch axes only, whose generic kernels are the specialized ones), "auto" or "always"."""
+    batch axes only, and in the token pair (batch, seq) of the per-token mHC ops, whose generic
+    kernels are the specialized ones), "auto" or "always"."""
     from ._capi import library
     library().set_dynamic_shapes(mode)
 

@@ -189,6 +189,22 @@ def test_generic_mhc_sinkhorn_at_token_counts_it_was_not_compiled_for(case, alwa
     expect_bindings_only(case, before, 2)
 
 
+@pytest.mark.parametrize("case", test_mhc_layer.POST_CASES[:2], ids=test_mhc_layer.post_id)
+def test_batch_mode_serves_mhc_post_token_counts_from_one_program(case, batch_generic):
+    """Mode batch (the default): the per-token ops' batch and seq are a token pair
+    (ops/dynamic_ops.h, DynamicAxis::token_pair): the first token count is specialized, the
+    second compiles the program generic in both, and a third is a binding of it."""
+    batch, seq, n, dim, dtype = case
+    for shift in ((0, 5), (1, 6)):
+        x, y, h_res, h_post, grad_out = test_mhc_layer.post_inputs(
+            (batch + shift[0], seq + shift[1], n, dim, dtype), seed=5)
+        adjoint.mhc_post(x, y, h_res, h_post)
+        adjoint.mhc_post_backward(grad_out, x, y, h_res, h_post)
+    before = adjoint.compile_stats()
+    test_mhc_layer.test_post_parity((batch, seq + 2, n, dim, dtype))
+    expect_bindings_only(case, before, 2)
+
+
 def test_generic_mhc_family_is_deterministic(always_generic):
     """Each generic program claims determinism and gives bitwise-equal results over 3 calls."""
     runs = []

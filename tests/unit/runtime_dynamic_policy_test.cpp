@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compiler/lower.h"
+#include "compiler/lower_token_pair.h"
 #include "ir/error.h"
 #include "ops/registry.h"
 #include "runtime/dynamic_policy.h"
@@ -164,9 +165,9 @@ TEST(DynamicPolicy, BatchModeMakesOnlyTheBatchGeneric) {
 
 /// The token axes of every mHC op (scalar attributes batch and seq, ops/mhc_token_axes.h):
 /// under auto, 100 distinct token counts B*S build one specialized program and one generic in
-/// batch and seq (issue 12's target of at most 2); the key blanks both; mode batch keeps them
-/// specialized (they are not declared outer batches); the binding has the specialization's
-/// shapes.
+/// batch and seq (issue 12's target of at most 2); the key blanks both; mode batch makes the
+/// per-token ops' pair generic (DynamicAxis::token_pair) and keeps mhc_pre and mhc_pre_backward
+/// specialized; the binding has the specialization's shapes.
 TEST(DynamicPolicy, MhcTokenCountsUnderAutoBuildTwoPrograms) {
   const std::vector<std::pair<std::string, std::string>> family = {
       {"mhc_pre_backward", "n=4 dim=64 dtype=bf16"},
@@ -194,9 +195,22 @@ TEST(DynamicPolicy, MhcTokenCountsUnderAutoBuildTwoPrograms) {
       EXPECT_NE(c.key.find("batch=? "), std::string::npos) << c.key;
       EXPECT_NE(c.key.find("seq=? "), std::string::npos) << c.key;
     }
+    // Mode batch: the per-token ops are a token pair (both axes generic once either varies,
+    // lowered as one token axis); mhc_pre and mhc_pre_backward stay specialized.
+    const bool pair = op != "mhc_pre" && op != "mhc_pre_backward";
     Sweep batch;
     for (int64_t s = 1; s <= 20; ++s) batch.call(mhc(1, s), DynamicMode::kBatch);
-    EXPECT_EQ(batch.built.size(), 20u);
+    for (int64_t b = 2; b <= 5; ++b) batch.call(mhc(b, 20), DynamicMode::kBatch);
+    EXPECT_EQ(batch.built.size(), pair ? 2u : 24u);
+    for (const ProgramChoice& c : batch.choices) {
+      if (!c.generic) continue;
+      EXPECT_EQ(c.axes, (std::vector<std::string>{"batch", "seq"}));
+      EXPECT_TRUE(c.require_outer_batch);
+      EXPECT_EQ(compiler::token_pair_refusal(c.program), "");
+      // What the engine then requires of every kernel (else it specializes).
+      for (const compiler::CompiledKernel& k : compiler::lower(c.program, {}).kernels)
+        EXPECT_TRUE(k.one_index_per_thread) << k.entry;
+    }
 
     DynamicPolicy policy;
     ProgramChoice choice =
