@@ -62,8 +62,11 @@ size_t innermost_axis(const ir::Kernel& kernel) {
 /// accumulator each, combined by the same butterfly), so that a load the V points share (a
 /// row of x read for every k of h_mix) is read once for all V. The largest of 8, 4, 2 dividing
 /// the axis, when some outermost reduction reads a tensor independently of that axis and every
-/// stage's target is contiguous along it; else 1.
-int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions) {
+/// stage's target is contiguous along it; else 1. With `whole_axis_max` > 0, an axis that none
+/// of them divides (an odd extent: 3-d grid_sampler's 3 coordinates) and that is at most that
+/// long is one group: V = its extent.
+int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions,
+                int64_t whole_axis_max = 0) {
   const size_t axis = innermost_axis(kernel);
   const ir::VarNode* x = kernel.stages.front().domain[axis].var.get();
   const int64_t extent = domain_extents(kernel)[axis];
@@ -85,6 +88,7 @@ int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode
   for (int width : {8, 4, 2}) {
     if (extent % width == 0) return width;
   }
+  if (extent > 1 && extent <= whole_axis_max) return static_cast<int>(extent);
   return 1;
 }
 
@@ -167,7 +171,10 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
       kernel.grid.reduction_lanes = 32;
       std::vector<const ir::ReduceNode*> outermost;
       for (const auto& [r, stage] : reductions) outermost.push_back(r);
-      kernel.grid.vector_width = group_width(kernel, outermost);
+      kernel.grid.vector_width =
+          group_width(kernel, outermost,
+                      options.preferred_kernels.count(kernel.name) ? options.whole_axis_lanes_max
+                                                                   : 0);
       if (options.fill_warps && options.mode == Mode::kAuto &&
           !options.preferred_kernels.count(kernel.name) && kernel.grid.vector_width > 1 &&
           points / kernel.grid.vector_width < options.min_points) {
@@ -191,13 +198,20 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
                     ErrorCode::kInvalidArgument);
       if (lanes == 0) {  // derived: 16 lanes for short rows outside the lane axis
         int64_t rows = 1;
+        int64_t shortest_lane_axis = kShortLaneAxis;
         for (const auto& [r, stage] : reductions) {
           int64_t outer = 1;
           for (size_t a = 0; a + 1 < r->axes.size(); ++a)
             outer *= constant(r->axes[a].extent).value_or(kFewLaneRows + 1);
           rows = std::max(rows, outer);
+          shortest_lane_axis =
+              std::min(shortest_lane_axis, constant(r->axes.back().extent).value_or(kShortLaneAxis));
         }
         lanes = rows <= kFewLaneRows ? 16 : 32;
+        // A lane axis shorter than a warp (ADJOINT_TUNE_GATHERED_LANES below 32: 3-d
+        // grid_sampler's 16 channels) gets 4 lanes, each lane at least 4 of its elements.
+        if (options.preferred_kernels.count(kernel.name) && shortest_lane_axis < kShortLaneAxis)
+          lanes = 4;
       }
       if (lanes != 32 && options.preferred_kernels.count(kernel.name)) {
         size_t unconditional = 0;
