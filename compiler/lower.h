@@ -162,8 +162,9 @@ struct LowerOptions {
   int gathered_lane_width = 0;
   /// ReductionScheduleOptions::whole_axis_lanes_max: the longest odd innermost axis (3-d
   /// grad_grid's 3 coordinates) that a kernel laid out for lanes computes whole per lane group,
-  /// sharing its loads; 0 never, the kernels of before (ADJOINT_TUNE_GATHERED_WHOLE_AXIS).
-  int64_t gathered_lane_whole_axis = 8;
+  /// sharing its loads; 0 (default) never, one point per lane group (measured faster on the
+  /// H100; ADJOINT_TUNE_GATHERED_WHOLE_AXIS).
+  int64_t gathered_lane_whole_axis = 0;
   /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).

@@ -64,9 +64,10 @@ struct ReductionScheduleOptions {
   /// The longest innermost axis of odd extent (no width of 8, 4 or 2 divides it) that a
   /// preferred kernel computes whole per lane group, one accumulator per element, so that the
   /// loads its elements share are read once: 3-d grid_sampler's grad_grid takes its point's 3
-  /// coordinates in one group. 0 never (one point per group, the schedule before);
-  /// LowerOptions::gathered_lane_whole_axis, ADJOINT_TUNE_GATHERED_WHOLE_AXIS.
-  int64_t whole_axis_lanes_max = 8;
+  /// coordinates in one group. 0 (default) never, one point per group: on the H100 the groups
+  /// made 3-d grad_grid slower at 4 lanes (a third of the threads; docs/compiler.md "Sub-warp
+  /// lanes"). LowerOptions::gathered_lane_whole_axis, ADJOINT_TUNE_GATHERED_WHOLE_AXIS.
+  int64_t whole_axis_lanes_max = 0;
 };
 
 /// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error

@@ -200,8 +200,8 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "32 elements, 16 with at most 4 taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes "
       "per point");
   knobs.gathered_lane_whole_axis = integer_knob(
-      "ADJOINT_TUNE_GATHERED_WHOLE_AXIS", 8, [](int v) { return v >= 0 && v <= 64; },
-      "0 (never) or the longest odd innermost axis that a gathered reduction laid out for lanes "
+      "ADJOINT_TUNE_GATHERED_WHOLE_AXIS", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (default: never) or the longest odd innermost axis that a gathered reduction laid out for lanes "
       "computes whole per lane group (3-d grad_grid's 3 coordinates), in [0, 64]");
   knobs.transposed_store =
       integer_knob(

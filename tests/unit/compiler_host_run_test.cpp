@@ -358,11 +358,11 @@ struct Variant {
     v.lane_width = width;
     return v;
   }
-  /// ReductionScheduleOptions::whole_axis_lanes_max (0: one point per lane group).
-  int64_t whole_axis_lanes = 8;
+  /// ReductionScheduleOptions::whole_axis_lanes_max (0, the default: one point per lane group).
+  int64_t whole_axis_lanes = 0;
   /// lower()'s defaults for grad_grid: lanes from 16 channels on, the lane width derived (4
-  /// lanes below 32 channels), odd innermost axes up to `whole_axis` elements whole per group.
-  static Variant binned_short_lanes(int block_size, int64_t whole_axis = 8) {
+  /// lanes below 32 channels); odd innermost axes up to `whole_axis` elements whole per group.
+  static Variant binned_short_lanes(int block_size, int64_t whole_axis = 0) {
     Variant v = binned_lanes(block_size, 16);
     v.lane_width = 0;
     v.whole_axis_lanes = whole_axis;
@@ -499,7 +499,7 @@ struct Variant {
            (transposed_store ? "ts_" : "") +
            (lane_width != 32 ? "lw" + std::to_string(lane_width) + "_" : "") +
            (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
-           (whole_axis_lanes == 8 ? "" : "wl" + std::to_string(whole_axis_lanes) + "_") +
+           (whole_axis_lanes == 0 ? "" : "wl" + std::to_string(whole_axis_lanes) + "_") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
@@ -1994,8 +1994,8 @@ TEST(HostRun, GatheredReductionsOnSubWarpLanesAreIndependentOfTheLaunch) {
 }
 
 /// Lane axes shorter than a warp (ADJOINT_TUNE_GATHERED_LANES=16, the default): 4 lanes per
-/// point, and grad_grid's odd coordinate axis (3-d: 3) computed whole by each lane group, one
-/// accumulator per coordinate (ADJOINT_TUNE_GATHERED_WHOLE_AXIS). Within rounding of the
+/// point; with ADJOINT_TUNE_GATHERED_WHOLE_AXIS=8 also grad_grid's odd coordinate axis (3-d: 3)
+/// computed whole by each lane group, one accumulator per coordinate. Within rounding of the
 /// interpreter, and bitwise the same at every block size and with the whole-axis groups on or
 /// off (each coordinate's sum keeps its order), on exact inputs and on sums that round. The
 /// 2-d bicubic program's 90 points do not fill warps of 4-lane groups: it keeps 32 lanes.
@@ -2034,11 +2034,11 @@ TEST(HostRun, ShortLaneAxesTakeFourLanesAndWholeCoordinateGroups) {
   expect_host_runs_match(programs,
                          {Variant::binned_short_lanes(256), Variant::binned_short_lanes(64),
                           Variant::binned_short_lanes(1024), Variant::binned_short_lanes(96),
-                          Variant::binned_short_lanes(256, 0)},
+                          Variant::binned_short_lanes(256, 8), Variant::binned_short_lanes(64, 8)},
                          2e-2);
   expect_host_runs_match(programs,
                          {Variant::binned_short_lanes(256), Variant::binned_short_lanes(32),
-                          Variant::binned_short_lanes(128, 0)},
+                          Variant::binned_short_lanes(128, 8)},
                          2e-2, rounding_inputs);
 }
 
