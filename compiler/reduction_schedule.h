@@ -53,7 +53,8 @@ struct ReductionScheduleOptions {
   std::set<std::string> preferred_kernels;
   /// Lanes per point of the preferred kernels: 32 (a warp) or 16, 8 or 4, so that a warp
   /// shares out 32 / L points (fewer shuffles and less per-point work per lane); 0 (default)
-  /// derives it: 4 where a lane axis is shorter than kShortLaneAxis, else 16 where the
+  /// derives it: 4 where a lane axis is shorter than kShortLaneAxis (8 or serial where the
+  /// points do not fill warps of 4-lane groups), else 16 where the
   /// reductions' iterations outside the lane axis (grid_sampler's taps) are at most
   /// kFewLaneRows, else 32. Fewer than 32 only where every outermost
   /// reduction is evaluated whenever the stage is (no point-dependent branch around a shuffle)
@@ -79,7 +80,9 @@ inline constexpr int64_t kFewLaneRows = 4;
 /// A preferred kernel whose lane axis is shorter than this (a warp) takes 4 lanes per point
 /// under preferred_lanes = 0, whatever its rows: 3-d grid_sampler's grad_grid at 16 channels x 8
 /// taps (on the H100 4 lanes were faster than 8 and 16, and than one thread per point:
-/// docs/compiler.md "Sub-warp lanes").
+/// docs/compiler.md "Sub-warp lanes"). Points that do not fill warps of 4-lane groups take 8
+/// lanes where they fill warps of those, else one thread per point (never 32 lanes over so few
+/// elements).
 inline constexpr int64_t kShortLaneAxis = 32;
 
 ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,

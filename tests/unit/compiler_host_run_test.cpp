@@ -1997,8 +1997,10 @@ TEST(HostRun, GatheredReductionsOnSubWarpLanesAreIndependentOfTheLaunch) {
 /// point; with ADJOINT_TUNE_GATHERED_WHOLE_AXIS=8 also grad_grid's odd coordinate axis (3-d: 3)
 /// computed whole by each lane group, one accumulator per coordinate. Within rounding of the
 /// interpreter, and bitwise the same at every block size and with the whole-axis groups on or
-/// off (each coordinate's sum keeps its order), on exact inputs and on sums that round. The
-/// 2-d bicubic program's 90 points do not fill warps of 4-lane groups: it keeps 32 lanes.
+/// off (each coordinate's sum keeps its order), on exact inputs and on sums that round. Points
+/// that do not fill warps of 4-lane groups take 8 lanes where they fill those (3-d at 7 x 5 x 4:
+/// 420 points), else one thread per point (2-d bicubic's 90 points, 3-d at 7 x 5 x 3: 315), never
+/// 32 lanes over 16 channels.
 TEST(HostRun, ShortLaneAxesTakeFourLanesAndWholeCoordinateGroups) {
   std::vector<ir::Program> programs;
   for (const char* spec :
@@ -2012,10 +2014,26 @@ TEST(HostRun, ShortLaneAxesTakeFourLanesAndWholeCoordinateGroups) {
         "grid_sampler_2d_backward dtype=f32 input_size=2,16,5,7 output_size=9,8 "
         "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
         "grid_sampler_2d_backward dtype=bf16 input_size=1,16,6,6 output_size=10,9 "
-        "interpolation_mode=bicubic padding_mode=border align_corners=true"}) {
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,4,5,6 output_size=7,5,3 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,4,5,6 output_size=7,5,4 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=false"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   for (size_t i = 0; i < programs.size(); ++i) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(programs[i], Variant::binned_short_lanes(256), "probe");
+    for (const CompiledKernel& k : kernels) {
+      if (k.source.find("kernel 'grad_grid'") == std::string::npos) continue;
+      EXPECT_EQ(k.source.find("for (int c = 0; c < 16; ++c)") != std::string::npos,
+                i == 4 || i == 5)
+          << k.source;
+      EXPECT_EQ(k.source.find("each group of 8 lanes") != std::string::npos, i == 6) << k.source;
+      EXPECT_EQ(k.source.find("__shfl_xor_sync") == std::string::npos, i == 4 || i == 5);
+    }
+  }
+  for (size_t i = 0; i < 4; ++i) {
     for (int64_t whole_axis : {8, 0}) {
       const std::vector<CompiledKernel> kernels =
           compile_kernels(programs[i], Variant::binned_short_lanes(256, whole_axis), "probe");
@@ -2027,7 +2045,7 @@ TEST(HostRun, ShortLaneAxesTakeFourLanesAndWholeCoordinateGroups) {
         whole = k.source.find("Each thread computes 3 consecutive points of axis") !=
                 std::string::npos;
       }
-      EXPECT_EQ(four, i != 4) << programs[i].name << " " << i;
+      EXPECT_TRUE(four) << programs[i].name << " " << i;
       EXPECT_EQ(whole, i < 3 && whole_axis == 8) << programs[i].name << " " << i;
     }
   }
