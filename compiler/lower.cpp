@@ -204,6 +204,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ReductionScheduleOptions schedule_options;
   schedule_options.mode = parse_reduction_mode(options.reduction_schedule, "reduction_schedule");
   schedule_options.preferred_lanes = options.gathered_lane_width;
+  schedule_options.whole_axis_lanes_max = options.gathered_lane_whole_axis;
   schedule_options.fill_warps = options.warp_group_fill;
   BlockReductionOptions block_options;
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");

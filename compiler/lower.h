@@ -155,11 +155,16 @@ struct LowerOptions {
   /// lay_out_gathered_reductions_for_lanes' min_extent: the shortest reduced axis (grid_sampler's
   /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
   /// (ADJOINT_TUNE_GATHERED_LANES).
-  int64_t gathered_lanes_min = 32;
+  int64_t gathered_lanes_min = 16;
   /// ReductionScheduleOptions::preferred_lanes: lanes per point of those kernels, 0 derived
   /// (16 for at most 4 iterations outside the lane axis, else 32), 32 (a warp), 16, 8 or 4
   /// (ADJOINT_TUNE_GATHERED_LANE_WIDTH).
   int gathered_lane_width = 0;
+  /// ReductionScheduleOptions::whole_axis_lanes_max: the longest odd innermost axis (3-d
+  /// grad_grid's 3 coordinates) that a kernel laid out for lanes computes whole per lane group,
+  /// sharing its loads; 0 (default) never, one point per lane group (measured faster on the
+  /// H100; ADJOINT_TUNE_GATHERED_WHOLE_AXIS).
+  int64_t gathered_lane_whole_axis = 0;
   /// tiled_transpose.h: the fewest rows and columns of a copy kernel that is a batched
   /// transposition (the binned gather's broadcast-innermost copies) for which it is emitted as
   /// shared-memory tiles; 0 never (ADJOINT_TUNE_TILED_TRANSPOSE).

@@ -2,6 +2,7 @@
 // (see the header), with the reason for each choice written to the schedule notes.
 #include "compiler/reduction_schedule.h"
 
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -62,8 +63,11 @@ size_t innermost_axis(const ir::Kernel& kernel) {
 /// accumulator each, combined by the same butterfly), so that a load the V points share (a
 /// row of x read for every k of h_mix) is read once for all V. The largest of 8, 4, 2 dividing
 /// the axis, when some outermost reduction reads a tensor independently of that axis and every
-/// stage's target is contiguous along it; else 1.
-int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions) {
+/// stage's target is contiguous along it; else 1. With `whole_axis_max` > 0, an axis that none
+/// of them divides (an odd extent: 3-d grid_sampler's 3 coordinates) and that is at most that
+/// long is one group: V = its extent.
+int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode*>& reductions,
+                int64_t whole_axis_max = 0) {
   const size_t axis = innermost_axis(kernel);
   const ir::VarNode* x = kernel.stages.front().domain[axis].var.get();
   const int64_t extent = domain_extents(kernel)[axis];
@@ -85,6 +89,7 @@ int group_width(const ir::Kernel& kernel, const std::vector<const ir::ReduceNode
   for (int width : {8, 4, 2}) {
     if (extent % width == 0) return width;
   }
+  if (extent > 1 && extent <= whole_axis_max) return static_cast<int>(extent);
   return 1;
 }
 
@@ -164,10 +169,14 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
       }
     }
     if (warp) {
+      const int serial_width = kernel.grid.vector_width;  // restored if it stays serial
       kernel.grid.reduction_lanes = 32;
       std::vector<const ir::ReduceNode*> outermost;
       for (const auto& [r, stage] : reductions) outermost.push_back(r);
-      kernel.grid.vector_width = group_width(kernel, outermost);
+      kernel.grid.vector_width =
+          group_width(kernel, outermost,
+                      options.preferred_kernels.count(kernel.name) ? options.whole_axis_lanes_max
+                                                                   : 0);
       if (options.fill_warps && options.mode == Mode::kAuto &&
           !options.preferred_kernels.count(kernel.name) && kernel.grid.vector_width > 1 &&
           points / kernel.grid.vector_width < options.min_points) {
@@ -189,6 +198,9 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
         throw Error("ReductionScheduleOptions.preferred_lanes: expected 0 (derived), 32, 16, 8 "
                     "or 4, got " + std::to_string(lanes),
                     ErrorCode::kInvalidArgument);
+      bool short_axis = false;  // derived 4 lanes for a lane axis shorter than a warp
+      bool serial = false;      // ... which then stays serial
+      int64_t shortest_lane_axis = kShortLaneAxis;
       if (lanes == 0) {  // derived: 16 lanes for short rows outside the lane axis
         int64_t rows = 1;
         for (const auto& [r, stage] : reductions) {
@@ -196,15 +208,36 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
           for (size_t a = 0; a + 1 < r->axes.size(); ++a)
             outer *= constant(r->axes[a].extent).value_or(kFewLaneRows + 1);
           rows = std::max(rows, outer);
+          shortest_lane_axis =
+              std::min(shortest_lane_axis, constant(r->axes.back().extent).value_or(kShortLaneAxis));
         }
         lanes = rows <= kFewLaneRows ? 16 : 32;
+        // A lane axis shorter than a warp (ADJOINT_TUNE_GATHERED_LANES below 32: 3-d
+        // grid_sampler's 16 channels) gets 4 lanes, each lane at least 4 of its elements.
+        short_axis = options.preferred_kernels.count(kernel.name) &&
+                     shortest_lane_axis < kShortLaneAxis;
+        if (short_axis) lanes = 4;
       }
       if (lanes != 32 && options.preferred_kernels.count(kernel.name)) {
         size_t unconditional = 0;
         for (const ir::Stage& stage : kernel.stages)
           unconditional += unconditional_reductions(stage.value).size();
         const int64_t linear = points / std::max(kernel.grid.vector_width, 1);
-        if (unconditional == reductions.size() && linear % (32 / lanes) == 0) {
+        // A short lane axis whose points do not fill warps of 4-lane groups tries 8 lanes, then
+        // stays one thread per point: 32 lanes would leave half of them idle or more (16
+        // channels on 32 lanes made 3-d grad_grid twice as slow on the H100).
+        if (short_axis && unconditional == reductions.size() && linear % (32 / lanes) != 0 &&
+            linear % (32 / 8) == 0)
+          lanes = 8;
+        if (short_axis && (unconditional != reductions.size() || linear % (32 / lanes) != 0)) {
+          serial = true;
+          lines.push_back("one thread per point, not " + std::to_string(lanes) + " lanes: " +
+                          (unconditional != reductions.size()
+                               ? "a reduction is evaluated under a point-dependent branch"
+                               : "the points do not fill whole warps") +
+                          ", and " + std::to_string(shortest_lane_axis) +
+                          " elements of the lane axis would leave most of 32 lanes idle");
+        } else if (unconditional == reductions.size() && linear % (32 / lanes) == 0) {
           kernel.grid.reduction_lanes = lanes;
           for (std::string& line : lines) {
             const std::string from = "warp-cooperative, 32 lanes";
@@ -227,7 +260,16 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
                                : "the points do not fill whole warps"));
         }
       }
-      if (kernel.grid.vector_width > 1) {
+      if (serial) {
+        kernel.grid.reduction_lanes = 1;
+        kernel.grid.vector_width = serial_width;
+        lines.erase(std::remove_if(lines.begin(), lines.end(),
+                                   [](const std::string& line) {
+                                     return line.find(": warp-cooperative, 32 lanes") !=
+                                            std::string::npos;
+                                   }),
+                    lines.end());
+      } else if (kernel.grid.vector_width > 1) {
         const size_t axis = innermost_axis(kernel);
         lines.push_back("each warp computes " + std::to_string(kernel.grid.vector_width) +
                         " points of " + kernel.stages.front().domain[axis].var.name_hint() +
@@ -235,9 +277,10 @@ ir::Program choose_reduction_schedules(const ir::Program& program,
                         kernel.stages.front().domain[axis].var.name_hint() +
                         " are read once for all of them");
       }
-      changed = true;
+      changed = changed || !serial;
       // Every outermost reduction of a warp kernel is cooperative, chosen or not.
       for (std::string& line : lines) {
+        if (serial) break;
         const std::string marker = ": no warp lanes (";
         if (size_t at = line.find(marker); at != std::string::npos)
           line = line.substr(0, at) + ": warp-cooperative with the kernel's other reductions (" +

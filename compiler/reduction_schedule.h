@@ -53,13 +53,22 @@ struct ReductionScheduleOptions {
   std::set<std::string> preferred_kernels;
   /// Lanes per point of the preferred kernels: 32 (a warp) or 16, 8 or 4, so that a warp
   /// shares out 32 / L points (fewer shuffles and less per-point work per lane); 0 (default)
-  /// derives it: 16 where the reductions' iterations outside the lane axis (grid_sampler's
-  /// taps) are at most kFewLaneRows, else 32. Fewer than 32 only where every outermost
+  /// derives it: 4 where a lane axis is shorter than kShortLaneAxis (8 or serial where the
+  /// points do not fill warps of 4-lane groups), else 16 where the
+  /// reductions' iterations outside the lane axis (grid_sampler's taps) are at most
+  /// kFewLaneRows, else 32. Fewer than 32 only where every outermost
   /// reduction is evaluated whenever the stage is (no point-dependent branch around a shuffle)
   /// and the linear points fill whole warps (no warp partly past the end): the shuffles of a
   /// warp's groups then meet. LowerOptions::gathered_lane_width,
   /// ADJOINT_TUNE_GATHERED_LANE_WIDTH.
   int preferred_lanes = 0;
+  /// The longest innermost axis of odd extent (no width of 8, 4 or 2 divides it) that a
+  /// preferred kernel computes whole per lane group, one accumulator per element, so that the
+  /// loads its elements share are read once: 3-d grid_sampler's grad_grid takes its point's 3
+  /// coordinates in one group. 0 (default) never, one point per group: on the H100 the groups
+  /// made 3-d grad_grid slower at 4 lanes (a third of the threads; docs/compiler.md "Sub-warp
+  /// lanes"). LowerOptions::gathered_lane_whole_axis, ADJOINT_TUNE_GATHERED_WHOLE_AXIS.
+  int64_t whole_axis_lanes_max = 0;
 };
 
 /// The mode named by `text` ("auto", "serial" or "warp"); throws adjoint::Error
@@ -68,6 +77,13 @@ struct ReductionScheduleOptions {
 /// point: 2-d bilinear's 4 taps (on the H100, 16 lanes made its grad_grid programs 0-8% faster
 /// at 32 and 64 channels; bicubic's 16 taps up to 30% slower: docs/compiler.md).
 inline constexpr int64_t kFewLaneRows = 4;
+/// A preferred kernel whose lane axis is shorter than this (a warp) takes 4 lanes per point
+/// under preferred_lanes = 0, whatever its rows: 3-d grid_sampler's grad_grid at 16 channels x 8
+/// taps (on the H100 4 lanes were faster than 8 and 16, and than one thread per point:
+/// docs/compiler.md "Sub-warp lanes"). Points that do not fill warps of 4-lane groups take 8
+/// lanes where they fill warps of those, else one thread per point (never 32 lanes over so few
+/// elements).
+inline constexpr int64_t kShortLaneAxis = 32;
 
 ReductionScheduleOptions::Mode parse_reduction_mode(const std::string& text,
                                                     const std::string& what);

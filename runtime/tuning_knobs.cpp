@@ -187,7 +187,7 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "0 (the records per cell alone decide) or the fewest broadcast elements for which a binned "
       "gather with fewer records per cell takes the broadcast-innermost layout");
   knobs.gathered_lanes_min = integer_knob(
-      "ADJOINT_TUNE_GATHERED_LANES", 32, [](int v) { return v >= 0; },
+      "ADJOINT_TUNE_GATHERED_LANES", 16, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis of a gathered reduction laid out for warp lanes");
   knobs.tiled_transpose_min = integer_knob(
       "ADJOINT_TUNE_TILED_TRANSPOSE", 16, [](int v) { return v >= 0; },
@@ -196,8 +196,13 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.gathered_lane_width = integer_knob(
       "ADJOINT_TUNE_GATHERED_LANE_WIDTH", 0,
       [](int v) { return v == 0 || v == 32 || v == 16 || v == 8 || v == 4; },
-      "0 (derived: 16 lanes per point of a gathered reduction laid out for lanes with at most 4 "
-      "taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes per point");
+      "0 (derived: 4 lanes per point of a gathered reduction laid out for lanes over fewer than "
+      "32 elements, 16 with at most 4 taps, else 32), 32 (a warp per point), 16, 8 or 4 lanes "
+      "per point");
+  knobs.gathered_lane_whole_axis = integer_knob(
+      "ADJOINT_TUNE_GATHERED_WHOLE_AXIS", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (default: never) or the longest odd innermost axis that a gathered reduction laid out for lanes "
+      "computes whole per lane group (3-d grad_grid's 3 coordinates), in [0, 64]");
   knobs.transposed_store =
       integer_knob(
           "ADJOINT_TUNE_TRANSPOSED_STORE", 1, [](int v) { return v == 0 || v == 1; },
@@ -356,6 +361,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.transposed_store = knobs.transposed_store;
   options.gathered_lanes_min = knobs.gathered_lanes_min;
   options.gathered_lane_width = knobs.gathered_lane_width;
+  options.gathered_lane_whole_axis = knobs.gathered_lane_whole_axis;
   options.binned_records_per_cell_min = knobs.binned_records_per_cell_min;
   options.binned_sparse_channels_last_min = knobs.binned_sparse_channels_last_min;
   if (knobs.split_threads_log2 != 0)

@@ -79,8 +79,9 @@ struct TuningKnobs {
   int tiled_transpose_min = 16;
   bool transposed_store = true;
   bool direct_transposed_store = true;
-  int gathered_lanes_min = 32;
+  int gathered_lanes_min = 16;
   int gathered_lane_width = 0;
+  int gathered_lane_whole_axis = 0;
   int binned_records_per_cell_min = 2;
   int binned_sparse_channels_last_min = 4;
   bool mhc_x_mix = true;  ///< ops::BuildOptions::mhc_x_mix_counts_phi

@@ -1,9 +1,10 @@
-"""Fingerprints of grid_sampler_2d_backward's default (deterministic) program at large shapes: for
+"""Fingerprints of grid_sampler_2d_backward's (and, for NxCxDxHxW:DoxHoxWo shapes,
+grid_sampler_3d_backward's) default (deterministic) program at large shapes: for
 each case, three calls on the same seeded inputs must give bitwise-equal grad_input and
 grad_grid, and one line prints a hash of their bytes and the largest error against ATen (at f32,
 normalized by the reference's largest magnitude). Run it once per setting of a knob that must not
 change any bit (ADJOINT_TUNE_WHOLE_AXIS_GROUPS, ADJOINT_TUNE_DIRECT_STORE,
-ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST) and diff the lines:
+ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST, ADJOINT_TUNE_GATHERED_WHOLE_AXIS) and diff the lines:
 equal hashes are equal bits across the two processes. Not collected by pytest.
 
     python3 tests/gpu/grid_sampler_bits.py [--shape-list NxCxHxW:HoxWo,...] [--modes ...]
@@ -28,12 +29,14 @@ def fingerprint(tensor):
 
 def check(input_size, grid_size, mode, dtype_name):
     dtype = harness.DTYPES[dtype_name]
-    n, c, h, w = input_size
+    n, c = input_size[:2]
+    rank = len(grid_size)  # 2: grid_sampler_2d_backward, 3: grid_sampler_3d_backward
+    op = "grid_sampler_%dd_backward" % rank
     grad_output = harness.random_tensor([n, c] + list(grid_size), dtype, 11)
     inputs = harness.random_tensor(list(input_size), dtype, 12)
-    grid = harness.random_tensor([n] + list(grid_size) + [2], dtype, 13, low=-1.1, high=1.1)
-    text = adjoint.spec.grid_sampler_2d_backward(dtype_name, list(input_size), list(grid_size),
-                                                 mode, "zeros", False, [True, True])
+    grid = harness.random_tensor([n] + list(grid_size) + [rank], dtype, 13, low=-1.1, high=1.1)
+    text = getattr(adjoint.spec, op)(dtype_name, list(input_size), list(grid_size), mode, "zeros",
+                                     False, [True, True])
     program = adjoint.prepare(text)
     runs = []
     for _ in range(3):
@@ -41,7 +44,7 @@ def check(input_size, grid_size, mode, dtype_name):
         runs.append((out["grad_input"].clone(), out["grad_grid"].clone()))
     torch.cuda.synchronize()
     equal = all(harness.bitwise_equal(a, b) for again in runs[1:] for a, b in zip(runs[0], again))
-    ref_input, ref_grid = torch.ops.aten.grid_sampler_2d_backward(
+    ref_input, ref_grid = getattr(torch.ops.aten, op)(
         grad_output.float(), inputs.float(), grid.float(), MODES.index(mode), 0, False,
         [True, True])
     errors = []
@@ -68,6 +71,8 @@ def main():
         input_size = tuple(int(v) for v in input_text.split("x"))
         grid_size = tuple(int(v) for v in grid_text.split("x"))
         for mode in args.modes.split(","):
+            if mode == "bicubic" and len(grid_size) == 3:
+                continue  # 2-d only
             for dtype_name in args.dtypes.split(","):
                 ok &= check(input_size, grid_size, mode, dtype_name)
     return 0 if ok else 1

@@ -79,13 +79,22 @@ NEAREST_WIDE_CASES = [Case((2, 16, 16, 16, 16), (16, 16, 16), "nearest", padding
                       for padding in ("zeros", "border") for dtype in ("f32", "bf16")]
 
 
+# Trilinear at 16 and 20 channels (bench_grid_sampler_3d.py's 16): grad_grid laid out for lanes
+# below 32 channels, 4 lanes per point, a lane group computing the point's 3 coordinates
+# (compiler/reduction_schedule.h, kShortLaneAxis and whole_axis_lanes_max).
+WIDE_CASES = [Case((2, 16, 16, 16, 16), (16, 16, 16), "bilinear", padding, False, dtype)
+              for padding in ("zeros", "border") for dtype in ("f32", "bf16")] + \
+    [Case((1, 20, 9, 10, 11), (8, 12, 10), "bilinear", "reflection", True, dtype)
+     for dtype in ("f16", "f64")]
+
+
 def matrix():
     cases = [Case((2, 3, 5, 7, 6), (4, 3, 5), mode, padding, align, dtype)
              for dtype in ("f16", "bf16", "f32", "f64") for mode in MODES
              for padding in PADDINGS for align in (False, True)]
     cases += [Case(DENSE[0], DENSE[1], mode, padding, False, dtype)
               for dtype in ("f32", "bf16") for mode in MODES for padding in PADDINGS]
-    cases += LARGE_CASES + NEAREST_WIDE_CASES
+    cases += LARGE_CASES + NEAREST_WIDE_CASES + WIDE_CASES
     for mode in MODES:
         cases.append(Case((2, 4, 5, 6, 3), (4, 3, 5), mode, "border", True, "f32", (False, True)))
         cases.append(Case(DENSE[0], DENSE[1], mode, "zeros", False, "f32",
@@ -140,7 +149,7 @@ def test_parity(case):
 DETERMINISM_CASES = [Case(DENSE[0], DENSE[1], mode, padding, False, dtype)
                      for mode in MODES for padding in PADDINGS
                      for dtype in ("f16", "bf16", "f32", "f64")] + LARGE_CASES + \
-    NEAREST_WIDE_CASES
+    NEAREST_WIDE_CASES + WIDE_CASES
 
 
 @pytest.mark.parametrize("case", DETERMINISM_CASES, ids=repr)

@@ -358,6 +358,16 @@ struct Variant {
     v.lane_width = width;
     return v;
   }
+  /// ReductionScheduleOptions::whole_axis_lanes_max (0, the default: one point per lane group).
+  int64_t whole_axis_lanes = 0;
+  /// lower()'s defaults for grad_grid: lanes from 16 channels on, the lane width derived (4
+  /// lanes below 32 channels); odd innermost axes up to `whole_axis` elements whole per group.
+  static Variant binned_short_lanes(int block_size, int64_t whole_axis = 0) {
+    Variant v = binned_lanes(block_size, 16);
+    v.lane_width = 0;
+    v.whole_axis_lanes = whole_axis;
+    return v;
+  }
   /// choose_tiled_transposes' min_extent (0: every copy stays a plain copy).
   int64_t tiled_transpose_min = 0;
   /// A binned gather whose transposing copies are tiled from `min` rows and columns up.
@@ -489,6 +499,7 @@ struct Variant {
            (transposed_store ? "ts_" : "") +
            (lane_width != 32 ? "lw" + std::to_string(lane_width) + "_" : "") +
            (gathered_lanes_min > 0 ? "gl" + std::to_string(gathered_lanes_min) + "_" : "") +
+           (whole_axis_lanes == 0 ? "" : "wl" + std::to_string(whole_axis_lanes) + "_") +
            "rows" + std::to_string(gathered_rows_min) + "_v" + std::to_string(width) + "_b" + std::to_string(block_size) + "_B" +
            std::to_string(vector_bytes) + (streaming ? "_s" : "") + "_g" +
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
@@ -544,6 +555,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   schedule.preferred_lanes = variant.lane_width;
+  schedule.whole_axis_lanes_max = variant.whole_axis_lanes;
   schedule.fill_warps = variant.warp_group_fill;
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
@@ -1979,6 +1991,73 @@ TEST(HostRun, GatheredReductionsOnSubWarpLanesAreIndependentOfTheLaunch) {
                             Variant::binned_lane_width(32, width)},
                            2e-2, rounding_inputs);
   }
+}
+
+/// Lane axes shorter than a warp (ADJOINT_TUNE_GATHERED_LANES=16, the default): 4 lanes per
+/// point; with ADJOINT_TUNE_GATHERED_WHOLE_AXIS=8 also grad_grid's odd coordinate axis (3-d: 3)
+/// computed whole by each lane group, one accumulator per coordinate. Within rounding of the
+/// interpreter, and bitwise the same at every block size and with the whole-axis groups on or
+/// off (each coordinate's sum keeps its order), on exact inputs and on sums that round. Points
+/// that do not fill warps of 4-lane groups take 8 lanes where they fill those (3-d at 7 x 5 x 4:
+/// 420 points), else one thread per point (2-d bicubic's 90 points, 3-d at 7 x 5 x 3: 315), never
+/// 32 lanes over 16 channels.
+TEST(HostRun, ShortLaneAxesTakeFourLanesAndWholeCoordinateGroups) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_3d_backward dtype=f32 input_size=1,16,2,3,4 output_size=4,4,3 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_3d_backward dtype=bf16 input_size=2,16,3,3,3 output_size=4,4,4 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f64 input_size=1,20,3,4,4 output_size=4,2,4 "
+        "interpolation_mode=bilinear padding_mode=reflection align_corners=false "
+        "output_mask=0,1",
+        "grid_sampler_2d_backward dtype=f32 input_size=2,16,5,7 output_size=9,8 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=1,16,6,6 output_size=10,9 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,4,5,6 output_size=7,5,3 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,16,4,5,6 output_size=7,5,4 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const std::vector<CompiledKernel> kernels =
+        compile_kernels(programs[i], Variant::binned_short_lanes(256), "probe");
+    for (const CompiledKernel& k : kernels) {
+      if (k.source.find("kernel 'grad_grid'") == std::string::npos) continue;
+      EXPECT_EQ(k.source.find("for (int c = 0; c < 16; ++c)") != std::string::npos,
+                i == 4 || i == 5)
+          << k.source;
+      EXPECT_EQ(k.source.find("each group of 8 lanes") != std::string::npos, i == 6) << k.source;
+      EXPECT_EQ(k.source.find("__shfl_xor_sync") == std::string::npos, i == 4 || i == 5);
+    }
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    for (int64_t whole_axis : {8, 0}) {
+      const std::vector<CompiledKernel> kernels =
+          compile_kernels(programs[i], Variant::binned_short_lanes(256, whole_axis), "probe");
+      bool four = false, whole = false;
+      for (const CompiledKernel& k : kernels) {
+        if (k.source.find("kernel 'grad_grid'") == std::string::npos) continue;
+        four = k.source.find("each group of 4 lanes") != std::string::npos &&
+               k.source.find(", 0, 4);") != std::string::npos;
+        whole = k.source.find("Each thread computes 3 consecutive points of axis") !=
+                std::string::npos;
+      }
+      EXPECT_TRUE(four) << programs[i].name << " " << i;
+      EXPECT_EQ(whole, i < 3 && whole_axis == 8) << programs[i].name << " " << i;
+    }
+  }
+  expect_host_runs_match(programs,
+                         {Variant::binned_short_lanes(256), Variant::binned_short_lanes(64),
+                          Variant::binned_short_lanes(1024), Variant::binned_short_lanes(96),
+                          Variant::binned_short_lanes(256, 8), Variant::binned_short_lanes(64, 8)},
+                         2e-2);
+  expect_host_runs_match(programs,
+                         {Variant::binned_short_lanes(256), Variant::binned_short_lanes(32),
+                          Variant::binned_short_lanes(128, 8)},
+                         2e-2, rounding_inputs);
 }
 
 TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
