@@ -71,6 +71,43 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   const int64_t per_index = m.thread_points * m.reduction_lanes;
   std::string lane =
       per_index == 1 ? "threadIdx.x" : "threadIdx.x / " + std::to_string(per_index);
+  // Tile rows (GridConfig::tile_block_rows, tile_blocks.h): blockIdx.x decodes the axes with
+  // the tile axis in tiles / Y and the innermost in groups / X; the thread's row and column
+  // complete them. Every block is full (check_grid_coverage): no bound, no grid-stride loop.
+  const int64_t rows = outer_count_.empty() ? kernel_.grid.tile_block_rows : 1;
+  if (rows > 1) {
+    const int64_t columns = kernel_.grid.block_size / rows;
+    const std::string row = names_.fresh("tile_row"), column = names_.fresh("column");
+    out_->line("// the block's " + std::to_string(kernel_.grid.block_size) + " threads: " +
+               std::to_string(rows) + " rows (tiles) x " + std::to_string(columns) +
+               " columns (vector groups)");
+    out_->line("const int " + row + " = threadIdx.x / " + std::to_string(columns) + ";");
+    out_->line("const int " + column + " = threadIdx.x % " + std::to_string(columns) + ";");
+    std::vector<std::string> decoded(m.linear_axes.size());
+    int64_t divisor = 1;
+    const std::string b = "(" + type + ")blockIdx.x";
+    for (size_t i = m.linear_axes.size(); i-- > 0;) {
+      const int axis = m.linear_axes[i];
+      const bool inner = i + 1 == m.linear_axes.size();
+      const bool tiled = axis == kernel_.grid.tile_axis;
+      int64_t extent = extents[axis] / (inner ? vector_width : 1);
+      if (tiled) extent = (extent + tile_points - 1) / tile_points;
+      const int64_t per_block = inner ? columns : tiled ? rows : 1;
+      extent /= per_block;
+      std::string v = divisor == 1 ? b : b + " / " + std::to_string(divisor);
+      if (i != 0 && extent == 1) v = "0";
+      else if (i != 0) v += " % " + std::to_string(extent);
+      if (per_block > 1)
+        v = v == "0" ? (inner ? column : row)
+                     : "(" + v + " * " + std::to_string(per_block) + " + " +
+                           (inner ? column : row) + ")";
+      decoded[i] = v;
+      divisor *= extent;
+    }
+    declare_linear_axes(m, extents, names, decoded, pending);
+    emit_declared_points();
+    return;
+  }
   std::string linear = names_.fresh("linear");
   std::string first_index = "(" + type + ")blockIdx.x * " + lanes + " + " + lane;
   // One linear index per thread when the grid covers them all (the usual case: at most
@@ -115,6 +152,19 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
                                               " lanes of a warp shares one point"));
   }
   decode_blocks();
+  declare_linear_axes(m, extents, names, decoded, pending);
+  emit_declared_points();
+}
+
+void KernelEmitter::declare_linear_axes(
+    const GridMapping& m, const std::vector<int64_t>& extents,
+    const std::vector<std::string>& names, const std::vector<std::string>& decoded,
+    std::vector<std::pair<std::string, std::string>>& pending) {
+  const int64_t vector_width = kernel_.grid.vector_width;
+  const int64_t tile_points = kernel_.grid.tile_points;
+  auto declare_axis = [&](int axis, const std::string& value) {
+    pending.emplace_back(names[axis], value);
+  };
   for (size_t i = 0; i < m.linear_axes.size(); ++i) {
     int axis = m.linear_axes[i];
     if (tile_points > 1 && axis == kernel_.grid.tile_axis) {
@@ -149,7 +199,6 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       declare_axis(axis, decoded[i]);
     }
   }
-  emit_declared_points();
 }
 
 void KernelEmitter::emit_points(const GridMapping& m, const std::vector<int64_t>& extents,

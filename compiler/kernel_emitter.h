@@ -173,6 +173,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::string accumulate_body(const ir::ReduceNode& n, const std::string& acc);
 
   void emit_body(const GridMapping& m, const std::vector<int64_t>& extents);
+  /// The linear axes' pending declarations from their decoded values (`decoded`, in
+  /// m.linear_axes order): the tile axis' base, the innermost axis' vector group, the others.
+  void declare_linear_axes(const GridMapping& m, const std::vector<int64_t>& extents,
+                           const std::vector<std::string>& names,
+                           const std::vector<std::string>& decoded,
+                           std::vector<std::pair<std::string, std::string>>& pending);
   /// Writes the body of a tiled transposition (emit_tiled_transpose.cpp) and returns its launch.
   LaunchDims emit_tiled_transpose(const TiledTranspose& t);
   /// EmitOptions::transposed_store (transposed_store.h): the block's staging array, declared

@@ -229,6 +229,28 @@ void check_grid_coverage(const std::string& kernel_name, const std::vector<int64
     }
     if (config.reduction_lanes != 1) fail("a thread tile with cooperative reduction lanes");
   }
+  if (config.tile_block_rows < 1) fail(str(config.tile_block_rows) + " tile rows");
+  if (config.tile_block_rows > 1) {
+    // Rows of threads (tile_blocks.h): thread t of block b holds tile row t / X and group
+    // column t % X, blockIdx.x decodes the rest; a bijection when every block is full.
+    const int64_t rows = config.tile_block_rows;
+    if (config.tile_points < 2) fail(str(rows) + " tile rows without a thread tile");
+    if (!m.thread_axes.empty() || !m.block_axes.empty() || !m.serial_axes.empty())
+      fail("tile rows need every axis linear");
+    if (block % rows != 0) fail(str(rows) + " tile rows do not divide a block of " + str(block));
+    const int64_t columns = block / rows;
+    const int64_t tiles = (extents[config.tile_axis] + config.tile_points - 1) / config.tile_points;
+    const int64_t groups = extents[m.linear_axes.back()] / config.vector_width;
+    if (tiles % rows != 0)
+      fail(str(rows) + " tile rows do not divide the " + str(tiles) + " tiles of axis " +
+           str(config.tile_axis));
+    if (groups % columns != 0)
+      fail(str(columns) + " columns of threads do not divide the " + str(groups) +
+           " groups of the innermost axis");
+    if (int64_t{launch.grid[0]} * block != m.linear_points)
+      fail("grid.x is " + str(launch.grid[0]) + " blocks of " + str(block) + " threads for " +
+           str(m.linear_points) + " linear indices: tile rows need one full block each");
+  }
   if (config.reduction_lanes != 1) {
     const int l = config.reduction_lanes;
     if (l != 4 && l != 8 && l != 16 && l != 32)

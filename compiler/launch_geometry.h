@@ -26,6 +26,12 @@
 //     divide E the last tile is partial: its indices a_base + r >= E are computed at the
 //     clamped index E - 1 (every load in bounds) and not stored, so the points stored are
 //     exactly [0, E), each by one thread.
+//   - tile rows Y (GridConfig::tile_block_rows > 1, with a thread tile, every axis linear,
+//     compiler/tile_blocks.h): the block's threads are Y rows of X = block_size / Y; thread t
+//     of block b takes tile Y q_a + t / X of the tile axis and group X q_x + t % X of the
+//     innermost axis, where b decodes (innermost fastest) like a linear index over the tile
+//     axis' tiles / Y, the innermost axis' groups / X and the other axes; Y divides the tiles,
+//     X the groups, and the grid has exactly linear indices / block_size blocks.
 // Without linear axes, threads with threadIdx.x >= T do nothing.
 //
 // Row-group kernels (ir::Kernel::row_axes = r > 0, compiler/row_groups.h) have no bindings:

@@ -25,6 +25,7 @@
 #include "compiler/tiled_transpose.h"
 #include "compiler/transposed_store.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/tile_blocks.h"
 #include "compiler/unfuse_fma.h"
 #include "compiler/vector_groups.h"
 #include "ir/printer.h"
@@ -103,6 +104,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
+  TileBlockOptions tile_block_options;
+  tile_block_options.forced_rows = options.tile_block_rows;
+  check_tile_block_options(tile_block_options);
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = options.row_groups;
   row_options.schedule = parse_row_schedule(options.row_schedule, "row_schedule");
@@ -281,6 +285,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   }
   p = passes.run("derive_grid", p,
                  [&](const ir::Program& x) { return derive_grid(x, grid_options); });
+  // A batch-generic program (outer_size) keeps one row: its grid is counted per token.
+  if (!options.outer_size) {
+    p = passes.run("choose_tile_blocks", p, [&](const ir::Program& x) {
+      return choose_tile_blocks(x, tile_block_options, &notes);
+    });
+  }
   std::vector<IndexWidth> widths;
   p = passes.run("narrow_index_math", p,
                  [&](const ir::Program& x) { return narrow_index_math_recording(x, widths); });

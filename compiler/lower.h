@@ -186,6 +186,10 @@ struct LowerOptions {
   bool tile_prefer_vector = true;
   /// ThreadTileOptions::few_parts (ADJOINT_TUNE_TILE_FEW_PARTS; 0 for the tiles before).
   int tile_few_parts = 2;
+  /// TileBlockOptions::forced_rows (tile_blocks.h, ADJOINT_TUNE_TILE_BLOCK_ROWS): -1 derives
+  /// the rows of a thread-tiled kernel's block, 0 or 1 keeps one row (the blocks before), Y
+  /// forces Y rows where they fit.
+  int tile_block_rows = -1;
   /// ThreadTileOptions::partial_tiles: an axis no tile divides (a prime token count) takes a
   /// tile with a partial last tile (ADJOINT_TUNE_TILE_PARTIAL; false for the tiles before).
   bool tile_partial = true;

@@ -230,6 +230,7 @@ bool same_grid(const GridConfig& a, const GridConfig& b) {
   if (a.is_set != b.is_set || a.reduction_lanes != b.reduction_lanes) return false;
   if (a.tile_points != b.tile_points || (a.tile_points > 1 && a.tile_axis != b.tile_axis))
     return false;
+  if (a.tile_block_rows != b.tile_block_rows) return false;
   if (a.rows_per_block != b.rows_per_block || a.row_per_thread != b.row_per_thread) return false;
   return !a.is_set || (a.bindings == b.bindings && a.block_size == b.block_size &&
                        a.vector_width == b.vector_width);

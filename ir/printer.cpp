@@ -175,6 +175,7 @@ std::string grid_string(const GridConfig& g) {
   if (g.reduction_lanes != 1) s += ", reduction lanes " + std::to_string(g.reduction_lanes);
   if (g.tile_points > 1)
     s += ", tile axis " + std::to_string(g.tile_axis) + " x " + std::to_string(g.tile_points);
+  if (g.tile_block_rows > 1) s += ", " + std::to_string(g.tile_block_rows) + " tile rows";
   return s + ")";
 }
 

@@ -74,6 +74,12 @@ struct GridConfig {
   /// -1 / 1: no tile.
   int tile_axis = -1;
   int tile_points = 1;
+  /// Thread tile blocks (compiler/tile_blocks.h): with tile_block_rows Y > 1 (a thread tile,
+  /// every axis linear) a block's threads form Y rows of block_size / Y: row threadIdx.x / X
+  /// takes one tile of tile_axis, column threadIdx.x % X one vector group of the innermost
+  /// axis, and blockIdx.x decodes the rest (tile_axis counting its tiles / Y, the innermost
+  /// axis its groups / X). 1: one row (the flattened linear index).
+  int tile_block_rows = 1;
   /// Block reduction (compiler/block_reductions.h): with block_tokens T > 0 each block owns T
   /// points of the token axes (every domain axis but `block_output_axis` and the kBlock axes)
   /// and every point of `block_output_axis`; it walks the reduction in chunks of block_chunk

@@ -198,6 +198,9 @@ class Verifier {
       if (g.reduction_lanes > 1)
         fail("grid: thread tile", "no cooperative reduction lanes", "reduction lanes");
     }
+    if (g.tile_block_rows < 1 || (g.tile_block_rows > 1 && g.tile_points < 2))
+      fail("grid: thread tile rows", "1, or rows of a thread tile",
+           std::to_string(g.tile_block_rows) + " rows, tile of " + std::to_string(g.tile_points));
     if (g.block_tokens < 0)
       fail("grid: block reduction tokens", "0 (none) or a count", std::to_string(g.block_tokens));
     if (g.block_tokens > 0) {

@@ -141,6 +141,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_TILE_FEW_PARTS", 2, [](int v) { return v >= 0 && v <= 8; },
       "2 (default: an axis taken in at most 2 parts keeps its tile, 24 included), N in [1, 8] "
       "that many parts, or 0 (the tiles before)");
+  knobs.tile_block_rows = integer_knob(
+      "ADJOINT_TUNE_TILE_BLOCK_ROWS", -1,
+      [](int v) { return v >= -1 && v <= 1024 && (v <= 1 || (v & (v - 1)) == 0); },
+      "-1 (derived: a thread-tiled kernel's block in rows of tiles by columns of vector groups "
+      "where that reads less per reduction iteration), 0 or 1 (one row, the blocks before) or "
+      "a power of two in [2, 1024] (that many rows where they fit)");
   knobs.unroll_budget = integer_knob(
       "ADJOINT_TUNE_UNROLL_BUDGET", knobs.unroll_budget,
       [](int v) { return v >= 0 && v <= (1 << 20); },
@@ -319,6 +325,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.thread_tile = knobs.thread_tile;
   options.tile_prefer_vector = knobs.tile_prefer_vector;
   options.tile_few_parts = knobs.tile_few_parts;
+  options.tile_block_rows = knobs.tile_block_rows;
   options.tile_partial = knobs.tile_partial;
   options.token_pair = knobs.token_pair;
   options.split_count_vector = knobs.split_count_vector;

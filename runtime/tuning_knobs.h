@@ -26,6 +26,9 @@ struct TuningKnobs {
   int thread_tile = -1;
   bool tile_prefer_vector = true;
   int tile_few_parts = 2;
+  /// Rows of a thread-tiled kernel's block (compiler/tile_blocks.h, LowerOptions::
+  /// tile_block_rows; ADJOINT_TUNE_TILE_BLOCK_ROWS, 0 for the blocks before).
+  int tile_block_rows = -1;
   bool tile_partial = true;
   bool token_pair = true;
   int row_groups = -1;

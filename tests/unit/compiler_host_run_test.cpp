@@ -53,6 +53,7 @@
 #include "compiler/simplify.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/tile_blocks.h"
 #include "compiler/tiled_transpose.h"
 #include "compiler/transposed_store.h"
 #include "compiler/unfuse_fma.h"
@@ -418,6 +419,15 @@ struct Variant {
   /// ThreadTileOptions::partial_tiles: a tile that does not divide its axis ends in a partial
   /// tile (the default), or only dividing tiles (before).
   bool tile_partial = true;
+  /// TileBlockOptions::forced_rows (tile_blocks.h): -1 derived, 0 one row, Y rows forced.
+  int tile_block_rows = -1;
+  /// tile(width, points) in blocks of `block` threads with the rows knob.
+  static Variant tile_rows(int width, int points, int block, int rows) {
+    Variant v(width, block, 0, false);
+    v.thread_tile = points;
+    v.tile_block_rows = rows;
+    return v;
+  }
   /// The block reduction knob (block_reductions.h): off unless a test asks for auto.
   std::string block_reduction = "off";
   /// BlockReductionOptions::max_stage_width: 8 (wide staging, the default) down to 1.
@@ -505,6 +515,7 @@ struct Variant {
            std::to_string(reduction_split < 0 ? 1000 : reduction_split) + "_" + reduction +
            (thread_tile < 0 ? std::string() : "_t" + std::to_string(thread_tile)) +
            (tile_partial ? std::string() : "_whole") +
+           (tile_block_rows < 0 ? std::string() : "_tr" + std::to_string(tile_block_rows)) +
            (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
            (tile_point_fallback ? std::string() : "_tiledfb") +
            (block_reduction == "off" ? std::string() : "_block") +
@@ -591,7 +602,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = narrow_index_math(derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis}));
+  p = derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis});
+  p = narrow_index_math(choose_tile_blocks(p, {variant.tile_block_rows}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
       variant.transposed_store ? choose_transposed_stores(p, transposes) : TransposedStores{};
@@ -1448,6 +1460,35 @@ TEST(HostRun, ThreadTilesOfTheMhcOps) {
   Variant counted = Variant::tile(0, -1);
   counted.split_count_vector = true;
   expect_host_runs_match(programs, {counted}, 2e-2);
+}
+
+/// Thread tiles in blocks of rows (tile_blocks.h): dx's tile of 8 tokens in blocks of 32 and 64
+/// threads, one row (the blocks of before) and 2, 4 or 8 rows of tiles by columns of vector
+/// groups; a partial last tile (60 tokens) and a batch axis outside the rows; the rows change
+/// which thread computes a point, never how: the bits of one row, aligned and misaligned.
+TEST(HostRun, ThreadTileRowsMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre_backward batch=2 seq=64 n=4 dim=128 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=60 n=2 dim=64 dtype=f32"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  bool rows = false, before = true;
+  for (const CompiledKernel& k :
+       compile_kernels(programs.front(), Variant::tile_rows(8, 8, 32, 4), "probe")) {
+    rows = rows || (k.source.find("const int tile_row = threadIdx.x / 8;") != std::string::npos &&
+                    k.source.find("const int column = threadIdx.x % 8;") != std::string::npos &&
+                    k.source.find("+ tile_row) * 8;") != std::string::npos);
+  }
+  for (const CompiledKernel& k :
+       compile_kernels(programs.front(), Variant::tile_rows(8, 8, 32, 0), "probe"))
+    before = before && k.source.find("tile_row") == std::string::npos;
+  EXPECT_TRUE(rows && before);
+  expect_host_runs_match(programs,
+                         {Variant::tile_rows(8, 8, 32, 0), Variant::tile_rows(8, 8, 32, 2),
+                          Variant::tile_rows(8, 8, 32, 4), Variant::tile_rows(8, 8, 64, 8),
+                          Variant::tile_rows(4, 8, 64, 4), Variant::tile_rows(8, 8, 32, -1),
+                          Variant::tile_rows(0, -1, 0, -1)},
+                         2e-2);
 }
 
 /// Thread tiles with a partial last tile (thread_tiles.h): token counts no tile divides (13 and

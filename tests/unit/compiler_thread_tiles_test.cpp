@@ -10,6 +10,8 @@
 #include "compiler/program_utils.h"
 #include "compiler/split_reductions.h"
 #include "compiler/thread_tiles.h"
+#include "compiler/tile_blocks.h"
+#include "compiler/derive_grid.h"
 #include "ir/builder.h"
 #include "ir/error.h"
 #include "ir/printer.h"
@@ -328,6 +330,66 @@ TEST(ThreadTiles, TiledKernelsGetDerivedBlocksOf128Threads) {
   options.block_size = 0;
   options.thread_tile = 0;
   EXPECT_EQ(lower(token_sums(24, 1 << 20, 64), options).kernels.front().launch.block[0], 256u);
+}
+
+TEST(ThreadTiles, BlocksOfRowsShareWhatDoesNotMoveWithTheTile) {
+  // mixes' y[s, j] = sum_k w[s, k] phi[k, j] (dx's shape): tile of 8 s, groups of 8 j, blocks
+  // of 128. One row of threads reads 128 groups of phi (32 bytes each) and one tile of w per
+  // iteration; 4 rows of 32 read 32 groups of phi and 4 tiles of w (tile_blocks.h; 8 rows of
+  // 16 would read less, 768 bytes, but a row must hold a warp).
+  ScheduleNotes notes;
+  ir::Program p = derive_grid(choose_thread_tiles(mixes(4096, 4096, 24), {}));
+  ASSERT_EQ(p.kernels.front().grid.tile_points, 8);
+  ASSERT_EQ(p.kernels.front().grid.vector_width, 8);
+  ir::Program rows = choose_tile_blocks(p, {}, &notes);
+  EXPECT_EQ(rows.kernels.front().grid.tile_block_rows, 4);
+  EXPECT_EQ(notes["mix"],
+            "tile block: 4 rows (tiles of s) x 32 columns (groups of j) per block (4128 -> 1152 "
+            "bytes a block reads per reduction iteration: the rows share the loads that do not "
+            "move with s)");
+  EXPECT_NO_THROW(ir::verify(rows));
+  EXPECT_EQ(launch_dims(rows.kernels.front()).grid[0], 4096u * 4096u / 64u / 128u);
+  // Off (0 or 1): the very same program; forced: any power of two that fits the counts.
+  EXPECT_TRUE(same_program(choose_tile_blocks(p, {0}), p));
+  EXPECT_TRUE(same_program(choose_tile_blocks(p, {1}), p));
+  EXPECT_EQ(choose_tile_blocks(p, {8}).kernels.front().grid.tile_block_rows, 8);
+  TileBlockOptions narrow_rows;
+  narrow_rows.min_columns = 16;
+  EXPECT_EQ(choose_tile_blocks(p, narrow_rows).kernels.front().grid.tile_block_rows, 8);
+  EXPECT_EQ(choose_tile_blocks(p, {64}).kernels.front().grid.tile_block_rows, 64);
+  // 8 rows of 16 columns do not divide 40 groups of j (320 columns): one row, and a note.
+  notes.clear();
+  ir::Program narrow = derive_grid(choose_thread_tiles(mixes(4096, 320, 24), {}));
+  EXPECT_TRUE(same_program(choose_tile_blocks(narrow, {8}, &notes), narrow));
+  EXPECT_NE(notes["mix"].find("8 rows forced by ADJOINT_TUNE_TILE_BLOCK_ROWS, which do not divide"),
+            std::string::npos)
+      << notes["mix"];
+  // Nothing shared across the tile's columns (token sums tile k over the whole axis): one row.
+  ir::Program sums = derive_grid(choose_thread_tiles(token_sums(24, 1 << 20, 64), {}));
+  EXPECT_TRUE(same_program(choose_tile_blocks(sums, {}), sums));
+  for (int bad : {-2, 3, 6, 2048}) EXPECT_THROW(check_tile_block_options({bad}), Error) << bad;
+  // The coverage proof checks the rows: 3 do not divide the block, rows need a full grid.
+  ir::Kernel odd = rows.kernels.front();
+  odd.grid.tile_block_rows = 3;
+  EXPECT_THROW(launch_dims(odd), Error);
+  ir::Kernel untiled = p.kernels.front();
+  untiled.grid.tile_points = 1;
+  untiled.grid.tile_block_rows = 2;
+  EXPECT_THROW(launch_dims(untiled), Error);
+  // lower(): the decode of the rows, and LowerOptions::tile_block_rows = 0 the source of before.
+  LowerOptions options;
+  const std::string source = lower(mixes(4096, 4096, 24), options).kernels.front().source;
+  EXPECT_NE(source.find("const int tile_row = threadIdx.x / 32;"), std::string::npos) << source;
+  EXPECT_NE(source.find("const int s_base = ((int)blockIdx.x / 16 * 4 + tile_row) * 8;"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const int j_base = ((int)blockIdx.x % 16 * 32 + column) * 8;"),
+            std::string::npos)
+      << source;
+  options.tile_block_rows = 0;
+  const std::string before = lower(mixes(4096, 4096, 24), options).kernels.front().source;
+  EXPECT_EQ(before.find("tile_row"), std::string::npos) << before;
+  EXPECT_NE(before.find("const int s_base = linear / 512 * 8;"), std::string::npos) << before;
 }
 
 }  // namespace
