@@ -1298,7 +1298,7 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   bool mk4_partials = false;
   for (const CompiledKernel& k : mk4)
     mk4_partials = mk4_partials || (k.source.find("h_mix_partials") != std::string::npos &&
-                                    k.source.find("float acc[4][4];") != std::string::npos);
+                                    k.source.find("double acc[1][4];") != std::string::npos);
   EXPECT_TRUE(mk4_partials);
   variants.push_back(four_outputs);
   std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), scalar_reads, "probe");
