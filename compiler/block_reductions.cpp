@@ -235,7 +235,8 @@ int64_t block_reduction_shared_bytes(const ir::Kernel& kernel, const BlockReduct
 }
 
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
-                              std::string& reason, int max_stage_width, bool shared_vectors) {
+                              std::string& reason, int max_stage_width, bool shared_vectors,
+                              int output_points) {
   const int64_t K = shape.outputs;
   int64_t mk = 1;
   for (int64_t candidate : {8, 6, 4, 3, 2}) {
@@ -244,6 +245,9 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
       break;
     }
   }
+  // A forced Mk (ADJOINT_TUNE_BLOCK_OUTPUT_POINTS) where it divides K within 1024 threads.
+  if (output_points > 0 && K % output_points == 0 && (K / output_points <= 4 ? 64 : 32) * (K / output_points) <= 1024)
+    mk = output_points;
   const int64_t groups = K / mk;
   const int64_t lanes = groups <= 4 ? 64 : 32;  // TL: token lanes per output group
   if (lanes * groups > 1024) return "K / Mk = " + std::to_string(groups) + " output groups need more than 1024 threads";
@@ -315,8 +319,8 @@ ir::Program choose_block_reductions(const ir::Program& program,
       continue;
     }
     std::string reason;
-    const std::string why =
-        choose_block_tile(kernel, shape, reason, options.max_stage_width, options.shared_vectors);
+    const std::string why = choose_block_tile(kernel, shape, reason, options.max_stage_width,
+                                              options.shared_vectors, options.output_points);
     if (!why.empty()) {
       if (notes) add_schedule_note(*notes, kernel.name, target + ": no block reduction (" + why + ")");
       continue;

@@ -56,6 +56,10 @@ struct BlockReductionOptions {
   /// GridConfig::block_shared_vectors where it applies (f32 parts, 4 | C, 4 | K, 4 | Mk):
   /// 16-byte shared reads in the compute loop. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
   bool shared_vectors = true;
+  /// Mk, the outputs per thread: 0 derives it (the largest of 8, 6, 4, 3, 2 dividing K);
+  /// N > 0 takes N where it divides K and the block stays within 1024 threads, else derives.
+  /// ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
+  int output_points = 0;
 };
 
 /// Options under which every kernel of the shape qualifies: for kernels whose schedule is
@@ -90,7 +94,7 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
 /// goes to `reason`.
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
                               std::string& reason, int max_stage_width = 8,
-                              bool shared_vectors = true);
+                              bool shared_vectors = true, int output_points = 0);
 
 /// The shared arrays' layout: a token part's element (row t, iteration c) is at
 /// t * token_stride + c; a weight part's (output k, iteration c) at k * weight_row + c * weight_column.

@@ -104,6 +104,13 @@ struct EmitOptions {
   /// before the reductions, their DRAM latency overlapping the multiply-adds
   /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
   bool tile_early_copies = true;
+  /// Thread-tiled kernels' ring (tile_prefetch >= 2): a span that moves with the tile axis but
+  /// is the same for every thread of a block (x_mix's 24 floats of dh_mix per token, read by
+  /// all 128 threads) is copied once per block into a ring of its own, by a few threads, and
+  /// read from shared memory (a broadcast) instead of from global memory by every thread; the
+  /// chunk loop then waits for its copies and synchronizes the block before it computes
+  /// (ADJOINT_TUNE_TILE_UNIFORM_RING; false: such spans loaded per iteration, as before).
+  bool tile_uniform_ring = true;
   /// Thread-tiled kernels with an aligned copy (tile_prefetch >= 1): the other copy, run when
   /// some base pointer is misaligned, computes the thread's R x V points one at a time in
   /// rolled loops (`#pragma unroll 1`: one scalar accumulator, each reduction loop rolled,

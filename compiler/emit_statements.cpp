@@ -55,6 +55,7 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
       declare_axis(m.block_axes[i], std::string("blockIdx.") + "xyz"[m.first_block_dimension + i]);
     }
   };
+  block_uniform_axes_.clear();
   if (m.linear_axes.empty()) {
     if (m.thread_points < kernel_.grid.block_size) {
       out_->line("if (threadIdx.x >= " + points + ") return;");
@@ -126,6 +127,14 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
   }
   // Linear axes: innermost fastest; the innermost counts groups of `vector_width` points.
   std::vector<std::string> decoded(m.linear_axes.size());
+  // Whole blocks: every block's threads pass the bound together (static extents only).
+  const bool whole_blocks = outer_count_.empty() && program_.sizes.empty() && m.lanes > 0 &&
+                            m.linear_points % m.lanes == 0;
+  if (whole_blocks) {
+    block_uniform_axes_.assign(extents.size(), false);
+    for (int axis : m.block_axes) block_uniform_axes_[axis] = true;
+    for (int axis : m.serial_axes) block_uniform_axes_[axis] = true;
+  }
   int64_t divisor = 1;
   // A token pair lowered at batch 1 (outer_token_axis_): the axes in front of the token axis
   // are 0 and the token axis is outermost.
@@ -140,6 +149,8 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     decoded[i] = i < outermost || (extent == 1 && i != outermost)
                      ? "0"
                      : (i == outermost ? v : v + " % " + std::to_string(extent));
+    // A block's linear indices are [b L, (b + 1) L): linear / D is one value if L divides D.
+    if (whole_blocks) block_uniform_axes_[axis] = decoded[i] == "0" || divisor % m.lanes == 0;
     divisor *= extent;
   }
   if (!m.thread_axes.empty()) decode_threads("threadIdx.x % " + points);
@@ -234,6 +245,12 @@ void KernelEmitter::begin_stage(const ir::Stage& stage,
   for (const ir::Axis& axis : stage.domain) {
     auto* extent = axis.extent.as<ir::IntConstNode>();
     if (!extent || extent->value > 1) varying_axes_.push_back(axis.var.get());
+  }
+  block_uniform_vars_.clear();
+  for (size_t j = 0; j < stage.domain.size() && j < block_uniform_axes_.size(); ++j) {
+    if (!block_uniform_axes_[j]) continue;
+    block_uniform_vars_.insert(stage.domain[j].var.get());
+    if (tile_ && tile_->axis == static_cast<int>(j)) block_uniform_vars_.insert(tile_->base_var.get());
   }
   uses_.clear();
   std::function<void(const Expr&)> count = [&](const Expr& e) {

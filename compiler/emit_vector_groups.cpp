@@ -337,12 +337,35 @@ void KernelEmitter::emit_prefetched_iterations(
   prefetch_ = Prefetch{u, depth, &declarations, 0, "0", {}};
   auto copies = [&](const std::string& first) {
     const std::unordered_map<int, Span> saved = spans_;
-    emit_scoped_loop(header, var, name, first, u, [&] {
+    auto body = [&] {
       span_reduction_ = &n;
       emit_tile_spans(n.body, lanes, false);
       span_reduction_ = nullptr;
-    });
+    };
+    emit_scoped_loop(header, var, name, first, u, body);
     spans_ = saved;
+    if (!options_.tile_uniform_ring) return;
+    // The block's rings (block_uniform_load): thread j copies piece j / P of iteration j % P.
+    const std::string thread_u = names_.fresh("block_u"), piece = names_.fresh("piece");
+    CodeWriter block(out_->indent() + 1);
+    CodeWriter* outer = out_;
+    out_ = &block;
+    prefetch_->block_pass = true;
+    prefetch_->index = thread_u;
+    prefetch_->piece = piece;
+    const int64_t before = prefetch_->block_copies;
+    emit_scoped_loop("{", var, name, first, thread_u, body, -1,
+                     "// the spans the whole block reads: thread j copies piece j / " + p +
+                         " of iteration j % " + p);
+    prefetch_->block_pass = false;
+    prefetch_->index = u;
+    out_ = outer;
+    spans_ = saved;
+    if (prefetch_->block_copies == before) return;
+    CodeWriter::Block scope = out_->block("{");
+    out_->line("const int " + thread_u + " = (int)threadIdx.x % " + p + ";");
+    out_->line("const int " + piece + " = (int)threadIdx.x / " + p + ";");
+    out_->append(block.text());
   };
   // A runtime trip count (generic kernels, prefetch_depth): the chunks end at the last whole
   // one, `full`, and the trips after it run plainly.
@@ -397,6 +420,14 @@ void KernelEmitter::emit_prefetched_iterations(
   std::optional<CodeWriter::Block> loop;
   loop.emplace(out_->block("for (" + index_type_ + " " + chunk + " = " + start + "; " + chunk +
                            " < " + full + "; " + chunk + " += " + p + ") {"));
+  // A ring of the block: each chunk waits for its copies and meets the block (whose copies
+  // then all have landed, and which is done with the other buffer) before it copies the next.
+  bool block_shared = false;
+  for (const auto& [id, slot] : ring.rings) block_shared = block_shared || slot.block_shared;
+  if (block_shared) {
+    out_->line("adjoint::wait_async<0>();  // this chunk's copies have landed");
+    out_->line("__syncthreads();  // the block's too, and every thread is done with the other buffer");
+  }
   {
     CodeWriter::Block next = out_->block("if (" + chunk + " + " + p + " < " + full + ") {");
     prefetch_ = std::move(ring);
@@ -406,9 +437,11 @@ void KernelEmitter::emit_prefetched_iterations(
     prefetch_.reset();
   }
   out_->line("adjoint::commit_async();");
-  out_->line("adjoint::wait_async<1>();  // this chunk's copies have landed");
+  if (!block_shared) out_->line("adjoint::wait_async<1>();  // this chunk's copies have landed");
   for (const auto& [id, slot] : ring.rings)
-    spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "][threadIdx.x]", slot.index};
+    spans_[id] = Span{slot.name + "[" + buffer + "][" + u + "]" +
+                          (slot.block_shared ? "" : "[threadIdx.x]"),
+                      slot.index};
   emit_scoped_loop(header, var, name, chunk, u, iteration);
   out_->line(buffer + " ^= 1;");
   loop.reset();
@@ -419,7 +452,33 @@ void KernelEmitter::emit_prefetched_iterations(
   ++prefetch_rings_;
   prefetch_notes_.push_back(
       p + " iterations of " + name + " per chunk: the spans that do not move with " +
-      tile_name_ + " are copied to shared memory (cp.async) a chunk ahead of their multiply-adds");
+      tile_name_ + " are copied to shared memory (cp.async) a chunk ahead of their multiply-adds" +
+      (block_shared ? "; those that do but are the same for the whole block too, once per "
+                      "block, read by all after a __syncthreads"
+                    : ""));
+}
+
+bool KernelEmitter::block_uniform_load(const Expr& load) const {
+  if (!options_.tile_uniform_ring || !span_reduction_ || block_uniform_vars_.empty()) return false;
+  auto uniform_expr = [&](const Expr& e) {
+    bool uniform = true;
+    for_each_node(e, [&](const Expr& n) {
+      if (auto* v = n.as<ir::VarNode>()) uniform = uniform && block_uniform_vars_.count(v) > 0;
+    });
+    return uniform;
+  };
+  std::unordered_set<const ir::VarNode*> loop_vars;
+  for (const ir::Axis& axis : span_reduction_->axes) {
+    if (!uniform_expr(axis.start) || !uniform_expr(axis.extent)) return false;
+    loop_vars.insert(axis.var.get());
+  }
+  bool uniform = true;
+  for_each_node(load, [&](const Expr& n) {
+    auto* v = n.as<ir::VarNode>();
+    if (!v) return;
+    uniform = uniform && (v == tile_->var || block_uniform_vars_.count(v) > 0 || loop_vars.count(v) > 0);
+  });
+  return uniform;
 }
 
 std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
@@ -522,8 +581,13 @@ void KernelEmitter::emit_spans(const Expr& e,
     if (tile_ && spans_moving_with_tile_ && *spans_moving_with_tile_ &&
         !depends_on(node, tile_->var))
       return;
-    if (prefetch_ && !prefetch_->early && tile_ && depends_on(node, tile_->var))
-      return;  // loaded per iteration
+    // A load moving with the tile axis is loaded per iteration, unless the whole block reads
+    // the same span: then it goes through a ring of the block (block_uniform_load).
+    const bool moves = prefetch_ && !prefetch_->early && tile_ && depends_on(node, tile_->var);
+    const bool block_shared = moves && block_uniform_load(node);
+    if (prefetch_ && !prefetch_->early && prefetch_->block_pass != block_shared)
+      return;  // copied by the other pass
+    if (moves && !block_shared) return;  // loaded per iteration
     const ir::Tensor& t = load->tensor;
     int lane_dim = -1;
     for (size_t d = 0; d < load->indices.size(); ++d) {
@@ -567,6 +631,35 @@ void KernelEmitter::emit_spans(const Expr& e,
         offset_alignment(t, load->indices, static_cast<size_t>(lane_dim), lane_alignment);
     const int bytes = access_bytes(alignment, lane.count, ir::dtype_bytes(t->dtype));
     if (prefetch_ && bytes < 4) return;  // cp.async moves 4, 8 or 16 bytes: loaded per iteration
+    if (block_shared) {
+      // One ring of the block: piece q (bytes wide) of iteration u's span is copied by thread
+      // q * depth + u; all read it after the chunk's __syncthreads.
+      const int64_t per = bytes / ir::dtype_bytes(t->dtype), pieces = lane.count / per;
+      if (pieces * prefetch_->depth > launch_.block[0]) return;  // too few threads: per iteration
+      auto [slot, fresh] = prefetch_->rings.try_emplace(ids_.id(node));
+      if (fresh) {
+        slot->second.name = names_.fresh(t->name + "_block_ring");
+        slot->second.index = lane.index;
+        slot->second.block_shared = true;
+        prefetch_->declarations->line(
+            "alignas(16) __shared__ " + std::string(cuda_storage_type(t->dtype)) + " " +
+            slot->second.name + "[2][" + std::to_string(prefetch_->depth) + "][" +
+            std::to_string(lane.count) + "];");
+      }
+      const std::string& piece = prefetch_->piece;
+      std::vector<std::string> at_piece = first;
+      at_piece[lane_dim] += " + " + piece + " * " + std::to_string(per);
+      out_->line("if (" + piece + " < " + std::to_string(pieces) +
+                 ") adjoint::copy_elements_async<" + std::to_string(bytes) + ", " +
+                 std::to_string(per) + ">(&" + slot->second.name + "[" + prefetch_->buffer +
+                 "][" + prefetch_->index + "][" + piece + " * " + std::to_string(per) + "], &" +
+                 element(t, at_piece) + ");");
+      span_alignment_claims_->emplace_back(params_.at(t.get()), bytes);
+      uses_memory_helpers_ = true;
+      ++prefetch_->spans;
+      ++prefetch_->block_copies;
+      return;
+    }
     if (prefetch_) {  // a cp.async into this load's ring of shared memory
       auto [slot, fresh] = prefetch_->rings.try_emplace(ids_.id(node));
       const std::string dims =

@@ -403,6 +403,20 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::unordered_map<int, Span> spans_;  ///< by structural id of the load
   /// The current stage's domain variables whose axis has more than one point.
   std::vector<const ir::VarNode*> varying_axes_;
+  /// Per domain axis (emit_body, linear grids): whether its value is the same for every thread
+  /// of a block, and every block is whole (no thread of a block returns or leaves the
+  /// grid-stride loop without the others), so that a __syncthreads is reached by the whole
+  /// block: a linear axis decoded as 0 or as linear / D with D a multiple of the block's
+  /// linear indices, a block or serial axis. Empty for other grids (no block-uniform values).
+  std::vector<bool> block_uniform_axes_;
+  /// The current stage's variables of block_uniform_axes_ (begin_stage), with the tile's base
+  /// where its axis is one of them.
+  std::unordered_set<const ir::VarNode*> block_uniform_vars_;
+  /// Whether `load`, read in the prefetched loop of span_reduction_, moves with the tile axis
+  /// only in its span and is otherwise the same for every thread of the block: every variable
+  /// it names is the tile's, block-uniform, or an axis of span_reduction_ whose bounds name
+  /// only block-uniform variables (EmitOptions::tile_uniform_ring).
+  bool block_uniform_load(const ir::Expr& load) const;
   /// Names the emitted code has used so far (variables visited, identifiers indexing an
   /// element, lane bases): a declaration written after its code (an axis decoded from the
   /// grid, an element loop's x) is written only if its name is here.
@@ -434,7 +448,8 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     return base + "_aligned" + helper.substr(base.size());
   }
   /// While set (emit_prefetched_iterations): emit_spans skips the loads that move with the
-  /// tile axis and copies each of the others (cp.async) into its ring
+  /// tile axis (but those the whole block reads: block_pass, rings of the block) and copies
+  /// each of the others (cp.async) into its ring
   /// `name[2][depth][block][count]` of shared memory (declared in `declarations` when first
   /// met), at [buffer][index][threadIdx.x]; `spans` counts the copies.
   struct Prefetch {
@@ -445,12 +460,21 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     std::string buffer;
     struct Ring {
       std::string name, index;  ///< the ring's name, and the lane index of its elements
+      /// A ring of the block, not of each thread (block_uniform_load): `name[2][depth][count]`,
+      /// copied by depth x pieces threads and read by all after a __syncthreads.
+      bool block_shared = false;
     };
     std::unordered_map<int, Ring> rings;  ///< by structural id of the load
     /// Early copies (emit_early_copies): the loads that move with the tile axis, into
     /// `name[R][block][count]` at [r][threadIdx.x]; `bytes` sums their bytes per thread.
     bool early = false;
     int64_t bytes = 0;
+    /// The pass over the block's rings (block_uniform_load): only their copies, iteration
+    /// `index` = threadIdx.x % depth, piece `piece` = threadIdx.x / depth; the other pass skips
+    /// them. `block_copies` counts them.
+    bool block_pass = false;
+    std::string piece;
+    int64_t block_copies = 0;
   };
   /// The aligned copy of a tiled stage whose values read spans per tile point after its
   /// reductions (dx reads x and grad_h_in for each of its 8 tokens): those spans are copied to

@@ -100,6 +100,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.few_parts = options.tile_few_parts;
   split_options.tiles.partial_tiles = options.tile_partial;
   split_options.count_vector = options.split_count_vector;
+  split_options.block_output_points = options.block_output_points;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
@@ -214,6 +215,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   block_options.mode = parse_block_reduction_mode(options.block_reduction, "block_reduction");
   block_options.max_stage_width = options.block_stage_width;
   block_options.shared_vectors = options.block_shared_vectors;
+  block_options.output_points = options.block_output_points;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);
@@ -326,6 +328,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_unroll = options.tile_unroll;
     emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.tile_uniform_ring = options.tile_uniform_ring;
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};

@@ -90,6 +90,8 @@ struct LowerOptions {
   int tile_prefetch = 8;
   /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
   bool tile_early_copies = true;
+  /// EmitOptions::tile_uniform_ring (ADJOINT_TUNE_TILE_UNIFORM_RING).
+  bool tile_uniform_ring = true;
   /// EmitOptions::tile_point_fallback (ADJOINT_TUNE_TILE_FALLBACK: 1, the default, the
   /// misaligned copy point by point in rolled loops; 0 the tiled body of before).
   bool tile_point_fallback = true;
@@ -123,6 +125,9 @@ struct LowerOptions {
   /// BlockReductionOptions::shared_vectors: 16-byte shared reads in block reductions' compute
   /// loops where the tile allows. ADJOINT_TUNE_BLOCK_SHARED_VECTORS.
   bool block_shared_vectors = true;
+  /// BlockReductionOptions::output_points: Mk, the outputs per thread of a block reduction's
+  /// tile (0: derived). ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
+  int block_output_points = 0;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

@@ -299,7 +299,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   std::string tile_why = partial_shape.why_not.empty()
                              ? choose_block_tile(partials_kernel, partial_shape, tile_reason,
                                                  kernel.grid.block_stage_width,
-                                                 kernel.grid.block_shared_vectors == 4)
+                                                 kernel.grid.block_shared_vectors == 4,
+                                                 options.block_output_points)
                              : partial_shape.why_not;
   ir::Var combine("g");
   std::vector<Expr> indices{combine};

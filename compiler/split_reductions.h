@@ -65,6 +65,8 @@ struct ReductionSplitOptions {
   int64_t block_min_iterations = 64;
   /// The combine of a block split with fewer points than this runs a warp per point.
   int64_t block_warp_combine_points = 1024;
+  /// BlockReductionOptions::output_points for the partials kernels' block tiles (0: derived).
+  int block_output_points = 0;
   /// The combine of any other split runs a warp per point (lanes stride over g, the fixed
   /// shuffle butterfly) when its kernel has fewer points than this, one compute stage and
   /// shuffle-able accumulators (B*S = 1: mhc_pre's inv_rms combined 1024 partials in one

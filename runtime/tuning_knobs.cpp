@@ -127,6 +127,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       integer_knob("ADJOINT_TUNE_TILE_EARLY_COPIES", 1, [](int v) { return v == 0 || v == 1; },
                    "1 (a tiled stage's spans per tile point copied to shared memory before its "
                    "reductions) or 0 (loaded after them)") == 1;
+  knobs.tile_uniform_ring =
+      integer_knob("ADJOINT_TUNE_TILE_UNIFORM_RING", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (a tiled kernel's ring also takes the spans that move with the tile axis "
+                   "but are the same for the whole block, copied once per block and read from "
+                   "shared memory) or 0 (those loaded per iteration by every thread, as "
+                   "before)") == 1;
   knobs.tile_point_fallback =
       integer_knob("ADJOINT_TUNE_TILE_FALLBACK", 1, [](int v) { return v == 0 || v == 1; },
                    "1 (a thread-tiled kernel's misaligned copy computes its points one at a "
@@ -228,6 +234,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_BLOCK_SHARED_VECTORS", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a block reduction reads its staged f32 values 16 bytes at a time where C, K and "
           "the outputs per thread allow) or 0 (one value per shared load, before)") == 1;
+  knobs.block_output_points = integer_knob(
+      "ADJOINT_TUNE_BLOCK_OUTPUT_POINTS", 0, [](int v) { return v >= 0 && v <= 64; },
+      "0 (derived: the largest of 8, 6, 4, 3, 2 dividing the outputs) or the outputs per "
+      "thread of a block reduction's tile, in [1, 64], where it divides them");
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
@@ -347,6 +357,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.tile_unroll = knobs.tile_unroll;
   options.tile_prefetch = knobs.tile_prefetch;
   options.tile_early_copies = knobs.tile_early_copies;
+  options.tile_uniform_ring = knobs.tile_uniform_ring;
   options.tile_point_fallback = knobs.tile_point_fallback;
   options.tile_min_blocks = knobs.tile_min_blocks;
   options.unroll_budget = knobs.unroll_budget;
@@ -355,6 +366,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.warp_group_fill = knobs.warp_group_fill;
   options.block_reduction = knobs.block_reduction;
   options.block_stage_width = knobs.block_stage_width;
+  options.block_output_points = knobs.block_output_points;
   options.block_shared_vectors = knobs.block_shared_vectors;
   options.split_warp_combine_points = knobs.split_warp_combine_points;
   options.split_warp_combine_stages = knobs.split_warp_combine_stages;

@@ -43,6 +43,7 @@ struct TuningKnobs {
   int tile_unroll = 0;
   int tile_prefetch = 8;
   bool tile_early_copies = true;
+  bool tile_uniform_ring = true;
   bool tile_point_fallback = true;
   int tile_min_blocks = -1;
   int unroll_budget = 0;
@@ -70,6 +71,7 @@ struct TuningKnobs {
   int generic_warp_groups = 2;
   int block_stage_width = 8;
   bool block_shared_vectors = true;
+  int block_output_points = 0;
   int split_warp_combine_points = 1024;
   int split_warp_combine_stages = 256;
   int binned_channels_last_min = 2;

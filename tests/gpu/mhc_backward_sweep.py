@@ -13,6 +13,9 @@ thread-tiled kernel runs its misaligned copy: its digests must equal the aligned
 collected by pytest.
 
     python3 tests/gpu/mhc_backward_sweep.py base: tile8:ADJOINT_TUNE_THREAD_TILE=8 ...
+
+--op names another mHC op of the same shapes (mhc_pre: its forward, whose h_mix partials are a
+block reduction).
 """
 
 import argparse
@@ -61,13 +64,13 @@ def misaligned_copy(tensor):
     return view
 
 
-def child(shapes, runs, prepare_only, misaligned=False):
+def child(shapes, runs, prepare_only, misaligned=False, op="mhc_pre_backward"):
     sys.path.insert(0, HERE)
     import harness  # noqa: E402
     from harness import adjoint, torch  # noqa: E402
 
     for shape in shapes:
-        spec = "mhc_pre_backward batch=%d seq=%d n=%d dim=%d dtype=bf16" % shape
+        spec = op + " batch=%d seq=%d n=%d dim=%d dtype=bf16" % shape
         program = adjoint.prepare(spec)
         if prepare_only:
             continue
@@ -104,7 +107,7 @@ def child(shapes, runs, prepare_only, misaligned=False):
                         runs, sum(k[0] for k in kernels), last,
                         "" if last == first else " NOT DETERMINISTIC (first %s)" % first)))
         for us, key in kernels:
-            print("  %8.1f us  %s" % (us, key.replace("mhc_pre_backward_", "")[:70]))
+            print("  %8.1f us  %s" % (us, key.replace(op + "_", "")[:70]))
         sys.stdout.flush()
         del bound
         torch.cuda.empty_cache()
@@ -119,16 +122,17 @@ def main():
     parser.add_argument("--shapes", default="")
     parser.add_argument("--budget", type=float, default=120.0)
     parser.add_argument("--misaligned", action="store_true")
+    parser.add_argument("--op", default="mhc_pre_backward")
     args = parser.parse_args()
     shapes = SHAPES
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.child:
-        child(shapes, args.runs, args.prepare_only, args.misaligned)
+        child(shapes, args.runs, args.prepare_only, args.misaligned, args.op)
         return
     began = time.time()
     configs = [parse_config(c) for c in args.configs]
-    me = [sys.executable, os.path.abspath(__file__), "--runs", str(args.runs)]
+    me = [sys.executable, os.path.abspath(__file__), "--runs", str(args.runs), "--op", args.op]
     if args.shapes:
         me += ["--shapes", args.shapes]
     if args.misaligned:

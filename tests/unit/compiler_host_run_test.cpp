@@ -434,6 +434,8 @@ struct Variant {
   int stage_width = 8;
   /// BlockReductionOptions::shared_vectors: 16-byte shared reads (the default) or not.
   bool shared_vectors = true;
+  /// BlockReductionOptions::output_points: Mk forced (0: derived).
+  int output_points = 0;
   /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
   int64_t split_warp_combine = 1024;
   /// ReductionSplitOptions::count_vector: a tiled split counts R x V per thread.
@@ -488,6 +490,14 @@ struct Variant {
   /// EmitOptions::tile_point_fallback: the misaligned copy beside the aligned one computes its
   /// points one at a time (true, the default) or is the tiled body with a check per access.
   bool tile_point_fallback = true;
+  /// EmitOptions::tile_uniform_ring: spans the whole block reads go through a ring of the
+  /// block (true, the default) or are loaded per iteration by every thread.
+  bool tile_uniform_ring = true;
+  static Variant per_thread_ring(int width, int points, int depth, int partials = -1) {
+    Variant v = prefetch(width, points, depth, partials);
+    v.tile_uniform_ring = false;
+    return v;
+  }
   /// prefetch(width, points, depth, partials) with the tiled misaligned copy of before.
   static Variant tiled_fallback(int width, int points, int depth, int partials = -1) {
     Variant v = prefetch(width, points, depth, partials);
@@ -518,9 +528,11 @@ struct Variant {
            (tile_block_rows < 0 ? std::string() : "_tr" + std::to_string(tile_block_rows)) +
            (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
            (tile_point_fallback ? std::string() : "_tiledfb") +
+           (tile_uniform_ring ? std::string() : "_nur") +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
+           (output_points == 0 ? std::string() : "_mk" + std::to_string(output_points)) +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
            (split_warp_combine_stages == 256 ? std::string()
@@ -563,6 +575,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   block_options.mode = parse_block_reduction_mode(variant.block_reduction, "block_reduction");
   block_options.max_stage_width = variant.stage_width;
   block_options.shared_vectors = variant.shared_vectors;
+  block_options.output_points = variant.output_points;
   p = choose_block_reductions(p, block_options);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   schedule.preferred_lanes = variant.lane_width;
@@ -571,6 +584,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   p = choose_reduction_schedules(p, schedule);
   ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
+  split.block_output_points = variant.output_points;
   split.tiles.forced_points = variant.thread_tile;
   split.tiles.partial_tiles = variant.tile_partial;
   split.warp_combine_points = variant.split_warp_combine;
@@ -614,6 +628,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
     EmitOptions options{variant.streaming};
     options.tile_prefetch = variant.tile_prefetch;
+    options.tile_uniform_ring = variant.tile_uniform_ring;
     options.tile_point_fallback = variant.tile_point_fallback;
     options.stage_loops = variant.stage_loops;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
@@ -1261,6 +1276,13 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
   scalar_reads.reduction = "serial";
   scalar_reads.shared_vectors = false;
   variants.push_back(scalar_reads);
+  // Mk forced (ADJOINT_TUNE_BLOCK_OUTPUT_POINTS): 4 and 2 of n = 2's 8 outputs.
+  for (int points : {4, 2}) {
+    Variant block = Variant::block(0);
+    block.reduction = "serial";
+    block.output_points = points;
+    variants.push_back(block);
+  }
   expect_host_runs_match(programs, variants, 1e-5);
 }
 
@@ -1293,7 +1315,17 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   scalar_reads.reduction = "serial";
   scalar_reads.shared_vectors = false;
   variants.push_back(scalar_reads);
-  std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), variants.back(), "probe");
+  Variant four_outputs = Variant::block(4);  // Mk 4 in the partials kernel too
+  four_outputs.reduction = "serial";
+  four_outputs.output_points = 4;
+  std::vector<CompiledKernel> mk4 = compile_kernels(programs.back(), four_outputs, "probe");
+  bool mk4_partials = false;
+  for (const CompiledKernel& k : mk4)
+    mk4_partials = mk4_partials || (k.source.find("h_mix_partials") != std::string::npos &&
+                                    k.source.find("double acc[1][4];") != std::string::npos);
+  EXPECT_TRUE(mk4_partials);
+  variants.push_back(four_outputs);
+  std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), scalar_reads, "probe");
   bool partials_block = false;
   for (const CompiledKernel& k : kernels)
     partials_block = partials_block || (k.source.find("Block reduction") != std::string::npos &&
@@ -1385,7 +1417,6 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
   EXPECT_NE(source.find("copy_elements_async<4, 2>(&x_ring[0][u][threadIdx.x][0]"),
             std::string::npos)
       << source;
-  EXPECT_NE(source.find("adjoint::wait_async<1>();"), std::string::npos) << source;
   // The misaligned copy computes each point alone (EmitOptions::tile_point_fallback): rolled
   // loops over r and e, one accumulator, the token loop rolled; the tiled copy of before with
   // tiled_fallback.
@@ -1426,7 +1457,48 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
                           Variant::prefetch(2, 8, 4, 0), Variant::prefetch(2, 8, 8, 0),
                           Variant::prefetch(4, 4, 16, 0), Variant::prefetch(1, 2, 8, 2),
                           Variant::prefetch(2, 4, 8, 2), Variant::tiled_fallback(2, 8, 8, 0),
-                          Variant::tiled_fallback(1, 2, 8, 2)},
+                          Variant::tiled_fallback(1, 2, 8, 2), Variant::per_thread_ring(2, 8, 8, 0),
+                          Variant::per_thread_ring(4, 4, 16, 0)},
+                         0);
+}
+
+// A span the whole block reads (EmitOptions::tile_uniform_ring): w[s, k] moves with the tile's k
+// only within the span, and s is the loop's; with whole blocks (256 groups of 2 d, blocks of
+// 256 threads, or 128) it goes through a ring of the block, copied by 8 x 2 threads (16-byte
+// pieces of 4 floats), read by all after a __syncthreads; the same bits as the per-thread loads.
+TEST(HostRun, BlockRingsOfThreadTilesMatchTheInterpreterBitForBit) {
+  ir::ProgramBuilder b("uniform_spans");
+  ir::Tensor x = b.input("x", DType::kBF16, {64, 8, 64});  // s, i, d
+  ir::Tensor w = b.input("w", DType::kF32, {64, 8});
+  ir::Tensor sums = b.output("sums", DType::kF32, {8, 8, 64});
+  Var k("k"), i("i"), d("d"), s("s");
+  b.kernel("token_sums",
+           {ir::compute(sums, ir::over(sums, {k, i, d}),
+                        ir::fma_sum({ir::range(s, Expr(64))}, ir::load(w, {s, k}),
+                                    ir::cast(DType::kF32, ir::load(x, {s, i, d})), DType::kF32))});
+  const ir::Program program = std::move(b).build();
+  std::vector<CompiledKernel> probe = compile_kernels(program, Variant::prefetch(2, 8, 8, 0), "probe");
+  ASSERT_FALSE(probe.empty());
+  const std::string& source = probe.front().source;
+  EXPECT_NE(source.find("__shared__ float w_block_ring[2][8][8];"), std::string::npos) << source;
+  EXPECT_NE(source.find("if (piece < 2) adjoint::copy_elements_async<16, 4>(&w_block_ring[0][block_u][piece * 4]"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("adjoint::wait_async<0>();  // this chunk's copies have landed"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("__syncthreads();"), std::string::npos) << source;
+  EXPECT_EQ(source.find("w_span"), std::string::npos) << source;
+  std::vector<CompiledKernel> per_thread =
+      compile_kernels(program, Variant::per_thread_ring(2, 8, 8, 0), "probe");
+  ASSERT_FALSE(per_thread.empty());
+  EXPECT_EQ(per_thread.front().source.find("w_block_ring"), std::string::npos);
+  EXPECT_EQ(per_thread.front().source.find("__syncthreads"), std::string::npos);
+  EXPECT_NE(per_thread.front().source.find("adjoint::wait_async<1>();"), std::string::npos);
+  expect_host_runs_match({program},
+                         {Variant::per_thread_ring(2, 8, 8, 0), Variant::prefetch(2, 8, 8, 0),
+                          Variant::prefetch(2, 8, 4, 0), Variant::prefetch(4, 4, 16, 0),
+                          Variant::prefetch(2, 8, 16, 0), Variant::prefetch(1, 2, 8, 2)},
                          0);
 }
 

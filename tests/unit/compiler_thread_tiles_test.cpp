@@ -302,9 +302,21 @@ TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   EXPECT_NE(aligned.find("alignas(16) __shared__ adjoint::bfloat16 x_ring[2][8][128][2];"),
             std::string::npos)
       << aligned;
-  EXPECT_NE(aligned.find("acc[r][e] += w_span[r] * adjoint::to_float(x_ring[ring_buffer][u][threadIdx.x][e]);"),
+  // w[t, k] is the same for the whole block (tile_uniform_ring): a ring of the block, read
+  // after each chunk's __syncthreads; per thread and iteration without it.
+  EXPECT_NE(aligned.find("acc[r][e] += w_block_ring[ring_buffer][u][r] * adjoint::to_float(x_ring[ring_buffer][u][threadIdx.x][e]);"),
             std::string::npos)
       << aligned;
+  EXPECT_NE(aligned.find("__syncthreads();"), std::string::npos) << aligned;
+  {
+    LowerOptions per_thread = options;
+    per_thread.tile_uniform_ring = false;
+    const std::string loaded = lower(token_sums(24, 1 << 20, 64), per_thread).kernels.front().source;
+    EXPECT_NE(loaded.find("acc[r][e] += w_span[r] * adjoint::to_float(x_ring[ring_buffer][u][threadIdx.x][e]);"),
+              std::string::npos)
+        << loaded;
+    EXPECT_EQ(loaded.find("__syncthreads"), std::string::npos) << loaded;
+  }
   EXPECT_NE(aligned.find("#pragma unroll 1\n        for (int t = 0; t < 64; ++t)", checked),
             std::string::npos)
       << aligned;
