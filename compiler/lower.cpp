@@ -107,6 +107,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   check_thread_tile_options(split_options.tiles);
   TileBlockOptions tile_block_options;
   tile_block_options.forced_rows = options.tile_block_rows;
+  tile_block_options.yield_to_block_ring = options.tile_uniform_ring;
   check_tile_block_options(tile_block_options);
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = options.row_groups;

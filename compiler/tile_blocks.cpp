@@ -94,6 +94,26 @@ TileBlockChoice choose_tile_block(const ir::Kernel& kernel, const TileBlockOptio
   for (const ir::Stage& stage : kernel.stages)
     narrowest_target = std::min<int64_t>(narrowest_target, ir::dtype_bytes(stage.target->dtype));
   int64_t rows = 1;
+  // A long reduction: the prefetch ring's, which takes block-uniform loads once a block.
+  bool long_reduction = false;
+  for (const ir::Stage& stage : kernel.stages) {
+    for (const ir::ReduceNode* red : outermost_reductions(stage.value)) {
+      int64_t iterations = 1;
+      for (const ir::Axis& axis : red->axes) {
+        const ir::IntConstNode* trips = axis.extent.as<ir::IntConstNode>();
+        iterations = trips ? iterations * trips->value : kLongTileReduction + 1;
+        if (iterations > kLongTileReduction) break;
+      }
+      long_reduction = long_reduction || iterations > kLongTileReduction;
+    }
+  }
+  if (options.forced_rows < 2 && options.yield_to_block_ring && long_reduction) {
+    choice.why = "its reduction is a long loop, prefetched in chunks: one row keeps the loads "
+                 "that move with " + a_name + " alone the same for the whole block (a ring of "
+                 "the block, ADJOINT_TUNE_TILE_UNIFORM_RING)";
+    choice.rows = 1;
+    return choice;
+  }
   if (options.forced_rows >= 2) {
     if (fits(options.forced_rows)) rows = options.forced_rows;
     choice.why = std::to_string(options.forced_rows) + " rows forced by ADJOINT_TUNE_TILE_BLOCK_ROWS" +

@@ -51,7 +51,22 @@ struct TileBlockOptions {
   /// Derived rows keep at least this many threads a row: a warp, so that the loads that move
   /// with the tile but not with x have one address per warp (a broadcast), as in one row.
   int min_columns = 32;
+  /// Derived rows yield to the block's ring (EmitOptions::tile_uniform_ring, merged from
+  /// branch hmix): a thread tile whose reductions run more than kLongTileReduction iterations
+  /// per point (or a runtime count: a token loop, x_mix's partials) is prefetched in chunks,
+  /// and a load that moves with the tile axis but is the same for every thread of a one-row
+  /// block (x_mix's dh_mix row per token) is then copied once per block into shared memory;
+  /// rows would make it differ per row and read it from L1 per thread instead. The contractions
+  /// over the mixing coefficients (dx: K = 2n + n^2 = 24, 48 or 80 iterations) keep their rows. Measured on the H100 at B2 S2048 n6 D1024:
+  /// x_mix's partials 174.0 us with 2 rows (branch dxtile), 76.7 with one row and the ring
+  /// (branch hmix). false: the rows' rule alone (ADJOINT_TUNE_TILE_UNIFORM_RING=0 sets it).
+  bool yield_to_block_ring = true;
 };
+
+/// The most iterations per point of a tile's reductions for which derived rows are still
+/// considered (TileBlockOptions::yield_to_block_ring): above the mixing contractions' K <= 80,
+/// below a split token sum's partials (256 to 1024 iterations at the bench shapes).
+inline constexpr int64_t kLongTileReduction = 128;
 
 /// Throws adjoint::Error (kInvalidArgument) for forced_rows outside {-1, 0, 1} and the powers
 /// of two in [2, 1024].

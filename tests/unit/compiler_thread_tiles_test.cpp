@@ -376,6 +376,18 @@ TEST(ThreadTiles, BlocksOfRowsShareWhatDoesNotMoveWithTheTile) {
   EXPECT_NE(notes["mix"].find("8 rows forced by ADJOINT_TUNE_TILE_BLOCK_ROWS, which do not divide"),
             std::string::npos)
       << notes["mix"];
+  // A long reduction (256 iterations a point: a loop the emitter prefetches in chunks) keeps
+  // one row, so that what moves with the tile alone is one ring of the block; without
+  // yield_to_block_ring (ADJOINT_TUNE_TILE_UNIFORM_RING=0) the rows' rule alone gives it rows.
+  ir::Program long_k = derive_grid(choose_thread_tiles(mixes(4096, 4096, 256), {}));
+  ASSERT_EQ(long_k.kernels.front().grid.tile_points, 8);
+  const TileBlockChoice yielded = choose_tile_block(long_k.kernels.front(), {});
+  EXPECT_EQ(yielded.rows, 1);
+  EXPECT_NE(yielded.why.find("prefetched in chunks"), std::string::npos) << yielded.why;
+  TileBlockOptions rows_alone;
+  rows_alone.yield_to_block_ring = false;
+  EXPECT_EQ(choose_tile_block(long_k.kernels.front(), rows_alone).rows, 4);
+  EXPECT_EQ(choose_tile_block(long_k.kernels.front(), {8}).rows, 8);  // forced rows still apply
   // Nothing shared across the tile's columns (token sums tile k over the whole axis): one row.
   ir::Program sums = derive_grid(choose_thread_tiles(token_sums(24, 1 << 20, 64), {}));
   EXPECT_TRUE(same_program(choose_tile_blocks(sums, {}), sums));
