@@ -575,6 +575,8 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     // tile_prefetch 0: one copy, a check per access) and the streaming hints, as in lower().
     emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
     emit_options.tile_early_copies = options.tile_early_copies;
+    emit_options.lane_spans = options.lane_spans;
+    emit_options.lane_span_unroll = options.lane_span_unroll;
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.streaming_loads = options.generic_streaming && options.streaming_loads;

@@ -423,6 +423,16 @@ struct Variant {
   bool warp_group_fill = true;
   /// ReductionSplitOptions::multi_stage_warp_combine_partials (256; 0: one-stage kernels only).
   int64_t split_warp_combine_stages = 256;
+  /// EmitOptions::lane_spans (16 bytes, the default; 0 the strided lanes of before) and
+  /// lane_span_unroll (0 derived).
+  int lane_spans = 16;
+  int lane_span_unroll = 0;
+  static Variant spans(int bytes, int unroll = 0) {
+    Variant v = schedule(0, "warp", 0);
+    v.lane_spans = bytes;
+    v.lane_span_unroll = unroll;
+    return v;
+  }
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -505,7 +515,9 @@ struct Variant {
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
-           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2");
+           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2") +
+           (lane_spans == 16 ? std::string() : "_ls" + std::to_string(lane_spans)) +
+           (lane_span_unroll == 0 ? std::string() : "_lu" + std::to_string(lane_span_unroll));
   }
 };
 
@@ -592,6 +604,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     options.tile_prefetch = variant.tile_prefetch;
     options.tile_point_fallback = variant.tile_point_fallback;
     options.stage_loops = variant.stage_loops;
+    options.lane_spans = variant.lane_spans;
+    options.lane_span_unroll = variant.lane_span_unroll;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
     if (auto f = fused.find(p.kernels[k].name); f != fused.end())
@@ -1147,6 +1161,45 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   expect_host_runs_match(programs, {groups}, 2e-2);
 }
 
+/// Lane spans of warp reductions (emit_lane_spans.cpp): lanes read V consecutive iterations
+/// a trip (bf16 V = 8, f32 V = 4; 8 bytes: half that), aligned bases with vector loads, shifted
+/// ones with element loads in the same order, the iterations past the whole chunks strided
+/// (dim 296 = 256 + 40, 520 = 4 x 128 + 8), several points a warp (gate_grads' acc[e]). The
+/// first variant against the interpreter, the others (strided lanes of before, 8-byte spans,
+/// unroll 1 and 8) and the misaligned runs bit for bit: exact inputs make every order agree.
+TEST(HostRun, LaneSpansOfWarpReductions) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=1 seq=3 n=2 dim=296 dtype=bf16",
+                           "mhc_pre_backward batch=1 seq=2 n=4 dim=520 dtype=f32",
+                           "mhc_pre_backward batch=1 seq=2 n=2 dim=256 dtype=bf16"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  const std::vector<CompiledKernel> kernels =
+      compile_kernels(programs[0], Variant::spans(16), "probe");
+  bool spanned = false;
+  for (const CompiledKernel& k : kernels) {
+    if (k.source.find("d_base = lane * 8") == std::string::npos) continue;
+    spanned = true;
+    EXPECT_NE(k.source.find("d_base < 256; d_base += 256"), std::string::npos) << k.source;
+    EXPECT_NE(k.source.find("d = 256 + lane; d < 296; d += 32"), std::string::npos) << k.source;
+    EXPECT_NE(k.source.find("} else {  // a misaligned base: element loads, the same order"),
+              std::string::npos)
+        << k.source;
+  }
+  EXPECT_TRUE(spanned);
+  for (const CompiledKernel& k : compile_kernels(programs[0], Variant::spans(0), "probe0"))
+    EXPECT_EQ(k.source.find("_base = lane *"), std::string::npos) << k.source;
+  bool grouped = false;
+  for (const CompiledKernel& k : compile_kernels(programs[2], Variant::spans(16), "probe2"))
+    grouped = grouped || (k.source.find("acc[e] = fmaf(adjoint::to_float(grad_h_in_span[") !=
+                          std::string::npos);
+  EXPECT_TRUE(grouped);
+  expect_host_runs_match(programs,
+                         {Variant::spans(16), Variant::spans(0), Variant::spans(8),
+                          Variant::spans(16, 1), Variant::spans(16, 8)},
+                         2e-2);
+}
+
 /// mhc_pre_backward at few tokens with n = 8 (issue 9's B1 S181 n8 at a host-sized D): at
 /// B*S = 130, dh_pre2's 1040 points take warps of one point each (8 points a warp would leave
 /// 130 warps, ReductionScheduleOptions::fill_warps) and the parameter gradients go through
@@ -1199,8 +1252,15 @@ TEST(HostRun, WarpCombinesOfSeveralStages) {
   };
   const CompiledKernel warp = combine(compile_kernels(programs[0], derived, "probe"));
   EXPECT_TRUE(cooperative(warp)) << warp.source;
-  EXPECT_NE(warp.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+  // Lane spans (emit_lane_spans.cpp): 4 consecutive partials a lane, 16-byte loads.
+  EXPECT_NE(warp.source.find("for (int g_base = lane * 4; g_base < 512; g_base += 128)"),
+            std::string::npos)
       << warp.source;
+  Variant strided = derived;
+  strided.lane_spans = 0;
+  const CompiledKernel before = combine(compile_kernels(programs[0], strided, "probe0"));
+  EXPECT_NE(before.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+      << before.source;
   const CompiledKernel one = combine(compile_kernels(programs[0], thread, "probe1"));
   EXPECT_FALSE(cooperative(one)) << one.source;
   expect_host_runs_match(programs, {derived, thread}, 2e-2);
