@@ -122,7 +122,7 @@ struct EmitOptions {
   /// same order: the same bits), the trips past the last whole 32 V strided. 0: one iteration
   /// per lane and trip, the kernels of before (ADJOINT_TUNE_LANE_SPANS=0).
   int lane_spans = 16;
-  /// Trips of the lane-span loop unrolled: 0 derives it (4, halved while 8 span loads per
+  /// Trips of the lane-span loop unrolled: 0 derives it (4, halved while 16 span loads per
   /// unrolled body are exceeded), N >= 1 that factor (ADJOINT_TUNE_LANE_SPAN_UNROLL).
   int lane_span_unroll = 0;
   /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to

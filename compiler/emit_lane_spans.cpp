@@ -123,8 +123,8 @@ std::optional<KernelEmitter::LaneSpanPlan> KernelEmitter::plan_lane_spans(
     if (options_.lane_span_unroll > 0) {
       plan.unroll = options_.lane_span_unroll;
     } else {
-      plan.unroll = 4;
-      while (plan.unroll > 1 && plan.unroll * loads > 8) plan.unroll /= 2;
+      plan.unroll = 4;  // at most 16 span loads in flight a lane (256 bytes of 16-byte spans)
+      while (plan.unroll > 1 && plan.unroll * loads > 16) plan.unroll /= 2;
     }
     if (extent) {  // no more copies than whole trips
       const int64_t trips = *extent / (lanes * width);

@@ -233,7 +233,7 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "and trip, the warp kernels of before)");
   knobs.lane_span_unroll = integer_knob(
       "ADJOINT_TUNE_LANE_SPAN_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
-      "0 (derived: 4 trips of a lane-span loop unrolled, fewer past 8 span loads) or the trips "
+      "0 (derived: 4 trips of a lane-span loop unrolled, fewer past 16 span loads) or the trips "
       "unrolled, 1 to 16");
   if (const char* text = lookup("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
