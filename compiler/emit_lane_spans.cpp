@@ -115,6 +115,8 @@ std::optional<KernelEmitter::LaneSpanPlan> KernelEmitter::plan_lane_spans(
     plan.alignment = alignment;
     int64_t loads = 0;  // span loads per trip (a group's per point)
     for (const Moving& m : moving) {
+      if (std::find(plan.loads.begin(), plan.loads.end(), m.id) != plan.loads.end())
+        continue;  // structurally equal loads share one span
       plan.loads.push_back(m.id);
       loads += group_var && depends_on(m.node, group_var)
                    ? vector_->width
