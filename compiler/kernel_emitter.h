@@ -5,6 +5,8 @@
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
+//   emit_lane_spans.cpp   lane spans of warp-cooperative reductions (V consecutive iterations
+//                         a lane and trip, one alignment test);
 //   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
 //                         staging of chunks, register tiles, per-point stores;
 //   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between,
