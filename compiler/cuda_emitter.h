@@ -120,6 +120,18 @@ struct EmitOptions {
   /// and on the H100 the misaligned path ran as fast as the tiled copy it replaces. false: the
   /// tiled body of before (ADJOINT_TUNE_TILE_FALLBACK=0).
   bool tile_point_fallback = true;
+  /// Warp-cooperative reductions (reduction_schedule.h): the most bytes a lane reads of one
+  /// spanned load per trip of the lane loop (emit_lane_spans.cpp). 16 (default) or 8: where
+  /// every load that moves with the lane axis reads it stride-1 (and nothing else does), lane l
+  /// reads V consecutive iterations (V = bytes / the narrowest element, halved while the axis
+  /// has fewer than 32 V iterations or the offsets do not allow whole-span accesses), one
+  /// vector load per span behind one alignment test of the bases (else element loads in the
+  /// same order: the same bits), the trips past the last whole 32 V strided. 0: one iteration
+  /// per lane and trip, the kernels of before (ADJOINT_TUNE_LANE_SPANS=0).
+  int lane_spans = 16;
+  /// Trips of the lane-span loop unrolled: 0 derives it (4, halved while 16 span loads per
+  /// unrolled body are exceeded), N >= 1 that factor (ADJOINT_TUNE_LANE_SPAN_UNROLL).
+  int lane_span_unroll = 0;
   /// `__launch_bounds__(block, N)` for thread-tiled kernels (ptxas keeps their registers to
   /// what N resident blocks per SM allow; ADJOINT_TUNE_TILE_MIN_BLOCKS). -1 (default): derived,
   /// N = 640 / block (5 blocks of 128) for a kernel whose aligned copy has a prefetched ring

@@ -507,18 +507,33 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
   }
   const std::string type(cuda_value_type(n.dtype));
   std::string acc = names_.fresh("acc");
-  out_->line("// " + std::string(ir::reduce_op_name(n.op)) + " over " +
-             n.axes.back().var.name_hint() +
-             ": each lane takes every " + std::to_string(kernel_.grid.reduction_lanes) +
-             "th iteration, then a shuffle butterfly in fixed order");
+  // Lane spans (emit_lane_spans.cpp) write their own comment; the plan is tried again there.
+  const bool spans_planned = plan_lane_spans(n, nullptr).has_value();
+  if (!spans_planned)
+    out_->line("// " + std::string(ir::reduce_op_name(n.op)) + " over " +
+               n.axes.back().var.name_hint() +
+               ": each lane takes every " + std::to_string(kernel_.grid.reduction_lanes) +
+               "th iteration, then a shuffle butterfly in fixed order");
   out_->line(type + " " + acc + " = " + reduce_init(n) + ";");
   scopes_.push_back(Scope{{}, out_, false});
   std::vector<CodeWriter::Block> loops;
+  bool spanned = false;
   for (size_t i = 0; i < n.axes.size(); ++i) {
+    const bool strided = i + 1 == n.axes.size();
+    if (strided && spans_planned &&
+        emit_lane_spans(n, strip_parens(bounds[i].start), bounds[i].end, nullptr,
+                        [](const std::function<void()>& f) { f(); },
+                        [&] {
+                          ++reduce_depth_;
+                          out_->line(accumulate_body(n, acc));
+                          --reduce_depth_;
+                        })) {
+      spanned = true;
+      break;
+    }
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     var_names_[n.axes[i].var.get()] = v;
     var_levels_[n.axes[i].var.get()] = scopes_.size() - 1;
-    const bool strided = i + 1 == n.axes.size();
     if (bounds[i].unrolled && !strided) out_->line("#pragma unroll");
     std::string start = strip_parens(bounds[i].start);
     if (strided) start = start == "0" ? lane_ : start + " + " + lane_;
@@ -528,9 +543,11 @@ std::string KernelEmitter::emit_cooperative_reduce(const ir::ReduceNode& n) {
                                          : "; ++" + v) +
                                 ") {"));
   }
-  ++reduce_depth_;
-  out_->line(accumulate_body(n, acc));
-  --reduce_depth_;
+  if (!spanned) {
+    ++reduce_depth_;
+    out_->line(accumulate_body(n, acc));
+    --reduce_depth_;
+  }
   scopes_.pop_back();
   while (!loops.empty()) loops.pop_back();
   std::string offset = names_.fresh("offset");

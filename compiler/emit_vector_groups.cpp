@@ -202,7 +202,21 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   const int64_t prefetch =
       cooperative || windowed ? 0 : prefetch_depth(n, x, bounds, pragmas, uniform_axes);
   std::string prefetched_name;
+  // Lane spans (emit_lane_spans.cpp) in place of the strided loop over the last axis.
+  const bool spans_planned = cooperative && plan_lane_spans(n, x).has_value();
+  bool spanned = false;
+  const std::string row = tile_ ? acc + "[" + tile_->index + "]" : acc;
+  const std::string element_acc = row + "[" + e + "]";
   for (size_t i = 0; i < uniform_axes; ++i) {
+    if (spans_planned && i + 1 == n.axes.size()) {
+      ++reduce_depth_;
+      spanned = emit_lane_spans(
+          n, strip_parens(bounds[i].start), bounds[i].end, x,
+          [&](const std::function<void()>& f) { for_each_element(x, x_name, f); },
+          [&] { out_->line(accumulate_body(n, element_acc)); });
+      --reduce_depth_;
+      if (spanned) break;
+    }
     std::string v = names_.fresh(n.axes[i].var.name_hint());
     if (prefetch > 0 && i + 1 == uniform_axes) {  // emit_prefetched_iterations opens it
       prefetched_name = v;
@@ -225,8 +239,6 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
   }
   ++reduce_depth_;
   std::unordered_map<int, Span> outer_spans = spans_;
-  const std::string row = tile_ ? acc + "[" + tile_->index + "]" : acc;
-  const std::string element_acc = row + "[" + e + "]";
   // With a thread tile the tile loop runs inside the reduction's loops: loads that do not move
   // with the tile axis are the same in every unrolled iteration and read once.
   auto iteration = [&] {
@@ -252,7 +264,9 @@ std::string KernelEmitter::emit_group_reduction(const ir::ReduceNode& n, const i
       });
     });
   };
-  if (prefetch > 0) {
+  if (spanned) {
+    // the lane-span loops are written
+  } else if (prefetch > 0) {
     emit_prefetched_iterations(n, lanes, n.axes[uniform_axes - 1].var.get(), prefetched_name,
                                strip_parens(bounds[uniform_axes - 1].start),
                                bounds[uniform_axes - 1].end, prefetch, iteration);
@@ -575,6 +589,7 @@ void KernelEmitter::emit_spans(const Expr& e,
     ir::for_each_child(node, walk);
     auto* load = node.as<ir::LoadNode>();
     if (!load || spans_.count(ids_.id(node))) return;
+    if (spans_skip_var_ && depends_on(node, spans_skip_var_)) return;
     if (tile_ && spans_moving_with_tile_ && depends_on(node, tile_->var) &&
         !*spans_moving_with_tile_ && !lanes.count(tile_->var))
       return;

@@ -5,6 +5,8 @@
 //   emit_statements.cpp   the kernel body: grid decoding, loops over points, stages;
 //   emit_vector_groups.cpp the vector-group schedule (V points per thread, span loads, group
 //                         stores and group reductions);
+//   emit_lane_spans.cpp   lane spans of warp-cooperative reductions (V consecutive iterations
+//                         a lane and trip, one alignment test);
 //   emit_block_reduction.cpp the block reduction schedule (block_reductions.h): shared-memory
 //                         staging of chunks, register tiles, per-point stores;
 //   emit_row_groups.cpp   row-group kernels: a block-strided loop per stage, barriers between,
@@ -524,6 +526,30 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
   /// butterfly; emit_statements.cpp stores from lane 0 only.
   std::string emit_cooperative_reduce(const ir::ReduceNode& n);
+  /// Lane spans (emit_lane_spans.cpp, EmitOptions::lane_spans): the lane loop over the last
+  /// axis of cooperative reduction `n` (its bounds `start`, `end` as emitted) with each lane
+  /// reading V consecutive iterations per trip, behind one alignment test of the spanned bases
+  /// (aligned: one vector load per span; else element loads in the same order), a strided tail.
+  /// `group_var` (a vector group's axis, or null) and `group_loop` (its element loop around a
+  /// callback, or the callback alone) place the accumulation `accumulate_one`, written with
+  /// every variable bound. Returns false, having written nothing, where the plan refuses (the
+  /// caller writes the strided loop of before).
+  bool emit_lane_spans(const ir::ReduceNode& n, const std::string& start, const std::string& end,
+                       const ir::VarNode* group_var,
+                       const std::function<void(const std::function<void()>&)>& group_loop,
+                       const std::function<void()>& accumulate_one);
+  struct LaneSpanPlan {
+    int64_t width = 0;       ///< V: consecutive iterations per lane and trip
+    int unroll = 1;          ///< the trips unrolled (`#pragma unroll`)
+    int64_t alignment = 0;   ///< the first iteration of every span is a multiple of this
+    std::vector<int> loads;  ///< structural ids of the loads that move with the lane axis
+  };
+  std::optional<LaneSpanPlan> plan_lane_spans(const ir::ReduceNode& n,
+                                              const ir::VarNode* group_var);
+  /// While set, emit_spans leaves the loads that depend on this variable to a later call.
+  const ir::VarNode* spans_skip_var_ = nullptr;
+  /// One line per reduction given lane spans, for the kernel's header.
+  std::vector<std::string> lane_span_notes_;
   /// Block reductions (GridConfig::block_tokens > 0, emit_block_reduction.cpp): the whole body.
   void emit_block_reduction_body();
   /// The staging of one chunk with GridConfig::block_stage_width W > 1: each thread takes W

@@ -132,6 +132,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "got " + std::to_string(options.tile_unroll),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.lane_spans != 0 && options.lane_spans != 8 && options.lane_spans != 16) {
+    throw Error("LowerOptions.lane_spans: expected 0, 8 or 16 bytes, got " +
+                    std::to_string(options.lane_spans),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.tile_prefetch < 0 || options.tile_prefetch > 64) {
     throw Error("LowerOptions.tile_prefetch: expected 0 (a check per access), 1 (one check) or "
                 "a prefetch depth in [2, 64], got " + std::to_string(options.tile_prefetch),
@@ -330,6 +335,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.tile_early_copies = options.tile_early_copies;
     emit_options.tile_uniform_ring = options.tile_uniform_ring;
+    emit_options.lane_spans =
+        schedule_options.preferred_kernels.count(kernel.name) ? 0 : options.lane_spans;
+    emit_options.lane_span_unroll = options.lane_span_unroll;
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};

@@ -115,6 +115,12 @@ struct LowerOptions {
   /// warps are fewer than the warp schedule's minimum (1024); false keeps the widest group.
   /// ADJOINT_TUNE_WARP_GROUP_FILL.
   bool warp_group_fill = true;
+  /// EmitOptions::lane_spans (ADJOINT_TUNE_LANE_SPANS: 0, 8 or 16 bytes a lane reads of a span
+  /// per trip; 0 the strided warp lanes of before). Kernels laid out for lanes by
+  /// gathered_reduction_lanes keep the strided lanes.
+  int lane_spans = 16;
+  /// EmitOptions::lane_span_unroll (ADJOINT_TUNE_LANE_SPAN_UNROLL; 0 derived).
+  int lane_span_unroll = 0;
   /// Block reductions (block_reductions.h): "auto" gives skinny-GEMM kernels a block schedule
   /// (shared-memory staging, register tiles), "off" never. ADJOINT_TUNE_BLOCK_REDUCTION.
   std::string block_reduction = "auto";

@@ -576,6 +576,8 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
     emit_options.tile_early_copies = options.tile_early_copies;
     emit_options.tile_uniform_ring = options.tile_uniform_ring;
+    emit_options.lane_spans = options.lane_spans;
+    emit_options.lane_span_unroll = options.lane_span_unroll;
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.streaming_loads = options.generic_streaming && options.streaming_loads;

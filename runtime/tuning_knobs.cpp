@@ -247,6 +247,15 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_WARP_GROUP_FILL", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a warp kernel's points per warp halve while its warps are fewer than 1024) or 0 "
           "(the widest group: the warp kernels before)") == 1;
+  knobs.lane_spans = integer_knob(
+      "ADJOINT_TUNE_LANE_SPANS", 16, [](int v) { return v == 0 || v == 8 || v == 16; },
+      "16 or 8 (the bytes a warp lane reads of each stride-1 load per trip of a cooperative "
+      "reduction, consecutive iterations in one vector access) or 0 (one iteration per lane "
+      "and trip, the warp kernels of before)");
+  knobs.lane_span_unroll = integer_knob(
+      "ADJOINT_TUNE_LANE_SPAN_UNROLL", 0, [](int v) { return v >= 0 && v <= 16; },
+      "0 (derived: 4 trips of a lane-span loop unrolled, fewer past 16 span loads) or the trips "
+      "unrolled, 1 to 16");
   if (const char* text = lookup("ADJOINT_TUNE_REDUCTION"); text && *text) {
     compiler::parse_reduction_mode(text, "ADJOINT_TUNE_REDUCTION");  // throws, naming it
     knobs.reduction_schedule = text;
@@ -364,6 +373,8 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.runtime_unroll = knobs.runtime_unroll;
   options.reduction_schedule = knobs.reduction_schedule;
   options.warp_group_fill = knobs.warp_group_fill;
+  options.lane_spans = knobs.lane_spans;
+  options.lane_span_unroll = knobs.lane_span_unroll;
   options.block_reduction = knobs.block_reduction;
   options.block_stage_width = knobs.block_stage_width;
   options.block_output_points = knobs.block_output_points;

@@ -50,6 +50,10 @@ struct TuningKnobs {
   int runtime_unroll = 0;
   std::string reduction_schedule = "auto";
   bool warp_group_fill = true;
+  /// ADJOINT_TUNE_LANE_SPANS (LowerOptions::lane_spans).
+  int lane_spans = 16;
+  /// ADJOINT_TUNE_LANE_SPAN_UNROLL (LowerOptions::lane_span_unroll).
+  int lane_span_unroll = 0;
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
   bool stage_loops = true;

@@ -445,6 +445,16 @@ struct Variant {
   bool warp_group_fill = true;
   /// ReductionSplitOptions::multi_stage_warp_combine_partials (256; 0: one-stage kernels only).
   int64_t split_warp_combine_stages = 256;
+  /// EmitOptions::lane_spans (16 bytes, the default; 0 the strided lanes of before) and
+  /// lane_span_unroll (0 derived).
+  int lane_spans = 16;
+  int lane_span_unroll = 0;
+  static Variant spans(int bytes, int unroll = 0) {
+    Variant v = schedule(0, "warp", 0);
+    v.lane_spans = bytes;
+    v.lane_span_unroll = unroll;
+    return v;
+  }
   /// Block reductions chosen (auto) with the split knob.
   static Variant block(int partials = -1) {
     Variant v(0);
@@ -539,7 +549,9 @@ struct Variant {
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
-           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2");
+           (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2") +
+           (lane_spans == 16 ? std::string() : "_ls" + std::to_string(lane_spans)) +
+           (lane_span_unroll == 0 ? std::string() : "_lu" + std::to_string(lane_span_unroll));
   }
 };
 
@@ -631,6 +643,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     options.tile_uniform_ring = variant.tile_uniform_ring;
     options.tile_point_fallback = variant.tile_point_fallback;
     options.stage_loops = variant.stage_loops;
+    options.lane_spans = variant.lane_spans;
+    options.lane_span_unroll = variant.lane_span_unroll;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
     if (auto f = fused.find(p.kernels[k].name); f != fused.end())
@@ -1186,6 +1200,69 @@ TEST(HostRun, WarpReductionsOfTheMhcOps) {
   expect_host_runs_match(programs, {groups}, 2e-2);
 }
 
+/// Rows of `length` elements of `t` for the lane-span test: an rms-like sum of squares, a
+/// vector group (4 points of k share x's row: acc[e]), a sum over (c, d) (the span loop inside
+/// an outer axis), and a sum from d = 8 i (a point-dependent start, a runtime chunk end).
+ir::Program span_program(DType t, int64_t length) {
+  ir::ProgramBuilder b(std::string("spans_") + std::string(ir::dtype_name(t)));
+  ir::Tensor x = b.input("x", t, {6, length});
+  ir::Tensor w = b.input("w", t, {4, length});
+  ir::Tensor y = b.input("y", t, {6, 3, length});
+  ir::Tensor squares = b.output("squares", DType::kF32, {6});
+  ir::Tensor dots = b.output("dots", DType::kF32, {6, 4});
+  ir::Tensor planes = b.output("planes", DType::kF32, {6});
+  ir::Tensor suffixes = b.output("suffixes", DType::kF32, {6});
+  Var i("i"), d("d"), i2("i2"), k2("k2"), d2("d2"), i3("i3"), c3("c3"), d3("d3"), i4("i4"),
+      d4("d4");
+  auto f = [&](const Expr& e) { return ir::cast(DType::kF32, e); };
+  const Expr n(length);
+  b.kernel("squares", {ir::compute(squares, ir::over(squares, {i}),
+                                   ir::fma_sum({ir::range(d, n)}, f(ir::load(x, {i, d})),
+                                               f(ir::load(x, {i, d})), DType::kF32))});
+  b.kernel("dots", {ir::compute(dots, ir::over(dots, {i2, k2}),
+                                ir::sum({ir::range(d2, n)},
+                                        f(ir::load(x, {i2, d2})) * f(ir::load(w, {k2, d2})),
+                                        DType::kF32))});
+  b.kernel("planes", {ir::compute(planes, ir::over(planes, {i3}),
+                                  ir::sum({ir::range(c3, Expr(3)), ir::range(d3, n)},
+                                          f(ir::load(y, {i3, c3, d3})), DType::kF32))});
+  b.kernel("suffixes", {ir::compute(suffixes, ir::over(suffixes, {i4}),
+                                    ir::sum({ir::range(d4, i4 * 8, n - i4 * 8)},
+                                            f(ir::load(x, {i4, d4})), DType::kF32))});
+  return std::move(b).build();
+}
+
+/// Lane spans of warp reductions (emit_lane_spans.cpp): lanes read V consecutive iterations a
+/// trip (bf16 V = 8, f32 V = 4; 8-byte spans: half that), aligned bases with vector loads,
+/// shifted ones (the misaligned runs) with element loads in the same order, the iterations past
+/// the whole chunks strided (296 = 256 + 40, 520 = 4 x 128 + 8), several points a warp. The
+/// first variant against the interpreter, the others (the strided lanes of before, 8-byte spans,
+/// unroll 1) and every misaligned run bit for bit: exact inputs make every order agree.
+TEST(HostRun, LaneSpansOfWarpReductions) {
+  std::vector<ir::Program> programs = {span_program(DType::kBF16, 296),
+                                       span_program(DType::kF32, 520)};
+  std::string spans;
+  for (const CompiledKernel& k : compile_kernels(programs[0], Variant::spans(16), "probe"))
+    spans += k.source;
+  EXPECT_NE(spans.find("for (int d_base = lane * 8; d_base < 256; d_base += 256)"),
+            std::string::npos)
+      << spans;
+  EXPECT_NE(spans.find("for (int d = 256 + lane; d < 296; d += 32)"), std::string::npos) << spans;
+  EXPECT_NE(spans.find("} else {  // a misaligned base: element loads, the same order"),
+            std::string::npos)
+      << spans;
+  EXPECT_NE(spans.find("acc[e] += adjoint::to_float(x_span[j_1]) * adjoint::to_float(w_span[j_1])"),
+            std::string::npos)
+      << spans;  // the group: x's span once a trip, w's per point
+  EXPECT_NE(spans.find("_chunks_end"), std::string::npos) << spans;  // suffixes' runtime end
+  for (const CompiledKernel& k : compile_kernels(programs[0], Variant::spans(0), "probe0"))
+    EXPECT_EQ(k.source.find("_base = lane *"), std::string::npos) << k.source;
+  expect_host_runs_match(programs,
+                         {Variant::spans(16), Variant::spans(0), Variant::spans(8),
+                          Variant::spans(16, 1)},
+                         1e-6);
+}
+
 /// mhc_pre_backward at few tokens with n = 8 (issue 9's B1 S181 n8 at a host-sized D): at
 /// B*S = 130, dh_pre2's 1040 points take warps of one point each (8 points a warp would leave
 /// 130 warps, ReductionScheduleOptions::fill_warps) and the parameter gradients go through
@@ -1238,8 +1315,15 @@ TEST(HostRun, WarpCombinesOfSeveralStages) {
   };
   const CompiledKernel warp = combine(compile_kernels(programs[0], derived, "probe"));
   EXPECT_TRUE(cooperative(warp)) << warp.source;
-  EXPECT_NE(warp.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+  // Lane spans (emit_lane_spans.cpp): 4 consecutive partials a lane, 16-byte loads.
+  EXPECT_NE(warp.source.find("for (int g_base = lane * 4; g_base < 512; g_base += 128)"),
+            std::string::npos)
       << warp.source;
+  Variant strided = derived;
+  strided.lane_spans = 0;
+  const CompiledKernel before = combine(compile_kernels(programs[0], strided, "probe0"));
+  EXPECT_NE(before.source.find("for (int g = lane; g < 512; g += 32)"), std::string::npos)
+      << before.source;
   const CompiledKernel one = combine(compile_kernels(programs[0], thread, "probe1"));
   EXPECT_FALSE(cooperative(one)) << one.source;
   expect_host_runs_match(programs, {derived, thread}, 2e-2);
@@ -2695,6 +2779,14 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
   before.generic_evaluated_spans = false;
   before.generic_min_vector_groups = 0;
   before.generic_streaming = false;
+  // Lane spans (docs/compiler.md) change a warp sum's per-lane order, and a warp tile (the
+  // default's generic mhc_mix) keeps the strided lanes: the variants above run without them
+  // and match the default without them (ADJOINT_TUNE_LANE_SPANS=0), itself checked against
+  // the interpreter.
+  variants.emplace_back("ADJOINT_TUNE_LANE_SPANS=0", LowerOptions{});
+  for (auto& [name, options] : variants)
+    if (name != "default") options.lane_spans = 0;
+  const size_t strided = variants.size() - 1;
   std::map<std::string, int> variants_run;  // variant -> cases whose code differed and ran
   for (const Case& c : cases) {
     const ops::Specialization spec =
@@ -2791,10 +2883,17 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
       expect_outputs_equal(bound, expected, actual, 2e-2, what);
       expect_outputs_equal(bound, actual, run(compiled[0], *libraries[0], 1), 0,
                            what + ": misaligned buffers against aligned ones");
-      for (size_t v = 1; v < variants.size(); ++v) {
+      ir::HostBuffers reference = actual;  // the default's bits without lane spans
+      if (libraries[strided]) {
+        reference = run(compiled[strided], *libraries[strided], 0);
+        expect_outputs_equal(bound, expected, reference, 2e-2,
+                             what + ": " + variants[strided].first);
+      }
+      for (size_t v = 1; v < strided; ++v) {
         if (!libraries[v]) continue;
-        expect_outputs_equal(bound, actual, run(compiled[v], *libraries[v], 0), 0,
-                             what + ": " + variants[v].first + " against the default");
+        expect_outputs_equal(bound, reference, run(compiled[v], *libraries[v], 0), 0,
+                             what + ": " + variants[v].first + " against the default" +
+                                 (libraries[strided] ? " without lane spans" : ""));
       }
       // A token pair (lower_outer_generic.h): the specialized pipeline's kernels, so the
       // specialized program of these sizes computes the same bits.

@@ -173,8 +173,18 @@ TEST(ReductionSchedule, LowerEmitsLanesShufflesAndLaneZeroStores) {
             std::string::npos)
       << s;
   EXPECT_NE(s.find("threadIdx.x / 32"), std::string::npos) << s;
-  EXPECT_NE(s.find("for (int t = lane; t < 4096; t += 32)"), std::string::npos) << s;
+  // Lane spans (docs/compiler.md): 8 consecutive elements a lane and trip, one 16-byte load.
+  EXPECT_NE(s.find("for (int t_base = lane * 8; t_base < 4096; t_base += 256)"),
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("acc += __shfl_xor_sync(0xffffffffu, acc, offset);"), std::string::npos) << s;
+  LowerOptions strided;  // ADJOINT_TUNE_LANE_SPANS=0: the strided lanes of before
+  strided.lane_spans = 0;
+  const std::string before = lower(sums(4096, 4096, false), strided).kernels[0].source;
+  EXPECT_NE(before.find("for (int t = lane; t < 4096; t += 32)"), std::string::npos) << before;
+  EXPECT_EQ(before.find("t_base"), std::string::npos) << before;
+  strided.lane_spans = 4;
+  EXPECT_THROW(lower(sums(64, 64, false), strided), Error);
   EXPECT_NE(s.find("if (lane == 0) out[p] = "), std::string::npos) << s;
   // 4096 points, 8 warps per block of 256 threads.
   EXPECT_EQ(c.kernels[0].launch.grid[0], 512u);

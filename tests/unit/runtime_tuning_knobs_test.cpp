@@ -106,6 +106,8 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_WHOLE_AXIS_GROUPS", "0"},
       {"ADJOINT_TUNE_DIRECT_STORE", "0"},
       {"ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", "0"},
+      {"ADJOINT_TUNE_LANE_SPANS", "0"},
+      {"ADJOINT_TUNE_LANE_SPAN_UNROLL", "2"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -119,9 +121,14 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.binned_whole_axis_records_max, 0);
   EXPECT_FALSE(options.direct_transposed_store);
   EXPECT_EQ(options.binned_sparse_channels_last_min, 0);
+  EXPECT_EQ(options.lane_spans, 0);
+  EXPECT_EQ(options.lane_span_unroll, 2);
   compiler::LowerOptions defaults;
   apply_tuning_knobs(read_tuning_knobs(environment({})), defaults);
   EXPECT_EQ(defaults.binned_sparse_channels_last_min, 4);
+  EXPECT_EQ(defaults.lane_spans, 16);
+  EXPECT_EQ(defaults.lane_span_unroll, 0);
+  EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_LANE_SPANS", "4"}})), Error);
 }
 
 /// The ADJOINT_TUNE_GENERIC_* knobs reach LowerOptions: 0 the generic schedules of before, unset
