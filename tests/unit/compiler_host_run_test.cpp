@@ -1476,21 +1476,28 @@ TEST(HostRun, ThreadTilesMatchTheInterpreterBitForBit) {
                          0);
 }
 
-/// The aligned copy of a tiled kernel (one alignment test, EmitOptions::tile_prefetch >= 1) and
-/// its prefetched token loop (x through a ring of shared memory, copied a chunk ahead): the
-/// same points in the same order, so the bits of the kernel of before, on aligned buffers (the
-/// aligned copy runs) and misaligned ones (the checked copy).
-TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
-  ir::ProgramBuilder b("prefetch");
-  ir::Tensor x = b.input("x", DType::kBF16, {64, 3, 16});  // s, i, d
+/// sums[k, i, d] = sum over 64 tokens s of w[s, k] x[s, i, d] (x bf16 [64, n, dim], w f32
+/// [64, 8]): x_mix's token sum in small, tiled over k.
+ir::Program token_sums_program(const std::string& name, int64_t n, int64_t dim) {
+  ir::ProgramBuilder b(name);
+  ir::Tensor x = b.input("x", DType::kBF16, {64, n, dim});  // s, i, d
   ir::Tensor w = b.input("w", DType::kF32, {64, 8});
-  ir::Tensor sums = b.output("sums", DType::kF32, {8, 3, 16});
+  ir::Tensor sums = b.output("sums", DType::kF32, {8, n, dim});
   Var k("k"), i("i"), d("d"), s("s");
   b.kernel("token_sums",
            {ir::compute(sums, ir::over(sums, {k, i, d}),
                         ir::fma_sum({ir::range(s, Expr(64))}, ir::load(w, {s, k}),
                                     ir::cast(DType::kF32, ir::load(x, {s, i, d})), DType::kF32))});
-  std::vector<ir::Program> programs = {std::move(b).build(), tile_program(DType::kBF16)};
+  return std::move(b).build();
+}
+
+/// The aligned copy of a tiled kernel (one alignment test, EmitOptions::tile_prefetch >= 1) and
+/// its prefetched token loop (x through a ring of shared memory, copied a chunk ahead): the
+/// same points in the same order, so the bits of the kernel of before, on aligned buffers (the
+/// aligned copy runs) and misaligned ones (the checked copy).
+TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
+  std::vector<ir::Program> programs = {token_sums_program("prefetch", 3, 16),
+                                       tile_program(DType::kBF16)};
   std::vector<CompiledKernel> probe =
       compile_kernels(programs[0], Variant::prefetch(2, 8, 8, 0), "probe");
   ASSERT_FALSE(probe.empty());
@@ -1551,16 +1558,7 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
 // 256 threads, or 128) it goes through a ring of the block, copied by 8 x 2 threads (16-byte
 // pieces of 4 floats), read by all after a __syncthreads; the same bits as the per-thread loads.
 TEST(HostRun, BlockRingsOfThreadTilesMatchTheInterpreterBitForBit) {
-  ir::ProgramBuilder b("uniform_spans");
-  ir::Tensor x = b.input("x", DType::kBF16, {64, 8, 64});  // s, i, d
-  ir::Tensor w = b.input("w", DType::kF32, {64, 8});
-  ir::Tensor sums = b.output("sums", DType::kF32, {8, 8, 64});
-  Var k("k"), i("i"), d("d"), s("s");
-  b.kernel("token_sums",
-           {ir::compute(sums, ir::over(sums, {k, i, d}),
-                        ir::fma_sum({ir::range(s, Expr(64))}, ir::load(w, {s, k}),
-                                    ir::cast(DType::kF32, ir::load(x, {s, i, d})), DType::kF32))});
-  const ir::Program program = std::move(b).build();
+  const ir::Program program = token_sums_program("uniform_spans", 8, 64);
   std::vector<CompiledKernel> probe = compile_kernels(program, Variant::prefetch(2, 8, 8, 0), "probe");
   ASSERT_FALSE(probe.empty());
   const std::string& source = probe.front().source;

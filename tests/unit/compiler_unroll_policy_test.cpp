@@ -155,10 +155,11 @@ TEST(UnrollPolicy, EmitterCapsMhcLongLoopsAndSaysWhy) {
   EXPECT_EQ(off.find("#pragma unroll 1"), std::string::npos);
   EXPECT_EQ(off.find("#pragma unroll 8"), std::string::npos);
   EXPECT_EQ(off.find("Schedule: unroll"), std::string::npos);
-  // The policy only adds pragmas and notes: removing them gives the source of before.
+  // The policy only adds pragmas and notes: removing them gives the source of before (both
+  // stripped of pragmas: the lane spans' own unroll of gate_grads is in both).
   std::string stripped = std::regex_replace(on, std::regex(R"( *#pragma unroll \d+\n)"), "");
   stripped = std::regex_replace(stripped, std::regex(R"(// Schedule: unroll [^\n]*\n)"), "");
-  EXPECT_EQ(stripped, off);
+  EXPECT_EQ(stripped, std::regex_replace(off, std::regex(R"( *#pragma unroll \d+\n)"), ""));
 }
 
 /// The long-loop rule (EmitOptions::long_loop_unroll, on by default): a constant loop of more
