@@ -1,8 +1,8 @@
 #!/bin/bash
 # Final verification of merged main on the GPU (one device call): gpu-check (gtest, pytest,
 # sanitizers), racecheck of the rings of the block (x_mix's partials), per-kernel and program
-# times of the mHC programs with the merged defaults, the knob A/B of the tile reduction spans
-# (ADJOINT_TUNE_TILE_REDUCTION_SPANS, off by default), and grid_sampler 3-d. Run from the
+# times of the mHC programs with the merged defaults, this session's knobs off against on
+# (lane spans, rings of the block, tile rows). Run from the
 # repository root with the build staged in .stage/build (scripts/gpu-check --stage build).
 # Everything lands in $OUT/final8.tgz plus $OUT/summary.txt (the tool returns few files).
 R=$OUT/final8; mkdir -p $R
@@ -24,9 +24,9 @@ done
 el "racecheck"
 timeout 60 python3 tests/gpu/mhc_kernel_profile.py mhc_pre_backward mhc_pre mhc_post_backward > $R/profile.txt 2>&1
 el "profile"
-timeout 75 python3 tests/gpu/mhc_backward_sweep.py --budget 70 --runs 20 default: kspan2:ADJOINT_TUNE_TILE_REDUCTION_SPANS=2 kspan4:ADJOINT_TUNE_TILE_REDUCTION_SPANS=4 > $R/sweep_backward.txt 2>&1
+timeout 75 python3 tests/gpu/mhc_backward_sweep.py --budget 70 --runs 20 default: before:ADJOINT_TUNE_LANE_SPANS=0,ADJOINT_TUNE_TILE_UNIFORM_RING=0,ADJOINT_TUNE_TILE_BLOCK_ROWS=0 > $R/sweep_backward.txt 2>&1
 el "backward sweep"
-timeout 40 python3 tests/gpu/mhc_backward_sweep.py --op mhc_pre --budget 36 --runs 20 default: > $R/sweep_pre.txt 2>&1
+timeout 40 python3 tests/gpu/mhc_backward_sweep.py --op mhc_pre --budget 36 --runs 20 default: before:ADJOINT_TUNE_LANE_SPANS=0 > $R/sweep_pre.txt 2>&1
 el "pre sweep"
 tar -czf $OUT/final8.tgz -C $OUT final8
 { cat $R/progress.txt; tail -40 $R/gpu-check.log; grep -E "rc=|ERROR SUMMARY|RACECHECK SUMMARY" $R/racecheck.txt; cat $R/profile.txt; tail -30 $R/sweep_backward.txt; tail -12 $R/sweep_pre.txt; } > $OUT/summary.txt 2>&1
