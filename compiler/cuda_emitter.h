@@ -141,6 +141,13 @@ struct EmitOptions {
   /// Row-group kernels run the stages that repeat as loops (stage_loops.h); false: straight
   /// line, as before (ADJOINT_TUNE_STAGE_LOOPS=0).
   bool stage_loops = true;
+  /// A row-per-thread stage of at most 64 points is unrolled while its unrolled loop reads
+  /// memory (tensors that are not row-local) at most this many times, its points' reductions
+  /// unrolled; above it the stage stays a loop. NVRTC's time grows with the loads written out:
+  /// mhc_pre at D=32 (h_mix: 24 points of 128 trips of 3 loads) took 10 s unrolled; sinkhorn's
+  /// stages, whose unrolling pays, read row-local arrays. 0: always unrolled, as before
+  /// (ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS=0).
+  int64_t row_stage_unroll_loads = 1024;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;
   /// A static kernel whose outermost linear extent is the runtime size `outer_size->name`

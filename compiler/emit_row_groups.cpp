@@ -320,13 +320,41 @@ void KernelEmitter::emit_row_per_thread_body() {
     out_->line("// stage " + std::to_string(s) + ": " + std::to_string(points) +
                " points of the thread's row");
     // A stage's points compute alike from the same row (mhc_sinkhorn: every scale of a step
-    // recomputes the step's row sums inline): unrolled, the compiler shares what they share.
-    out_->line(points <= kRowPerThreadUnrollPoints ? "#pragma unroll" : "#pragma unroll 1");
+    // recomputes the step's row sums inline): unrolled, the compiler shares what they share,
+    // unless the unrolled loop would read memory too often (NVRTC's time grows with it).
+    const int64_t loads = points * memory_loads_unrolled(stage.value);
+    const bool unroll = points <= kRowPerThreadUnrollPoints &&
+                        (options_.row_stage_unroll_loads == 0 ||
+                         loads <= options_.row_stage_unroll_loads);
+    if (points <= kRowPerThreadUnrollPoints && !unroll)
+      stage_loop_notes_.push_back(
+          "stage " + std::to_string(s) + ": " + std::to_string(points) + " points of " +
+          std::to_string(loads / std::max<int64_t>(points, 1)) +
+          " memory loads each (reductions unrolled), over " +
+          std::to_string(options_.row_stage_unroll_loads) + " unrolled: kept a loop (#pragma unroll 1)");
+    out_->line(unroll ? "#pragma unroll" : "#pragma unroll 1");
     CodeWriter::Block loop = out_->block("for (" + type + " " + p + " = 0; " + p + " < " +
                                          std::to_string(points) + "; ++" + p + ") {");
     emit_row_stage(stage, names, row, p);
   };
   emit_row_stages(loops, emit_one, "");
+}
+
+int64_t KernelEmitter::memory_loads_unrolled(const ir::Expr& e) const {
+  int64_t total = 0;
+  if (const auto* load = e.as<ir::LoadNode>()) {
+    if (!row_local_.count(load->tensor.get())) total = 1;
+  } else if (const auto* reduce = e.as<ir::ReduceNode>()) {
+    // A reduction's loads repeat once per trip; a trip count known only at run time counts
+    // as kRowPerThreadUnrollPoints (NVVM does not unroll it completely anyway).
+    int64_t trips = 1;
+    for (const ir::Axis& axis : reduce->axes)
+      trips = std::min<int64_t>(trips * constant_trips(axis).value_or(kRowPerThreadUnrollPoints),
+                                int64_t{1} << 40);
+    return trips * memory_loads_unrolled(reduce->body);
+  }
+  ir::for_each_child(e, [&](const ir::Expr& child) { total += memory_loads_unrolled(child); });
+  return total;
 }
 
 void KernelEmitter::emit_row_stage(const ir::Stage& stage, const std::vector<std::string>& names,

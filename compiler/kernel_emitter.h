@@ -230,6 +230,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   std::vector<std::string> stage_loop_notes_;
   /// The most points per row a row-per-thread stage's loop is unrolled for.
   static constexpr int64_t kRowPerThreadUnrollPoints = 64;
+  /// ... while the unrolled loop reads memory at most EmitOptions::row_stage_unroll_loads times.
+  /// The memory loads of `e` (tensors that are not row-local) with each reduction's loads
+  /// counted once per trip, as `e` would be written out with its reductions unrolled.
+  int64_t memory_loads_unrolled(const ir::Expr& e) const;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);

@@ -342,6 +342,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
     emit_options.stage_loops = options.stage_loops;
+    emit_options.row_stage_unroll_loads = options.row_stage_unroll_loads;
     emit_options.outer_size = options.outer_size;
     if (auto note = layout_notes.find(kernel.name); note != layout_notes.end())
       emit_options.schedule_note = note->second;

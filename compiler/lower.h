@@ -271,6 +271,8 @@ struct LowerOptions {
   /// EmitOptions::stage_loops); false writes every stage out, as before
   /// (ADJOINT_TUNE_STAGE_LOOPS=0).
   bool stage_loops = true;
+  /// EmitOptions::row_stage_unroll_loads (ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS).
+  int64_t row_stage_unroll_loads = 1024;
 };
 
 /// Lowers `program`. Throws adjoint::Error (kInvalidProgram) when it fails verification or an

@@ -269,6 +269,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_STAGE_LOOPS", 1, [](int v) { return v == 0 || v == 1; },
           "1 (stages of a row-group kernel that repeat up to their tensors run as a loop) or 0 "
           "(every stage written out, the straight-line code of before)") == 1;
+  knobs.row_stage_unroll_loads = integer_knob(
+      "ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS", knobs.row_stage_unroll_loads,
+      [](int v) { return v >= 0 && v <= (1 << 24); },
+      "0 (a row-group stage of at most 64 points is always unrolled, as before) or the most "
+      "memory loads its unrolled loop may hold, in [1, 16777216] (1024 default)");
   knobs.generic_vector_groups =
       integer_knob(
           "ADJOINT_TUNE_GENERIC_VECTOR_GROUPS", 1, [](int v) { return v == 0 || v == 1; },
@@ -353,6 +358,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.row_groups = knobs.row_groups;
   options.row_schedule = knobs.row_schedule;
   options.stage_loops = knobs.stage_loops;
+  options.row_stage_unroll_loads = knobs.row_stage_unroll_loads;
   options.generic_vector_groups = knobs.generic_vector_groups;
   options.generic_aligned_twin = knobs.generic_aligned_twin;
   options.generic_lane_groups = knobs.generic_lane_groups;

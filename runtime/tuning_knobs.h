@@ -57,6 +57,8 @@ struct TuningKnobs {
   std::string block_reduction = "auto";
   std::string row_schedule = "auto";
   bool stage_loops = true;
+  /// ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS (LowerOptions::row_stage_unroll_loads).
+  int row_stage_unroll_loads = 1024;
   /// ADJOINT_TUNE_GENERIC_VECTOR_GROUPS (LowerOptions::generic_vector_groups).
   bool generic_vector_groups = true;
   /// ADJOINT_TUNE_GENERIC_TWIN (LowerOptions::generic_aligned_twin).

@@ -369,3 +369,48 @@ TEST(StageLoops, ShortOrDifferentRunsAreNotLoops) {
 
 }  // namespace
 }  // namespace adjoint::compiler
+
+namespace adjoint::compiler {
+namespace {
+
+/// A row-per-thread stage whose unrolled loop would read memory more than
+/// LowerOptions::row_stage_unroll_loads times stays a loop (mhc_pre at D=32: h_mix's 24 points of
+/// 128 trips of 3 loads, 10 s of NVRTC unrolled); one below it is unrolled; 0 unrolls every
+/// stage of at most 64 points, as before. The kernels' results do not depend on it (the host-run
+/// tests run these shapes against the interpreter).
+TEST(RowStageUnroll, StagesThatReadMuchStayLoops) {
+  ir::Program p =
+      ops::parse_specialization("mhc_pre batch=1 seq=3 n=4 dim=32 dtype=bf16").build_program();
+  auto fused_source = [&](int64_t loads) {
+    LowerOptions options;
+    options.row_stage_unroll_loads = loads;
+    for (const CompiledKernel& k : lower(p, options).kernels)
+      if (k.source.find("stage 0: 24 points of the thread's row") != std::string::npos)
+        return k.source;
+    ADD_FAILURE() << "no fused kernel with h_mix's stage";
+    return std::string();
+  };
+  auto pragma_of_stage = [](const std::string& s, const std::string& stage) {
+    const size_t at = s.find("// " + stage + ": ");
+    if (at == std::string::npos) return std::string("(no " + stage + ")");
+    const size_t line = s.find('\n', at) + 1;
+    return s.substr(line, s.find('\n', line) - line);
+  };
+  const std::string capped = fused_source(LowerOptions{}.row_stage_unroll_loads);
+  EXPECT_NE(capped.find("// Schedule: stage 0: 24 points of 384 memory loads each (reductions "
+                        "unrolled), over 1024 unrolled: kept a loop (#pragma unroll 1)"),
+            std::string::npos)
+      << capped;
+  EXPECT_EQ(pragma_of_stage(capped, "stage 0"), "  #pragma unroll 1");
+  // h_in's stage: 32 points of 4 trips of 2 loads, 256 in all: unrolled.
+  EXPECT_EQ(pragma_of_stage(capped, "stage 4"), "  #pragma unroll");
+  // Just above and at the stage's 9216 loads.
+  EXPECT_EQ(pragma_of_stage(fused_source(9215), "stage 0"), "  #pragma unroll 1");
+  EXPECT_EQ(pragma_of_stage(fused_source(9216), "stage 0"), "  #pragma unroll");
+  const std::string before = fused_source(0);
+  EXPECT_EQ(pragma_of_stage(before, "stage 0"), "  #pragma unroll");
+  EXPECT_EQ(before.find("memory loads each"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace adjoint::compiler
