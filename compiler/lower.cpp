@@ -103,7 +103,10 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                     std::to_string(options.tile_accumulators),
                 ErrorCode::kInvalidArgument);
   }
-  split_options.tiles.long_tile_accumulators = options.tile_accumulators;
+  // A long tile's extra accumulators pay where its streamed spans wait in a ring of shared
+  // memory, not in registers: only with the prefetch (EmitOptions::tile_prefetch >= 2).
+  split_options.tiles.long_tile_accumulators =
+      options.tile_prefetch >= 2 ? options.tile_accumulators : split_options.tiles.max_accumulators;
   split_options.tiles.partial_tiles = options.tile_partial;
   split_options.count_vector = options.split_count_vector;
   split_options.block_output_points = options.block_output_points;
