@@ -32,7 +32,9 @@
 // (in bounds, the very values of point E - 1) and are not stored, so every point is stored once,
 // by one thread, with its sum in the interpreter's order. A tile that divides its axis is chosen
 // and emitted as before. Runs after split_reductions (which asks choose_thread_tile first, so that a
-// split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V.
+// split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V
+// (tile_accumulator_limit: 64, or 96 for a long tile, one that keeps its R in a kernel of
+// reductions over more than 128 iterations, with the ring: x_mix's partials take 24 k x 4 d).
 #pragma once
 
 #include <cstdint>
