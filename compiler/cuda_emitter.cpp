@@ -8,6 +8,7 @@
 
 #include "compiler/kernel_emitter.h"
 #include "compiler/program_utils.h"
+#include "compiler/thread_tiles.h"
 #include "ir/printer.h"
 
 namespace adjoint::compiler {
@@ -161,12 +162,19 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
       uses_memory_helpers_ = uses_memory_helpers_ || twin->uses_memory_helpers_;
       // A prefetched ring holds the streamed spans in shared memory, not registers: such a
       // kernel with few accumulators is held to 640 resident threads per SM (5 blocks of 128;
-      // measured on the H100: x_mix's partials at B1 S4096 n4 D2560, 640 blocks, 168 -> 103 us).
+      // measured on the H100: x_mix's partials at B1 S4096 n4 D2560, 640 blocks, 168 -> 103 us),
+      // one with more than derive_grid's usual 64 (a long tile's, thread_tiles.h) to 384
+      // (3 blocks of 128, at most 168 registers: x_mix's 96 without the copies between
+      // registers that a cap of 128 costs its chunk loop).
       const int64_t accumulators = tile_->points * vector_->width;
-      if (options_.tile_min_blocks < 0 && twin->prefetch_rings_ > 0 &&
-          accumulators <= kMinBlocksAccumulators && launch_.block[0] > 0 &&
-          640 / static_cast<int>(launch_.block[0]) >= 2) {
-        min_blocks = 640 / static_cast<int>(launch_.block[0]);
+      const int threads_per_sm = accumulators <= kMinBlocksAccumulators ? 640
+                                 : accumulators > ThreadTileOptions{}.max_accumulators &&
+                                         accumulators <= kMinBlocksLongAccumulators
+                                     ? 384
+                                     : 0;
+      if (options_.tile_min_blocks < 0 && twin->prefetch_rings_ > 0 && threads_per_sm > 0 &&
+          launch_.block[0] > 0 && threads_per_sm / static_cast<int>(launch_.block[0]) >= 2) {
+        min_blocks = threads_per_sm / static_cast<int>(launch_.block[0]);
         aligned_note += "\nminimum " + std::to_string(min_blocks) + " blocks per SM (" +
                         std::to_string(accumulators) + " accumulators, x in a ring of shared " +
                         "memory): __launch_bounds__(" + std::to_string(launch_.block[0]) + ", " +

@@ -74,8 +74,8 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
       // thread_tiles' choice: R points of its axis, R x V accumulators at most
       kernel.grid.tile_axis = tile_axis;
       kernel.grid.tile_points = tile;
-      while (tile > 1 && kernel.grid.vector_width > 1 &&
-             tile * kernel.grid.vector_width > ThreadTileOptions{}.max_accumulators)
+      const int64_t limit = tile_accumulator_limit(kernel, tile_axis, tile, options.tiles);
+      while (tile > 1 && kernel.grid.vector_width > 1 && tile * kernel.grid.vector_width > limit)
         kernel.grid.vector_width /= 2;
       changed = true;
     }

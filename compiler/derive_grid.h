@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "compiler/thread_tiles.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -29,6 +30,9 @@ struct DeriveGridOptions {
   /// Kernels derived_vector_width may give a whole-axis group (vector_groups.h): the binned
   /// gathers whose walks are short (lower_scatter_to_binned_gather.h, WholeAxisKernels).
   std::set<std::string> whole_axis_kernels;
+  /// A thread-tiled kernel's R x V at most (tile_accumulator_limit of these options: their
+  /// max_accumulators and long_tile_accumulators): V halves to fit.
+  ThreadTileOptions tiles;
 };
 
 /// Throws adjoint::Error (kInvalidArgument) naming the field, the valid values and the value

@@ -499,6 +499,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// The most accumulators (R x V) a thread of a ring-prefetched kernel may keep for the
   /// derived minimum of 5 blocks of 128 (EmitOptions::tile_min_blocks): 48, x_mix at n = 4, 6.
   static constexpr int64_t kMinBlocksAccumulators = 48;
+  /// The most accumulators of a ring-prefetched kernel held to 384 resident threads per SM
+  /// (3 blocks of 128) when it has more than ThreadTileOptions::max_accumulators (a long
+  /// tile's: x_mix's partials, 24 k x 4 d).
+  static constexpr int64_t kMinBlocksLongAccumulators = 96;
   /// P, the iterations of a tiled group reduction's innermost loop whose spans not moving with
   /// the tile axis are copied ahead (0: no prefetch): in the aligned copy, for a long loop of
   /// constant trips that gets no other unroll pragma, the largest power of two

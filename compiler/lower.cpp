@@ -78,7 +78,7 @@ std::string entry_name(const ir::Program& program, const ir::Kernel& kernel,
 
 CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   const ir::Program input = options.fused_multiply_add ? source : unfuse_fma_sums(source);
-  DeriveGridOptions grid_options{options.block_size, options.vector_bytes, {}};
+  DeriveGridOptions grid_options{options.block_size, options.vector_bytes, {}, {}};
   check_derive_grid_options(grid_options);  // bad tuning fails before any work
   ReductionSplitOptions split_options;
   split_options.forced_partials = options.reduction_split;
@@ -98,6 +98,15 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.multi_stage_warp_combine_partials = options.split_warp_combine_stages;
   split_options.tiles.prefer_vector = options.tile_prefer_vector;
   split_options.tiles.few_parts = options.tile_few_parts;
+  if (options.tile_accumulators < 16 || options.tile_accumulators > 256) {
+    throw Error("LowerOptions.tile_accumulators: expected accumulators in [16, 256], got " +
+                    std::to_string(options.tile_accumulators),
+                ErrorCode::kInvalidArgument);
+  }
+  // A long tile's extra accumulators pay where its streamed spans wait in a ring of shared
+  // memory, not in registers: only with the prefetch (EmitOptions::tile_prefetch >= 2).
+  split_options.tiles.long_tile_accumulators =
+      options.tile_prefetch >= 2 ? options.tile_accumulators : split_options.tiles.max_accumulators;
   split_options.tiles.partial_tiles = options.tile_partial;
   split_options.count_vector = options.split_count_vector;
   split_options.block_output_points = options.block_output_points;
@@ -105,6 +114,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
+  grid_options.tiles = split_options.tiles;
   TileBlockOptions tile_block_options;
   tile_block_options.forced_rows = options.tile_block_rows;
   tile_block_options.yield_to_block_ring = options.tile_uniform_ring;

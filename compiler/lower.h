@@ -197,6 +197,10 @@ struct LowerOptions {
   bool tile_prefer_vector = true;
   /// ThreadTileOptions::few_parts (ADJOINT_TUNE_TILE_FEW_PARTS; 0 for the tiles before).
   int tile_few_parts = 2;
+  /// ThreadTileOptions::long_tile_accumulators (ADJOINT_TUNE_TILE_ACCUMULATORS): the most R x
+  /// V accumulators of a long tile (thread_tiles.h, tile_accumulator_limit: x_mix's partials,
+  /// 24 k x 4 d), in [16, 256]; 64 (or less) the tiles before.
+  int tile_accumulators = 96;
   /// TileBlockOptions::forced_rows (tile_blocks.h, ADJOINT_TUNE_TILE_BLOCK_ROWS): -1 derives
   /// the rows of a thread-tiled kernel's block, 0 or 1 keeps one row (the blocks before), Y
   /// forces Y rows where they fit.

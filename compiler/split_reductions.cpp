@@ -206,12 +206,14 @@ Launched launched(const ir::Kernel& kernel, const ThreadTileOptions& tiles) {
   const std::vector<int64_t> extents = domain_extents(kernel);
   int64_t points = 1;
   for (int64_t e : extents) points *= e;
-  l.tile = choose_thread_tile(kernel, tiles).points;
+  const TileChoice tile = choose_thread_tile(kernel, tiles);
+  l.tile = tile.points;
   ir::Kernel linear = kernel;  // derive_grid's bindings: every axis linear
   linear.grid.bindings.assign(extents.size(), ir::AxisBinding::kLinear);
   l.vector = derived_vector_width(linear, tiles.group_bytes != 0 ? tiles.group_bytes
                                                                  : kDefaultGroupBytes);
-  while (l.tile > 1 && l.vector > 1 && l.tile * l.vector > tiles.max_accumulators) l.vector /= 2;
+  const int64_t limit = tile_accumulator_limit(kernel, tile.axis, l.tile, tiles);
+  while (l.tile > 1 && l.vector > 1 && l.tile * l.vector > limit) l.vector /= 2;
   l.threads = points / (l.tile * l.vector);
   return l;
 }

@@ -212,6 +212,24 @@ TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions&
   return choice;
 }
 
+int64_t tile_accumulator_limit(const ir::Kernel& kernel, int axis, int64_t points,
+                               const ThreadTileOptions& options) {
+  const int64_t base = options.max_accumulators;
+  if (points <= 1 || axis < 0 || options.long_tile_accumulators <= base || kernel.stages.empty())
+    return base;
+  const std::vector<int64_t> extents = domain_extents(kernel);
+  if (static_cast<size_t>(axis) >= extents.size()) return base;
+  const int64_t extent = extents[axis];
+  const int64_t parts = std::max(options.few_parts, 1);
+  if (extent > points * parts) return base;  // the tile takes its axis in many parts
+  int64_t longest = 0;
+  for (const ir::Stage& stage : kernel.stages) {
+    for (const ir::ReduceNode* r : outermost_reductions(stage.value))
+      longest = std::max(longest, trips(*r));
+  }
+  return longest > options.long_trips ? options.long_tile_accumulators : base;
+}
+
 ir::Program choose_thread_tiles(const ir::Program& program, const ThreadTileOptions& options,
                                 ScheduleNotes* notes) {
   check_thread_tile_options(options);

@@ -32,7 +32,9 @@
 // (in bounds, the very values of point E - 1) and are not stored, so every point is stored once,
 // by one thread, with its sum in the interpreter's order. A tile that divides its axis is chosen
 // and emitted as before. Runs after split_reductions (which asks choose_thread_tile first, so that a
-// split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V.
+// split counts tiled threads) and before derive_grid, which keeps the tile and bounds R x V
+// (tile_accumulator_limit: 64, or 96 for a long tile, one that keeps its R in a kernel of
+// reductions over more than 128 iterations, with the ring: x_mix's partials take 24 k x 4 d).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,13 @@ struct ThreadTileOptions {
   /// The largest tile, and the most accumulators (R x V) derive_grid lets a thread keep.
   int max_points = 32;
   int max_accumulators = 64;
+  /// A long tile (tile_accumulator_limit: one that keeps its R, its whole axis or at most
+  /// few_parts parts of it, in a kernel whose reductions run more than long_trips iterations
+  /// a point) may keep up to this many (x_mix's partials: 24 k x V = 4 d instead of V = 2,
+  /// each dh_mix value read from shared memory once for 4 multiply-adds instead of 2);
+  /// ADJOINT_TUNE_TILE_ACCUMULATORS, max_accumulators or less: the tiles before.
+  int long_tile_accumulators = 96;
+  int64_t long_trips = 128;
   /// A derived tile leaves at least this many points per tile (points / R): the threads also
   /// take vector groups of up to 8 points, and 2^14 threads keep the H100's 132 SMs busy.
   int64_t min_threads = int64_t{1} << 17;
@@ -82,6 +91,14 @@ struct TileChoice {
   std::string why;
 };
 TileChoice choose_thread_tile(const ir::Kernel& kernel, const ThreadTileOptions& options);
+
+/// The most accumulators (R x V) a thread of `kernel` keeps with a tile of `points` points of
+/// domain axis `axis`: long_tile_accumulators for a long tile (R takes its axis whole or in at
+/// most few_parts parts, and some reduction of the kernel runs more than long_trips constant
+/// iterations a point), else max_accumulators. derive_grid and split_reductions halve V to
+/// fit it.
+int64_t tile_accumulator_limit(const ir::Kernel& kernel, int axis, int64_t points,
+                               const ThreadTileOptions& options);
 
 /// Sets GridConfig::tile_axis / tile_points on the kernels chosen (only kernels without an
 /// explicit grid or warp lanes, of rank >= 2, whose stages all compute). Returns the very same

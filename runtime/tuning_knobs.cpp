@@ -147,6 +147,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_TILE_FEW_PARTS", 2, [](int v) { return v >= 0 && v <= 8; },
       "2 (default: an axis taken in at most 2 parts keeps its tile, 24 included), N in [1, 8] "
       "that many parts, or 0 (the tiles before)");
+  knobs.tile_accumulators = integer_knob(
+      "ADJOINT_TUNE_TILE_ACCUMULATORS", knobs.tile_accumulators,
+      [](int v) { return v >= 16 && v <= 256; },
+      "the most R x V accumulators of a long thread tile (one that keeps its whole axis, in a "
+      "kernel of reductions over more than 128 iterations: x_mix's partials), in [16, 256] "
+      "(96 by default; 64: the tiles before)");
   knobs.tile_block_rows = integer_knob(
       "ADJOINT_TUNE_TILE_BLOCK_ROWS", -1,
       [](int v) { return v >= -1 && v <= 1024 && (v <= 1 || (v & (v - 1)) == 0); },
@@ -349,6 +355,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.thread_tile = knobs.thread_tile;
   options.tile_prefer_vector = knobs.tile_prefer_vector;
   options.tile_few_parts = knobs.tile_few_parts;
+  options.tile_accumulators = knobs.tile_accumulators;
   options.tile_block_rows = knobs.tile_block_rows;
   options.tile_partial = knobs.tile_partial;
   options.token_pair = knobs.token_pair;

@@ -26,6 +26,8 @@ struct TuningKnobs {
   int thread_tile = -1;
   bool tile_prefer_vector = true;
   int tile_few_parts = 2;
+  /// ADJOINT_TUNE_TILE_ACCUMULATORS (LowerOptions::tile_accumulators).
+  int tile_accumulators = 96;
   /// Rows of a thread-tiled kernel's block (compiler/tile_blocks.h, LowerOptions::
   /// tile_block_rows; ADJOINT_TUNE_TILE_BLOCK_ROWS, 0 for the blocks before).
   int tile_block_rows = -1;

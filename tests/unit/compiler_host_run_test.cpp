@@ -1584,6 +1584,36 @@ TEST(HostRun, BlockRingsOfThreadTilesMatchTheInterpreterBitForBit) {
                          0);
 }
 
+// Long tiles (ThreadTileOptions::long_tile_accumulators): x_mix's partials shape, 24 k over
+// 256 tokens a partial, keeps 24 x 4 accumulators (96) instead of 24 x 2, the block ring of
+// w and the x ring as before: each point's sum in the same order, so the bits of the untiled
+// kernel of the same split, and of the interpreter (exact inputs), on aligned buffers and
+// misaligned ones (each point alone).
+TEST(HostRun, LongThreadTilesMatchTheInterpreterBitForBit) {
+  ir::ProgramBuilder b("long_tiles");
+  ir::Tensor x = b.input("x", DType::kBF16, {512, 2, 512});  // s, i, d
+  ir::Tensor w = b.input("w", DType::kF32, {512, 24});
+  ir::Tensor sums = b.output("sums", DType::kF32, {24, 2, 512});
+  Var k("k"), i("i"), d("d"), s("s");
+  b.kernel("token_sums",
+           {ir::compute(sums, ir::over(sums, {k, i, d}),
+                        ir::fma_sum({ir::range(s, Expr(512))}, ir::load(w, {s, k}),
+                                    ir::cast(DType::kF32, ir::load(x, {s, i, d})), DType::kF32))});
+  const ir::Program program = std::move(b).build();
+  std::vector<CompiledKernel> probe =
+      compile_kernels(program, Variant::prefetch(4, 24, 8, 2), "probe");
+  ASSERT_FALSE(probe.empty());
+  const std::string& source = probe.front().source;
+  EXPECT_NE(source.find("float acc[24][4]"), std::string::npos) << source;
+  EXPECT_NE(source.find("w_block_ring[2][8][24]"), std::string::npos) << source;
+  EXPECT_NE(source.find("x_ring[2][8][256][4]"), std::string::npos) << source;
+  expect_host_runs_match({program},
+                         {Variant::tile(1, 0, 2), Variant::prefetch(4, 24, 8, 2),
+                          Variant::prefetch(2, 24, 8, 2), Variant::prefetch(4, 24, 16, 2),
+                          Variant::per_thread_ring(4, 24, 8, 2)},
+                         0);
+}
+
 TEST(HostRun, ThreadTilesOfTheMhcOps) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=2 seq=8 n=4 dim=16 dtype=bf16",

@@ -203,6 +203,7 @@ int64_t counted_x_mix_partials(const std::string& spec, std::string* note = null
   ReductionSplitOptions options;
   options.count_vector = true;
   options.tiles.few_parts = 0;  // the tiles these counts were written for (16 k at n = 6)
+  options.tiles.long_tile_accumulators = 64;  // and R x V within 64 (not a long tile's 96)
   ScheduleNotes notes;
   ir::Program split = split_reductions(p, options, &notes);
   if (note) *note = notes.at("mhc_x_mix");

@@ -252,6 +252,43 @@ TEST(ThreadTiles, AnAxisOfFewPartsKeepsItsTile) {
             16);
 }
 
+TEST(ThreadTiles, LongTilesKeepUpTo96Accumulators) {
+  // x_mix's partials: 24 k (the whole axis) over 512 tokens a partial. A long tile (more than
+  // 128 iterations a point) keeps up to long_tile_accumulators (96): V = 4 with R = 24, where
+  // 64 halved it to 2; lower() holds it to 3 blocks of 128 a SM (at most 168 registers).
+  ThreadTileOptions options;
+  const ir::Program long_sums = choose_thread_tiles(token_sums(24, 1 << 17, 512), options);
+  const ir::Kernel& kernel = long_sums.kernels.front();
+  ASSERT_EQ(kernel.grid.tile_points, 24);
+  EXPECT_EQ(tile_accumulator_limit(kernel, kernel.grid.tile_axis, 24, options), 96);
+  EXPECT_EQ(derive_grid(long_sums).kernels.front().grid.vector_width, 4);
+  // Short reductions (64 tokens), tiles in many parts (dx's 8 of 4096 tokens) and a cap of 64
+  // (ADJOINT_TUNE_TILE_ACCUMULATORS=64): 64, the tiles before.
+  const ir::Program short_sums = choose_thread_tiles(token_sums(24, 1 << 20, 64), options);
+  EXPECT_EQ(tile_accumulator_limit(short_sums.kernels.front(), 0, 24, options), 64);
+  const ir::Program m = choose_thread_tiles(mixes(4096, 4096, 24), options);
+  EXPECT_EQ(tile_accumulator_limit(m.kernels.front(), 0, 8, options), 64);
+  ThreadTileOptions before;
+  before.long_tile_accumulators = 64;
+  EXPECT_EQ(tile_accumulator_limit(kernel, kernel.grid.tile_axis, 24, before), 64);
+  DeriveGridOptions grid_before;
+  grid_before.tiles = before;
+  EXPECT_EQ(derive_grid(long_sums, grid_before).kernels.front().grid.vector_width, 2);
+  // Through lower(): 24 x 4 accumulators and 3 blocks; 24 x 2 and 5 blocks with the knob at 64.
+  LowerOptions lower_options;
+  lower_options.reduction_split = 0;
+  const std::string source = lower(token_sums(24, 1 << 17, 512), lower_options).kernels.front().source;
+  EXPECT_NE(source.find("float acc[24][4]"), std::string::npos) << source;
+  EXPECT_NE(source.find("__launch_bounds__(128, 3)"), std::string::npos) << source;
+  EXPECT_NE(source.find("minimum 3 blocks per SM (96 accumulators"), std::string::npos) << source;
+  lower_options.tile_accumulators = 64;
+  const std::string old = lower(token_sums(24, 1 << 17, 512), lower_options).kernels.front().source;
+  EXPECT_NE(old.find("float acc[24][2]"), std::string::npos) << old;
+  EXPECT_NE(old.find("__launch_bounds__(128, 5)"), std::string::npos) << old;
+  lower_options.tile_accumulators = 8;
+  EXPECT_THROW(lower(token_sums(24, 1 << 17, 512), lower_options), Error);
+}
+
 TEST(ThreadTiles, LowerEmitsOneLoopForTheTileAndSharedSpansBeforeIt) {
   LowerOptions options;
   options.tile_prefetch = 0;  // one body with a check per access (the aligned copy: below)

@@ -108,6 +108,7 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_BINNED_SPARSE_CHANNELS_LAST", "0"},
       {"ADJOINT_TUNE_LANE_SPANS", "0"},
       {"ADJOINT_TUNE_LANE_SPAN_UNROLL", "2"},
+      {"ADJOINT_TUNE_TILE_ACCUMULATORS", "64"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -123,11 +124,13 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.binned_sparse_channels_last_min, 0);
   EXPECT_EQ(options.lane_spans, 0);
   EXPECT_EQ(options.lane_span_unroll, 2);
+  EXPECT_EQ(options.tile_accumulators, 64);
   compiler::LowerOptions defaults;
   apply_tuning_knobs(read_tuning_knobs(environment({})), defaults);
   EXPECT_EQ(defaults.binned_sparse_channels_last_min, 4);
   EXPECT_EQ(defaults.lane_spans, 16);
   EXPECT_EQ(defaults.lane_span_unroll, 0);
+  EXPECT_EQ(defaults.tile_accumulators, 96);
   EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_LANE_SPANS", "4"}})), Error);
 }
 
@@ -174,6 +177,7 @@ TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
       {"ADJOINT_TUNE_MHC_DVECX", "yes"},
       {"ADJOINT_TUNE_GENERIC_TWIN", "2"},
       {"ADJOINT_TUNE_GENERIC_MIN_GROUPS", "-1"},
+      {"ADJOINT_TUNE_TILE_ACCUMULATORS", "8"},
   };
   for (const auto& [name, value] : invalid) {
     try {
