@@ -243,6 +243,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;
+  binned_options.packed_keys = options.binned_packed_keys;
   binned_options.subbucket_records = options.binned_subbucket_records;
   binned_options.whole_axis_records_max = options.binned_whole_axis_records_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
@@ -356,6 +357,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
+    emit_options.claim_warp_aggregated = options.binned_warp_claims;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;
     if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())

@@ -648,13 +648,19 @@ class Rewriter {
           lane_kernels->insert(kernels[k].name);
       }
     }
-    // Fill: every record claims a slot of its bucket (counting bin_count down to zero).
-    Tensor unsorted = temporary(prefix + "_unsorted", b.records);
+    // Fill: every record claims a slot of its bucket (counting bin_count down to zero). With
+    // packed keys it writes slot key x 2^32 + id, which tells the sort the slot's bucket.
+    const bool packed = options.packed_keys;
+    const Expr key_unit = Expr(int64_t{1} << 32);
+    Tensor unsorted =
+        temporary(prefix + "_unsorted", b.records, packed ? DType::kI64 : DType::kI32);
     const std::string fill_name = prefix + "_fill";
     kernels.push_back(ir::Kernel{
         fill_name,
         {ir::scatter_add(unsorted, {at(offset, slot_key) + at(count, slot_key)},
-                         ir::cast(DType::kI32, id), record_domain(b, stage), DType::kI32,
+                         packed ? as_i64(slot_key) * key_unit + as_i64(id)
+                                : ir::cast(DType::kI32, id),
+                         record_domain(b, stage), packed ? DType::kI64 : DType::kI32,
                          condition)},
         {}});
     if (claims) (*claims)[fill_name] = count->name;
@@ -663,14 +669,21 @@ class Rewriter {
     Tensor sorted = temporary(prefix + "_sorted", b.records);
     {
       Var p("p"), q("q");
-      const Expr record = ir::load(unsorted, {Expr(p)});
-      const Expr record_i64 = within(as_i64(record), 0, b.records - 1);
-      const Expr cell = sub_key(decode_records(b, stage, key, record_i64), record_i64);
+      const Expr slot = ir::load(unsorted, {Expr(p)});
+      Expr record = slot, cell;
+      if (packed) {  // same key in a bucket: packed values compare as their ids
+        const Expr bounded = within(slot, 0, (slots << 32) - 1);  // plain division and modulo
+        record = ir::cast(DType::kI32, within(bounded % key_unit, 0, b.records - 1));
+        cell = within(bounded / key_unit, 0, slots - 1);
+      } else {
+        const Expr record_i64 = within(as_i64(record), 0, b.records - 1);
+        cell = sub_key(decode_records(b, stage, key, record_i64), record_i64);
+      }
       const Expr begin = within(at(offset, cell), 0, b.records);
       const Expr rank =
           ir::sum({ir::range(q, begin,
                              within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
-                  ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
+                  ir::select(ir::load(unsorted, {Expr(q)}) < slot, one,
                              ir::constant(DType::kI32, 0)),
                   DType::kI32);
       if (stores) (*stores)[prefix + "_sort"] = sorted->name;

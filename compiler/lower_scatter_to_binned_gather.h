@@ -141,6 +141,12 @@ struct BinnedGatherOptions {
   /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
   /// LowerOptions::binned_scan_digits carries it.
   bool scan_digits = true;
+  /// Packed keys: bin_fill writes slot key x 2^32 + record id (i64) into bin_unsorted, so that
+  /// bin_sort reads each slot's bucket instead of recomputing it from the record (the key's
+  /// loads, often gathers of the scatter's index data); comparing packed values within a
+  /// bucket compares ids. false: ids only (i32), the sort decodes the key. LowerOptions::
+  /// binned_packed_keys carries it.
+  bool packed_keys = true;
   /// Sub-buckets by record id ("Sub-buckets" above): where a cell holds more than twice this
   /// many records on average, each cell's bucket is cut into S = records / (this x cells) id
   /// ranges for the count, fill and sort, so the sort ranks a record among at most
