@@ -164,6 +164,10 @@ struct LowerOptions {
   /// BinnedGatherOptions::packed_keys: the fill writes each record's slot key with its id, so
   /// that the sort does not recompute the key (ADJOINT_TUNE_BINNED_PACKED_KEYS=0: ids only).
   bool binned_packed_keys = true;
+  /// BinnedGatherOptions::ranked_count: the count's atomics hand out each record's slot in its
+  /// bucket, and the fill stores without atomics (ADJOINT_TUNE_BINNED_RANKED_COUNT=0: the fill
+  /// claims its slots).
+  bool binned_ranked_count = true;
   /// BinnedGatherOptions::subbucket_records: the records per sub-bucket a binned sort aims at
   /// where cells hold many records on average; 0 never cuts buckets.
   int64_t binned_subbucket_records = 16;

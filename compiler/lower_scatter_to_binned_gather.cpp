@@ -598,7 +598,7 @@ class Rewriter {
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
                ScheduleNotes* notes, LaneKernels* lane_kernels,
-               WholeAxisKernels* whole_axis_kernels) {
+               WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr condition = record_condition(b, stage);
@@ -631,11 +631,33 @@ class Rewriter {
     const int64_t count_size =
         options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk : slots;
     Tensor count = temporary(prefix + "_count", count_size);
-    kernels.push_back(ir::Kernel{
-        prefix + "_count",
-        {ir::scatter_add(count, {slot_key}, one, record_domain(b, stage), DType::kI32,
-                         condition)},
-        {}});
+    // Ranked count: the count's atomic hands each record its rank of arrival in its bucket
+    // (the load of bin_count stands for `atomicAdd(&bin_count[k], 1)`, EmitOptions::
+    // claim_counts_up), stored at the record's id; the fill then stores without atomics.
+    const bool ranked = options.ranked_count && claims && stores && counting_claims;
+    Tensor rank;
+    if (ranked) {
+      rank = temporary(prefix + "_rank", b.records);
+      Var z("i");  // the counts start from zero (a kernel of the IR: the claims read them)
+      kernels.push_back(ir::Kernel{
+          prefix + "_count_zero",
+          {ir::compute(count, ir::over({z}, {count_size}), ir::constant(DType::kI32, 0))},
+          {}});
+      kernels.push_back(ir::Kernel{
+          prefix + "_count",
+          {ir::scatter_add(rank, {id}, ir::load(count, {slot_key}), record_domain(b, stage),
+                           DType::kI32, condition)},
+          {}});
+      (*claims)[prefix + "_count"] = count->name;
+      (*stores)[prefix + "_count"] = rank->name;
+      counting_claims->insert(prefix + "_count");
+    } else {
+      kernels.push_back(ir::Kernel{
+          prefix + "_count",
+          {ir::scatter_add(count, {slot_key}, one, record_domain(b, stage), DType::kI32,
+                           condition)},
+          {}});
+    }
     // Offsets: bucket c is [offset[c], offset[c + 1]).
     const size_t scan_first = kernels.size();
     Tensor offset = options.scan_digits
@@ -657,13 +679,14 @@ class Rewriter {
     const std::string fill_name = prefix + "_fill";
     kernels.push_back(ir::Kernel{
         fill_name,
-        {ir::scatter_add(unsorted, {at(offset, slot_key) + at(count, slot_key)},
+        {ir::scatter_add(unsorted,
+                         {at(offset, slot_key) + (ranked ? at(rank, id) : at(count, slot_key))},
                          packed ? as_i64(slot_key) * key_unit + as_i64(id)
                                 : ir::cast(DType::kI32, id),
                          record_domain(b, stage), packed ? DType::kI64 : DType::kI32,
                          condition)},
         {}});
-    if (claims) (*claims)[fill_name] = count->name;
+    if (claims && !ranked) (*claims)[fill_name] = count->name;
     if (stores) (*stores)[fill_name] = unsorted->name;
     // Sort: slot p's record goes to its rank (by id) within its bucket.
     Tensor sorted = temporary(prefix + "_sorted", b.records);
@@ -935,7 +958,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            const BinnedGatherOptions& options,
                                            StoreScatterTargets* stores, ScheduleNotes* notes,
                                            LaneKernels* lane_kernels,
-                                           WholeAxisKernels* whole_axis_kernels) {
+                                           WholeAxisKernels* whole_axis_kernels,
+                                           CountingClaims* counting_claims) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -953,7 +977,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       continue;
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
-                     notes, lane_kernels, whole_axis_kernels);
+                     notes, lane_kernels, whole_axis_kernels, counting_claims);
     changed = true;
   }
   return changed ? out : program;
