@@ -15,8 +15,8 @@ Per case:
     only: nearest has a zero grad_grid and never reads the input), each once; GB/s and the
     fraction of bench.py's copy bandwidth;
   * deterministic: what the default program reports, and max_abs_diff_vs_torch.
-Run alone (python3 bench/bench_grid_sampler_3d.py [--out F --runs R]), it measures the copy
-bandwidth with bench.py's functions and prints its own table.
+Run alone (python3 bench/bench_grid_sampler_3d.py [--out F --runs R --sizes
+NxCxDxHxW:DoxHoxWo]), it measures the copy bandwidth with bench.py's functions and prints its own table.
 """
 
 import argparse
@@ -167,7 +167,14 @@ def main():
     parser.add_argument("--out", default="bench_grid_sampler_3d.json")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--sizes", default="",
+                        help="another case: NxCxDxHxW:DoxHoxWo (default 2x16x32x32x32:32x32x32)")
     args = parser.parse_args()
+    if args.sizes:
+        global INPUT_SIZE, OUTPUT_SIZE
+        source, output = args.sizes.split(":")
+        INPUT_SIZE = tuple(int(v) for v in source.split("x"))
+        OUTPUT_SIZE = tuple(int(v) for v in output.split("x"))
     properties = torch.cuda.get_device_properties(bench.DEVICE)
     l2_bytes = getattr(properties, "L2_cache_size", 50 << 20)
     timer = bench.GpuTimer()

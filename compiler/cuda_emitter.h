@@ -70,6 +70,13 @@ struct EmitOptions {
   /// fill kernel, where t holds each bucket's count; empty: none). Integer atomics whose final
   /// values do not depend on their order leave the kernel deterministic.
   std::string claim_slot_tensor;
+  /// The claims aggregated per warp (adjoint::claim_slot_warp in adjoint_atomics.cuh): lanes
+  /// that claim from the same bucket share one atomic (ADJOINT_TUNE_BINNED_WARP_CLAIMS=1);
+  /// false: one atomic per claim.
+  bool claim_warp_aggregated = false;
+  /// The claims count up instead: `atomicAdd(&t[i], 1)`, the old value (the binned gather's
+  /// ranked count, whose IR zeroes t in an earlier kernel). Never aggregated per warp.
+  bool claim_counts_up = false;
   /// The scatter-add into this tensor lands on a distinct element at every point (the binned
   /// gather's fill and sort kernels, which write a permutation of record ids into slots that
   /// start unused): emitted as a plain store, no atomic, and the pipeline does not zero the

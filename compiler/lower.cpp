@@ -242,6 +242,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
@@ -253,6 +254,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.scan_digits = options.binned_scan_digits;
+  binned_options.packed_keys = options.binned_packed_keys;
+  binned_options.ranked_count = options.binned_ranked_count;
   binned_options.subbucket_records = options.binned_subbucket_records;
   binned_options.whole_axis_records_max = options.binned_whole_axis_records_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
@@ -260,7 +263,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,
-                                            &grid_options.whole_axis_kernels);
+                                            &grid_options.whole_axis_kernels,
+                                            &counting_claims);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
@@ -366,6 +370,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
+    emit_options.claim_warp_aggregated = options.binned_warp_claims;
+    emit_options.claim_counts_up = counting_claims.count(kernel.name) > 0;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;
     if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())

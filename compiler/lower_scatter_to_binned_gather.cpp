@@ -598,7 +598,7 @@ class Rewriter {
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
                ScheduleNotes* notes, LaneKernels* lane_kernels,
-               WholeAxisKernels* whole_axis_kernels) {
+               WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr condition = record_condition(b, stage);
@@ -631,11 +631,33 @@ class Rewriter {
     const int64_t count_size =
         options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk : slots;
     Tensor count = temporary(prefix + "_count", count_size);
-    kernels.push_back(ir::Kernel{
-        prefix + "_count",
-        {ir::scatter_add(count, {slot_key}, one, record_domain(b, stage), DType::kI32,
-                         condition)},
-        {}});
+    // Ranked count: the count's atomic hands each record its rank of arrival in its bucket
+    // (the load of bin_count stands for `atomicAdd(&bin_count[k], 1)`, EmitOptions::
+    // claim_counts_up), stored at the record's id; the fill then stores without atomics.
+    const bool ranked = options.ranked_count && claims && stores && counting_claims;
+    Tensor rank;
+    if (ranked) {
+      rank = temporary(prefix + "_rank", b.records);
+      Var z("i");  // the counts start from zero (a kernel of the IR: the claims read them)
+      kernels.push_back(ir::Kernel{
+          prefix + "_count_zero",
+          {ir::compute(count, ir::over({z}, {count_size}), ir::constant(DType::kI32, 0))},
+          {}});
+      kernels.push_back(ir::Kernel{
+          prefix + "_count",
+          {ir::scatter_add(rank, {id}, ir::load(count, {slot_key}), record_domain(b, stage),
+                           DType::kI32, condition)},
+          {}});
+      (*claims)[prefix + "_count"] = count->name;
+      (*stores)[prefix + "_count"] = rank->name;
+      counting_claims->insert(prefix + "_count");
+    } else {
+      kernels.push_back(ir::Kernel{
+          prefix + "_count",
+          {ir::scatter_add(count, {slot_key}, one, record_domain(b, stage), DType::kI32,
+                           condition)},
+          {}});
+    }
     // Offsets: bucket c is [offset[c], offset[c + 1]).
     const size_t scan_first = kernels.size();
     Tensor offset = options.scan_digits
@@ -648,29 +670,43 @@ class Rewriter {
           lane_kernels->insert(kernels[k].name);
       }
     }
-    // Fill: every record claims a slot of its bucket (counting bin_count down to zero).
-    Tensor unsorted = temporary(prefix + "_unsorted", b.records);
+    // Fill: every record claims a slot of its bucket (counting bin_count down to zero). With
+    // packed keys it writes slot key x 2^32 + id, which tells the sort the slot's bucket.
+    const bool packed = options.packed_keys;
+    const Expr key_unit = Expr(int64_t{1} << 32);
+    Tensor unsorted =
+        temporary(prefix + "_unsorted", b.records, packed ? DType::kI64 : DType::kI32);
     const std::string fill_name = prefix + "_fill";
     kernels.push_back(ir::Kernel{
         fill_name,
-        {ir::scatter_add(unsorted, {at(offset, slot_key) + at(count, slot_key)},
-                         ir::cast(DType::kI32, id), record_domain(b, stage), DType::kI32,
+        {ir::scatter_add(unsorted,
+                         {at(offset, slot_key) + (ranked ? at(rank, id) : at(count, slot_key))},
+                         packed ? as_i64(slot_key) * key_unit + as_i64(id)
+                                : ir::cast(DType::kI32, id),
+                         record_domain(b, stage), packed ? DType::kI64 : DType::kI32,
                          condition)},
         {}});
-    if (claims) (*claims)[fill_name] = count->name;
+    if (claims && !ranked) (*claims)[fill_name] = count->name;
     if (stores) (*stores)[fill_name] = unsorted->name;
     // Sort: slot p's record goes to its rank (by id) within its bucket.
     Tensor sorted = temporary(prefix + "_sorted", b.records);
     {
       Var p("p"), q("q");
-      const Expr record = ir::load(unsorted, {Expr(p)});
-      const Expr record_i64 = within(as_i64(record), 0, b.records - 1);
-      const Expr cell = sub_key(decode_records(b, stage, key, record_i64), record_i64);
+      const Expr slot = ir::load(unsorted, {Expr(p)});
+      Expr record = slot, cell;
+      if (packed) {  // same key in a bucket: packed values compare as their ids
+        const Expr bounded = within(slot, 0, (slots << 32) - 1);  // plain division and modulo
+        record = ir::cast(DType::kI32, within(bounded % key_unit, 0, b.records - 1));
+        cell = within(bounded / key_unit, 0, slots - 1);
+      } else {
+        const Expr record_i64 = within(as_i64(record), 0, b.records - 1);
+        cell = sub_key(decode_records(b, stage, key, record_i64), record_i64);
+      }
       const Expr begin = within(at(offset, cell), 0, b.records);
       const Expr rank =
           ir::sum({ir::range(q, begin,
                              within(at(offset, cell + Expr(int64_t{1})), 0, b.records) - begin)},
-                  ir::select(ir::load(unsorted, {Expr(q)}) < record, one,
+                  ir::select(ir::load(unsorted, {Expr(q)}) < slot, one,
                              ir::constant(DType::kI32, 0)),
                   DType::kI32);
       if (stores) (*stores)[prefix + "_sort"] = sorted->name;
@@ -922,7 +958,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            const BinnedGatherOptions& options,
                                            StoreScatterTargets* stores, ScheduleNotes* notes,
                                            LaneKernels* lane_kernels,
-                                           WholeAxisKernels* whole_axis_kernels) {
+                                           WholeAxisKernels* whole_axis_kernels,
+                                           CountingClaims* counting_claims) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -940,7 +977,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       continue;
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
-                     notes, lane_kernels, whole_axis_kernels);
+                     notes, lane_kernels, whole_axis_kernels, counting_claims);
     changed = true;
   }
   return changed ? out : program;

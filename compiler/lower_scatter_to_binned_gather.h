@@ -8,20 +8,26 @@
 // condition: grid_sampler's channels) and record axes R (the rest). A record r in R lands in
 // the cell key(r) (the components of T that broadcast axes do not index, linearized). The
 // rewrite, shared by every broadcast index:
-//   bin_count     scatter_add bin_count[key(r)] += 1 if cond(r), over R
-//                 (integer atomics: the final counts do not depend on their order)
+//   bin_count_zero  bin_count = 0 (ranked count, the default: "Ranked count" below)
+//   bin_count     bin_rank[r] = claim_up(bin_count[key(r)]) if cond(r), over R: the claim is
+//                 the emitter's fetch-and-increment (EmitOptions::claim_counts_up), the
+//                 record's rank of arrival in its bucket, which varies from run to run while
+//                 the final counts do not; ranked_count off: scatter_add bin_count[key(r)] += 1
+//                 if cond(r) (integer atomics without results)
 //   bin_scan_*    bin_offset = exclusive scan of bin_count (cells + 1 entries), integer
 //                 reductions of at most kScanChunk terms per thread: by default one kernel
 //                 per level of chunk sums of 32 and one that adds, for every entry, at most
 //                 31 terms of each level (the base-32 digits of its index); scan_digits off,
 //                 the chained levels (two kernels per level)
-//   bin_fill      bin_unsorted[bin_offset[key(r)] + claim(bin_count[key(r)])] += r
-//                 where claim is the emitter's fetch-and-decrement (EmitOptions::
-//                 claim_slot_tensor): each record takes a distinct slot of its bucket, in an
-//                 order that varies from run to run
+//   bin_fill      bin_unsorted[bin_offset[key(r)] + bin_rank[r]] += key(r) x 2^32 + r (packed
+//                 keys, i64; packed_keys off: r, i32), a plain store: each record takes a
+//                 distinct slot of its bucket, in an order that varies from run to run; with
+//                 ranked_count off the slot is bin_offset[key(r)] + claim(bin_count[key(r)]),
+//                 claim the emitter's fetch-and-decrement (EmitOptions::claim_slot_tensor)
 //   bin_sort      every filled slot p ranks its record among its bucket's (how many ids are
-//                 smaller) and writes it to bin_sorted[bin_offset[key] + rank]: each bucket
-//                 in increasing record id, the same every run
+//                 smaller; the bucket read from the packed key, or recomputed from the record)
+//                 and writes it to bin_sorted[bin_offset[key] + rank]: each bucket in
+//                 increasing record id, the same every run
 //   <kernel>      T[t] = sum over q in [bin_offset[key(t)], bin_offset[key(t) + 1]) of
 //                 value(record bin_sorted[q], broadcast axes = t's components), a serial sum
 //                 in record order per element (chunked where the bucket holds a whole aligned
@@ -82,8 +88,11 @@
 // most ceil(records / S) records, and about K on average. A bucket that is huge because the
 // data put every point in one cell (border padding with grids far outside) stays quadratic
 // where cells are many (S = 1 there): the shapes alone cannot tell.
-// The bin_fill kernel is the one place whose IR reading is not the whole truth (a load of
-// bin_count stands for the claim); `claim_slot_tensors` names it for the emitter. The fill and
+// Ranked count (BinnedGatherOptions::ranked_count): the count's atomics hand out the slots, so
+// that the fill has no atomic of its own (a returning atomic per record on its store's path).
+// The claiming kernel (bin_count, or bin_fill with ranked_count off) is the one place whose IR
+// reading is not the whole truth (a load of bin_count stands for the claim);
+// `claim_slot_tensors` names it for the emitter, `counting_claims` the claims that count up. The fill and
 // sort scatters write every slot at most once, so they are plain stores into unzeroed
 // temporaries (StoreScatterTargets); slots past the last filled one stay unwritten and are
 // read only where the factors' guard discards them (clamped into range first).
@@ -107,6 +116,9 @@ using ClaimSlotTensors = std::map<std::string, std::string>;
 /// Kernel name -> the target its scatter writes at distinct elements (EmitOptions::
 /// store_scatter_target): the fill and sort kernels.
 using StoreScatterTargets = std::map<std::string, std::string>;
+/// Kernels among ClaimSlotTensors' whose claims count up from zero (EmitOptions::
+/// claim_counts_up: the ranked count, after a kernel that zeroes the claimed tensor).
+using CountingClaims = std::set<std::string>;
 
 struct BinnedGatherOptions {
   /// The fewest broadcast elements per cell (product of the broadcast extents) for which the
@@ -141,6 +153,18 @@ struct BinnedGatherOptions {
   /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
   /// LowerOptions::binned_scan_digits carries it.
   bool scan_digits = true;
+  /// Packed keys: bin_fill writes slot key x 2^32 + record id (i64) into bin_unsorted, so that
+  /// bin_sort reads each slot's bucket instead of recomputing it from the record (the key's
+  /// loads, often gathers of the scatter's index data); comparing packed values within a
+  /// bucket compares ids. false: ids only (i32), the sort decodes the key. LowerOptions::
+  /// binned_packed_keys carries it.
+  bool packed_keys = true;
+  /// Ranked count: bin_count's atomic returns each record's rank of arrival in its bucket,
+  /// which the count kernel stores per record (bin_rank, i32), so that the fill is a plain
+  /// store at offset + rank, with no atomic of its own; needs `counting_claims`. false: the
+  /// count adds without a result and the fill claims its slot by an atomic decrement.
+  /// LowerOptions::binned_ranked_count carries it.
+  bool ranked_count = true;
   /// Sub-buckets by record id ("Sub-buckets" above): where a cell holds more than twice this
   /// many records on average, each cell's bucket is cut into S = records / (this x cells) id
   /// ranges for the count, fill and sort, so the sort ranks a record among at most
@@ -174,6 +198,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            StoreScatterTargets* stores = nullptr,
                                            ScheduleNotes* notes = nullptr,
                                            LaneKernels* lane_kernels = nullptr,
-                                           WholeAxisKernels* whole_axis_kernels = nullptr);
+                                           WholeAxisKernels* whole_axis_kernels = nullptr,
+                                           CountingClaims* counting_claims = nullptr);
 
 }  // namespace adjoint::compiler

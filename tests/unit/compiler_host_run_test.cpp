@@ -166,6 +166,8 @@ namespace adjoint {  // one thread at a time: atomics are plain adds
 inline void atomic_add(int* address, int value) { *address += value; }
 inline void atomic_add(float* address, float value) { *address += value; }
 inline void atomic_add(double* address, double value) { *address += value; }
+// A warp of one thread at a time: every claim is its own (adjoint_atomics.cuh's, one lane).
+inline int claim_slot_warp(int* counter) { return atomicAdd(counter, -1) - 1; }
 }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
@@ -320,6 +322,14 @@ struct Variant {
   static Variant binned_chained_scan(int block_size) {
     Variant v = binned_gather(block_size);
     v.scan_digits = false;
+    return v;
+  }
+  /// BinnedGatherOptions::ranked_count (false: the fill claims its slots by atomic decrements).
+  bool ranked_count = BinnedGatherOptions{}.ranked_count;
+  /// Binned gathers whose fill claims its slots (ADJOINT_TUNE_BINNED_RANKED_COUNT=0).
+  static Variant binned_claimed_fill(int block_size) {
+    Variant v = binned_gather(block_size);
+    v.ranked_count = false;
     return v;
   }
   /// BinnedGatherOptions::subbucket_records (0: every bucket ranked whole).
@@ -521,7 +531,8 @@ struct Variant {
                                                       : std::to_string(gather_chunk)) +
                                     "_tp" +
                                     std::to_string(taps_walks_max) + "_" +
-                                    (scan_digits ? "" : "chained_") + "sb" +
+                                    (scan_digits ? "" : "chained_") +
+                                    (ranked_count ? "" : "claimed_") + "sb" +
                                     std::to_string(subbucket_records) + "_sp" +
                                     std::to_string(sparse_channels_last_min) + "_"
                               : "") +
@@ -564,6 +575,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   ir::Program p = simplify(input);
   p = simplify(lower_scatter_to_gather(p));
   ClaimSlotTensors claims;
+  CountingClaims counting;
   StoreScatterTargets stores;
   ReductionScheduleOptions schedule;
   WholeAxisKernels whole_axis;
@@ -576,8 +588,9 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     binned.subbucket_records = variant.subbucket_records;
     binned.sparse_channels_last_min = variant.sparse_channels_last_min;
     if (!variant.whole_axis_groups) binned.whole_axis_records_max = 0;
+    binned.ranked_count = variant.ranked_count;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
-                                       &schedule.preferred_kernels, &whole_axis);
+                                       &schedule.preferred_kernels, &whole_axis, &counting);
   }
   p = lower_scatter_to_atomics(p);
   p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
@@ -651,6 +664,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
       options.transposed_store = f->second;
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
+    options.claim_counts_up = counting.count(p.kernels[k].name) > 0;
     if (auto store = stores.find(p.kernels[k].name); store != stores.end())
       options.store_scatter_target = store->second;
     kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k), options));
@@ -1995,7 +2009,8 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
       Variant::binned_gather(256, 1),
       Variant::binned_gather(32, 1),
       Variant::binned_tiled(64, 1, 1),
-      Variant::binned_tiled(1024, 2, 1)};
+      Variant::binned_tiled(1024, 2, 1),
+      Variant::binned_claimed_fill(128)};  // the fill's claims of before the ranked count
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 1e-2, rounding_inputs);
 }
@@ -2308,7 +2323,7 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
   }
   expect_host_runs_match(programs,
                          {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64),
-                          Variant::binned_chained_scan(64)},
+                          Variant::binned_chained_scan(64), Variant::binned_claimed_fill(64)},
                          1e-5, rounding_inputs);
   // By digits: one kernel per level of chunk sums and one for the offsets.
   ClaimSlotTensors claims;
