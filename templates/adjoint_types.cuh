@@ -164,7 +164,19 @@ ADJOINT_DEVICE half from_float<half>(float f) {
 }
 template <>
 ADJOINT_DEVICE bfloat16 from_float<bfloat16>(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && defined(ADJOINT_BF16_CVT)
+  // Experiment (-DADJOINT_BF16_CVT=1 or 2 through ADJOINT_TUNE_NVRTC_OPTIONS): the hardware's
+  // round-to-nearest-even (half an F2FP a value instead of the integer code's five); with 1 a
+  // NaN keeps the integer code's bits (its sign and payload, quiet), with 2 the hardware's NaN.
+  unsigned short bits;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
+#if ADJOINT_BF16_CVT != 2
+  if (f != f) bits = static_cast<unsigned short>((__float_as_uint(f) >> 16) | 0x0040u);
+#endif
+  return bfloat16{bits};
+#else
   return bfloat16{bfloat16_bits_from_float_bits(__float_as_uint(f))};
+#endif
 }
 
 ADJOINT_DEVICE half half_from_double(double d) {
