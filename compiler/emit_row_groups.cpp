@@ -321,17 +321,21 @@ void KernelEmitter::emit_row_per_thread_body() {
                " points of the thread's row");
     // A stage's points compute alike from the same row (mhc_sinkhorn: every scale of a step
     // recomputes the step's row sums inline): unrolled, the compiler shares what they share,
-    // unless the unrolled loop would read memory too often (NVRTC's time grows with it).
-    const int64_t loads = points * memory_loads_unrolled(stage.value);
+    // unless the unrolled loop would still read memory too often (NVRTC's time grows with it).
+    std::vector<std::pair<const ir::VarNode*, int64_t>> point_axes;
+    for (size_t a = static_cast<size_t>(kernel_.row_axes); a < stage.domain.size(); ++a)
+      point_axes.emplace_back(stage.domain[a].var.get(),
+                              stage.domain[a].extent.as<ir::IntConstNode>()->value);
+    const int64_t loads = memory_loads_unrolled(stage.value, point_axes);
     const bool unroll = points <= kRowPerThreadUnrollPoints &&
                         (options_.row_stage_unroll_loads == 0 ||
                          loads <= options_.row_stage_unroll_loads);
     if (points <= kRowPerThreadUnrollPoints && !unroll)
-      stage_loop_notes_.push_back(
-          "stage " + std::to_string(s) + ": " + std::to_string(points) + " points of " +
-          std::to_string(loads / std::max<int64_t>(points, 1)) +
-          " memory loads each (reductions unrolled), over " +
-          std::to_string(options_.row_stage_unroll_loads) + " unrolled: kept a loop (#pragma unroll 1)");
+      stage_loop_notes_.push_back("stage " + std::to_string(s) + ": " + std::to_string(points) +
+                                  " points reading memory " + std::to_string(loads) +
+                                  " times unrolled (their distinct loads, reductions unrolled), "
+                                  "over " + std::to_string(options_.row_stage_unroll_loads) +
+                                  ": kept a loop (#pragma unroll 1)");
     out_->line(unroll ? "#pragma unroll" : "#pragma unroll 1");
     CodeWriter::Block loop = out_->block("for (" + type + " " + p + " = 0; " + p + " < " +
                                          std::to_string(points) + "; ++" + p + ") {");
@@ -340,20 +344,34 @@ void KernelEmitter::emit_row_per_thread_body() {
   emit_row_stages(loops, emit_one, "");
 }
 
-int64_t KernelEmitter::memory_loads_unrolled(const ir::Expr& e) const {
-  int64_t total = 0;
+int64_t KernelEmitter::memory_loads_unrolled(
+    const ir::Expr& e, const std::vector<std::pair<const ir::VarNode*, int64_t>>& point_axes) const {
+  constexpr int64_t kMost = int64_t{1} << 40;
   if (const auto* load = e.as<ir::LoadNode>()) {
-    if (!row_local_.count(load->tensor.get())) total = 1;
-  } else if (const auto* reduce = e.as<ir::ReduceNode>()) {
+    int64_t total = 0;
+    if (!row_local_.count(load->tensor.get())) {
+      // One load per value of the point axes its address depends on: the unrolled points that
+      // differ only in the others read the same address, and share the load.
+      total = 1;
+      for (const auto& [var, extent] : point_axes)
+        if (depends_on(e, var)) total = std::min(total * extent, kMost);
+    }
+    for (const ir::Expr& index : load->indices)
+      total = std::min(total + memory_loads_unrolled(index, point_axes), kMost);
+    return total;
+  }
+  if (const auto* reduce = e.as<ir::ReduceNode>()) {
     // A reduction's loads repeat once per trip; a trip count known only at run time counts
     // as kRowPerThreadUnrollPoints (NVVM does not unroll it completely anyway).
     int64_t trips = 1;
     for (const ir::Axis& axis : reduce->axes)
-      trips = std::min<int64_t>(trips * constant_trips(axis).value_or(kRowPerThreadUnrollPoints),
-                                int64_t{1} << 40);
-    return trips * memory_loads_unrolled(reduce->body);
+      trips = std::min(trips * constant_trips(axis).value_or(kRowPerThreadUnrollPoints), kMost);
+    return std::min(trips * memory_loads_unrolled(reduce->body, point_axes), kMost);
   }
-  ir::for_each_child(e, [&](const ir::Expr& child) { total += memory_loads_unrolled(child); });
+  int64_t total = 0;
+  ir::for_each_child(e, [&](const ir::Expr& child) {
+    total = std::min(total + memory_loads_unrolled(child, point_axes), kMost);
+  });
   return total;
 }
 

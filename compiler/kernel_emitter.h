@@ -236,9 +236,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// The most points per row a row-per-thread stage's loop is unrolled for.
   static constexpr int64_t kRowPerThreadUnrollPoints = 64;
   /// ... while the unrolled loop reads memory at most EmitOptions::row_stage_unroll_loads times.
-  /// The memory loads of `e` (tensors that are not row-local) with each reduction's loads
-  /// counted once per trip, as `e` would be written out with its reductions unrolled.
-  int64_t memory_loads_unrolled(const ir::Expr& e) const;
+  /// The distinct memory loads of a stage's points unrolled: each load of a tensor that is not
+  /// row-local counted once per trip of the reductions around it and once per value of the
+  /// point axes (`point_axes`: variable, extent) its address depends on.
+  int64_t memory_loads_unrolled(
+      const ir::Expr& e,
+      const std::vector<std::pair<const ir::VarNode*, int64_t>>& point_axes) const;
   /// Generic kernels (ir/dynamic_sizes.h, emit_generic_grid.cpp): the size parameters in the
   /// signature, and a grid-stride loop over the runtime point count decoding every axis.
   std::vector<std::string> bind_size_params(CompiledKernel& result);
