@@ -70,12 +70,8 @@ struct EmitOptions {
   /// fill kernel, where t holds each bucket's count; empty: none). Integer atomics whose final
   /// values do not depend on their order leave the kernel deterministic.
   std::string claim_slot_tensor;
-  /// The claims aggregated per warp (adjoint::claim_slot_warp in adjoint_atomics.cuh): lanes
-  /// that claim from the same bucket share one atomic (ADJOINT_TUNE_BINNED_WARP_CLAIMS=1);
-  /// false: one atomic per claim.
-  bool claim_warp_aggregated = false;
   /// The claims count up instead: `atomicAdd(&t[i], 1)`, the old value (the binned gather's
-  /// ranked count, whose IR zeroes t in an earlier kernel). Never aggregated per warp.
+  /// ranked count, whose IR zeroes t in an earlier kernel).
   bool claim_counts_up = false;
   /// The scatter-add into this tensor lands on a distinct element at every point (the binned
   /// gather's fill and sort kernels, which write a permutation of record ids into slots that
@@ -149,11 +145,12 @@ struct EmitOptions {
   /// line, as before (ADJOINT_TUNE_STAGE_LOOPS=0).
   bool stage_loops = true;
   /// A row-per-thread stage of at most 64 points is unrolled while its unrolled loop reads
-  /// memory (tensors that are not row-local) at most this many times, its points' reductions
-  /// unrolled; above it the stage stays a loop. NVRTC's time grows with the loads written out:
-  /// mhc_pre at D=32 (h_mix: 24 points of 128 trips of 3 loads) took 10 s unrolled; sinkhorn's
-  /// stages, whose unrolling pays, read row-local arrays. 0: always unrolled, as before
-  /// (ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS=0).
+  /// memory at most this many times (KernelEmitter::memory_loads_unrolled: its distinct loads of
+  /// tensors that are not row-local, its points' reductions unrolled); above it the stage stays
+  /// a loop. NVRTC's time grows with the loads written out: mhc_pre at D=32 (h_mix: 24 points of
+  /// 128 trips of phi, 3328 distinct loads) took 16 s of cold prepare on the H100 host unrolled;
+  /// Sinkhorn's stages, whose unrolling pays, stay below it (n = 8: 704). 0: always unrolled, as
+  /// before (ADJOINT_TUNE_ROW_STAGE_UNROLL_LOADS=0).
   int64_t row_stage_unroll_loads = 1024;
   /// How far reduction loops are unrolled (unroll_policy.h); budget 0: the pragmas above.
   UnrollPolicy unroll;

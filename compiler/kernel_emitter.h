@@ -86,9 +86,7 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     }
     if (n.tensor->name == options_.claim_slot_tensor) {
       if (options_.claim_counts_up) return "atomicAdd(&" + access + ", 1)";
-      if (!options_.claim_warp_aggregated) return "(atomicAdd(&" + access + ", -1) - 1)";
-      uses_atomics_ = true;  // adjoint_atomics.cuh holds the aggregated claim
-      return "adjoint::claim_slot_warp(&" + access + ")";
+      return "(atomicAdd(&" + access + ", -1) - 1)";
     }
     return is_half_precision(n.dtype) ? "adjoint::to_float(" + access + ")" : access;
   }

@@ -370,7 +370,6 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
-    emit_options.claim_warp_aggregated = options.binned_warp_claims;
     emit_options.claim_counts_up = counting_claims.count(kernel.name) > 0;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;

@@ -157,10 +157,6 @@ struct LowerOptions {
   /// (K + 1 kernels for K levels of chunk sums); false: the chained levels, 2K + 1 kernels
   /// (ADJOINT_TUNE_BINNED_SCAN=0).
   bool binned_scan_digits = true;
-  /// EmitOptions::claim_warp_aggregated: a binned fill's slot claims aggregated per warp, one
-  /// atomic per distinct bucket among a warp's lanes (ADJOINT_TUNE_BINNED_WARP_CLAIMS=1); off by
-  /// default: one atomic per record was faster on the H100 (docs/compiler.md, "Binning costs").
-  bool binned_warp_claims = false;
   /// BinnedGatherOptions::packed_keys: the fill writes each record's slot key with its id, so
   /// that the sort does not recompute the key (ADJOINT_TUNE_BINNED_PACKED_KEYS=0: ids only).
   bool binned_packed_keys = true;

@@ -184,11 +184,6 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
           "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
           "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
-  knobs.binned_warp_claims =
-      integer_knob(
-          "ADJOINT_TUNE_BINNED_WARP_CLAIMS", 0, [](int v) { return v == 0 || v == 1; },
-          "0 (one atomic per binned fill's slot claim) or 1 (claims aggregated per warp: one "
-          "atomic per distinct bucket among a warp's lanes)") == 1;
   knobs.binned_packed_keys =
       integer_knob(
           "ADJOINT_TUNE_BINNED_PACKED_KEYS", 1, [](int v) { return v == 0 || v == 1; },
@@ -414,7 +409,6 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_gather_chunk = knobs.binned_gather_chunk;
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;
   options.binned_scan_digits = knobs.binned_scan_digits;
-  options.binned_warp_claims = knobs.binned_warp_claims;
   options.binned_packed_keys = knobs.binned_packed_keys;
   options.binned_ranked_count = knobs.binned_ranked_count;
   options.binned_subbucket_records = knobs.binned_subbucket_records;

@@ -86,7 +86,6 @@ struct TuningKnobs {
   int binned_gather_chunk = -1;
   int binned_taps_walks_max = 16;
   bool binned_scan_digits = true;
-  bool binned_warp_claims = false;
   bool binned_packed_keys = true;
   bool binned_ranked_count = true;
   int binned_subbucket_records = 16;

@@ -45,25 +45,6 @@ ADJOINT_DEVICE void atomic_add(bfloat16* address, float value) {
 #endif
 }
 
-/// A binned gather's slot claim aggregated per warp (EmitOptions::claim_warp_aggregated): the
-/// active lanes that claim from the same counter (__match_any_sync) take one atomic, issued by
-/// their lowest lane, and split its old value by their rank among those lanes. Returns what
-/// `atomicAdd(counter, -1) - 1` would for some order of the lanes: each claims a distinct slot
-/// of [0, count), which order differs from run to run either way (the sort that follows the
-/// fill fixes every bucket's order). Integer atomics only.
-ADJOINT_DEVICE int claim_slot_warp(int* counter) {
-  const unsigned active = __activemask();
-  const unsigned peers = __match_any_sync(active, reinterpret_cast<unsigned long long>(counter));
-  unsigned lane;
-  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-  const int leader = __ffs(peers) - 1;
-  const int below = __popc(peers & ((1u << lane) - 1u));
-  int old = 0;
-  if (static_cast<int>(lane) == leader) old = atomicAdd(counter, -__popc(peers));
-  old = __shfl_sync(peers, old, leader);
-  return old - 1 - below;
-}
-
 #endif  // __CUDACC__ || __CUDACC_RTC__
 
 }  // namespace adjoint

@@ -166,8 +166,6 @@ namespace adjoint {  // one thread at a time: atomics are plain adds
 inline void atomic_add(int* address, int value) { *address += value; }
 inline void atomic_add(float* address, float value) { *address += value; }
 inline void atomic_add(double* address, double value) { *address += value; }
-// A warp of one thread at a time: every claim is its own (adjoint_atomics.cuh's, one lane).
-inline int claim_slot_warp(int* counter) { return atomicAdd(counter, -1) - 1; }
 }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }

@@ -100,7 +100,6 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_STREAMING", "2"},
       {"ADJOINT_TUNE_BINNED_GATHER_CHUNK", "-1"},
       {"ADJOINT_TUNE_BINNED_SUBBUCKET", "0"},
-      {"ADJOINT_TUNE_BINNED_WARP_CLAIMS", "1"},
       {"ADJOINT_TUNE_BINNED_PACKED_KEYS", "0"},
       {"ADJOINT_TUNE_BINNED_RANKED_COUNT", "0"},
       {"ADJOINT_TUNE_TEMPORARY_ARENA", "0"},
@@ -120,7 +119,6 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   apply_tuning_knobs(knobs, options);
   EXPECT_EQ(options.binned_gather_chunk, -1);
   EXPECT_EQ(options.binned_subbucket_records, 0);
-  EXPECT_TRUE(options.binned_warp_claims);
   EXPECT_FALSE(options.binned_packed_keys);
   EXPECT_FALSE(options.binned_ranked_count);
   EXPECT_EQ(options.reduction_schedule, "serial");
@@ -171,7 +169,6 @@ TEST(TuningKnobs, TheGenericKnobsRestoreTheGenericKernelsOfBefore) {
 TEST(TuningKnobs, InvalidValuesNameTheVariableTheRangeAndTheValue) {
   const std::map<std::string, std::string> invalid = {
       {"ADJOINT_TUNE_BINNED_SUBBUCKET", "-1"},
-      {"ADJOINT_TUNE_BINNED_WARP_CLAIMS", "2"},
       {"ADJOINT_TUNE_BINNED_GATHER_CHUNK", "-2"},
       {"ADJOINT_TUNE_TEMPORARY_ARENA", "2"},
       {"ADJOINT_TUNE_PROGRAMMATIC_LAUNCH", "yes"},
