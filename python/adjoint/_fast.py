@@ -2,8 +2,9 @@
 absence, in which case programs launch through ctypes (program.py).
 
 Where it is looked for, in order: inside the package (where `pip install .` puts it), then
-build/lib/ of the checkout this package lives in (where the CMake build writes it, beside
-libadjoint). ADJOINT_FASTLAUNCH=0 turns it off (the ctypes path then runs everywhere);
+beside $ADJOINT_LIBRARY (a build or a stage elsewhere: the CMake build writes the extension
+beside libadjoint), then build/lib/ of the checkout this package lives in.
+ADJOINT_FASTLAUNCH=0 turns it off (the ctypes path then runs everywhere);
 ADJOINT_FASTLAUNCH=<path of a _fastlaunch*.so> loads that build instead.
 """
 
@@ -46,16 +47,30 @@ def _find():
         return _fastlaunch
     except ImportError as error:
         reason = "not in the package (%s)" % error
-    here = os.path.dirname(os.path.abspath(__file__))
-    build_lib = os.path.normpath(os.path.join(here, "..", "..", "build", "lib"))
-    for path in sorted(glob.glob(os.path.join(build_lib, "_fastlaunch*.so"))):
-        try:
-            loaded = _load_from(path)
-            reason = None
-            return loaded
-        except ImportError as error:
-            reason = "cannot load %s: %s" % (path, error)
+    for directory in _build_lib_directories():
+        for path in sorted(glob.glob(os.path.join(directory, "_fastlaunch*.so"))):
+            try:
+                loaded = _load_from(path)
+                reason = None
+                return loaded
+            except ImportError as error:
+                reason = "cannot load %s: %s" % (path, error)
     return None
+
+
+def _build_lib_directories():
+    """The build directories searched after the package, in order: the one of $ADJOINT_LIBRARY
+    (which _capi loads first), then build/lib of this checkout. Without the first, a build
+    staged elsewhere (scripts/gpu-check --stage) would launch through ctypes unnoticed."""
+    directories = []
+    library = os.environ.get("ADJOINT_LIBRARY", "")
+    if library:
+        directories.append(os.path.dirname(os.path.abspath(library)))
+    here = os.path.dirname(os.path.abspath(__file__))
+    checkout = os.path.normpath(os.path.join(here, "..", "..", "build", "lib"))
+    if checkout not in directories:
+        directories.append(checkout)
+    return directories
 
 
 def module():

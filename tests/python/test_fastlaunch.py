@@ -7,6 +7,9 @@ when CMake built it), where its absence fails.
 """
 
 import os
+import shutil
+import sys
+import tempfile
 import unittest
 
 from fakes import (FakeDevice, FakeLibrary, FakeProgramDefinition, FakeTensor,
@@ -147,6 +150,55 @@ class FastLaunchTest(unittest.TestCase):
         self.assertIsNone(program._fast)
         with self.assertRaisesRegex(ValueError, "was released"):
             program.launch({"grad_output": FakeTensor((1, 2, 10))})
+
+
+
+class FastLaunchSearchTest(unittest.TestCase):
+    """Where the extension is looked for: a build staged away from this checkout (ADJOINT_LIBRARY
+    pointing into it, as scripts/gpu-check --stage does) must give its own extension, not a
+    silent ctypes path."""
+
+    def setUp(self):
+        self.saved = os.environ.get("ADJOINT_LIBRARY")
+        self.saved_fast = os.environ.get("ADJOINT_FASTLAUNCH")
+        os.environ.pop("ADJOINT_FASTLAUNCH", None)
+
+    def tearDown(self):
+        for name, value in (("ADJOINT_LIBRARY", self.saved), ("ADJOINT_FASTLAUNCH", self.saved_fast)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        sys.modules.pop("adjoint._fastlaunch", None)
+        _fast.set_enabled(True)
+
+    def test_the_library_directory_comes_before_the_checkout(self):
+        os.environ["ADJOINT_LIBRARY"] = "/somewhere/stage/build/lib/libadjoint.so"
+        directories = _fast._build_lib_directories()
+        self.assertEqual(directories[0], "/somewhere/stage/build/lib")
+        self.assertTrue(directories[-1].endswith(os.path.join("build", "lib")))
+        os.environ.pop("ADJOINT_LIBRARY")
+        self.assertEqual(len(_fast._build_lib_directories()), 1)
+
+    def test_loads_the_extension_beside_a_staged_library(self):
+        _fast.set_enabled(True)
+        built = _fast.module()
+        if built is None or not getattr(built, "__file__", None):
+            if expected():
+                self.fail("adjoint._fastlaunch was built but is not loaded: %s" % _fast.reason)
+            self.skipTest("adjoint._fastlaunch is not built (%s)" % _fast.reason)
+        if os.path.dirname(os.path.abspath(built.__file__)) == os.path.dirname(
+                os.path.abspath(adjoint.__file__)):
+            self.skipTest("the extension is installed inside the package, which comes first")
+        with tempfile.TemporaryDirectory() as stage:
+            copy = os.path.join(stage, os.path.basename(built.__file__))
+            shutil.copy(built.__file__, copy)
+            os.environ["ADJOINT_LIBRARY"] = os.path.join(stage, "libadjoint.so")
+            sys.modules.pop("adjoint._fastlaunch", None)
+            if hasattr(adjoint, "_fastlaunch"):
+                delattr(adjoint, "_fastlaunch")
+            self.assertTrue(_fast.set_enabled(True), _fast.reason)
+            self.assertEqual(os.path.abspath(_fast.module().__file__), copy)
 
 
 if __name__ == "__main__":
