@@ -200,6 +200,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "bucket walks, got " + std::to_string(options.binned_taps_walks_max),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.binned_taps_walks_wide_max < 0) {
+    throw Error("LowerOptions.binned_taps_walks_wide_max: expected 0 (never) or a number of "
+                "bucket walks, got " + std::to_string(options.binned_taps_walks_wide_max),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_subbucket_records < 0) {
     throw Error("LowerOptions.binned_subbucket_records: expected 0 (never) or a number of "
                 "records, got " + std::to_string(options.binned_subbucket_records),
@@ -253,6 +258,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       options.vector_bytes > 0 ? options.vector_bytes : kDefaultGroupBytes;
   binned_options.gather_chunk = options.binned_gather_chunk;
   binned_options.taps_walks_max = options.binned_taps_walks_max;
+  binned_options.taps_walks_wide_max = options.binned_taps_walks_wide_max;
   binned_options.scan_digits = options.binned_scan_digits;
   binned_options.packed_keys = options.binned_packed_keys;
   binned_options.ranked_count = options.binned_ranked_count;

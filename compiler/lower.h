@@ -153,6 +153,10 @@ struct LowerOptions {
   /// taps x channels) for which a binned gather bins one record per point and walks a bucket
   /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).
   int64_t binned_taps_walks_max = 16;
+  /// BinnedGatherOptions::taps_walks_wide_max: up to this many taps x broadcast elements the
+  /// taps also go into the gather where points >= cells and the gather is large
+  /// (ADJOINT_TUNE_BINNED_TAPS_WIDE; 0: binned_taps_walks_max alone).
+  int64_t binned_taps_walks_wide_max = 64;
   /// BinnedGatherOptions::scan_digits: the binned gather's offsets scanned by base-32 digits
   /// (K + 1 kernels for K levels of chunk sums); false: the chained levels, 2K + 1 kernels
   /// (ADJOINT_TUNE_BINNED_SCAN=0).

@@ -93,9 +93,29 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
                            stage.domain[taps->axis].var.name_hint() + " x " +
                            std::to_string(b.broadcast_elements) + " broadcast elements = " +
                            std::to_string(walks) + " bucket walks per cell ";
-  if (walks > options.taps_walks_max) {
+  // Past taps_walks_max, up to taps_walks_wide_max where the broadcast elements are few, the
+  // gather has work for the whole GPU and each cell gets at least one point: the tap records'
+  // binning (count, fill, sort and factors of points x taps records, growing with the taps)
+  // then costs more than the walks it saves (cells x taps x broadcast elements, growing with
+  // the channels). Where points are fewer than cells (a grid smaller than the input) most walks
+  // find an empty bucket, and in small problems each thread's serial walks are the latency.
+  const int64_t points = b.records / taps->taps;
+  const int64_t elements = b.cells * b.broadcast_elements;
+  const bool wide = walks <= options.taps_walks_wide_max &&
+                    b.broadcast_elements <= options.taps_wide_broadcast_max &&
+                    points >= b.cells && elements >= options.taps_wide_min_elements;
+  if (walks > options.taps_walks_max && !wide) {
     b.note = "binned taps: records (" + what + "> " + std::to_string(options.taps_walks_max) +
-             ", ADJOINT_TUNE_BINNED_TAPS)";
+             ", ADJOINT_TUNE_BINNED_TAPS";
+    if (walks <= options.taps_walks_wide_max)
+      b.note += "; <= " + std::to_string(options.taps_walks_wide_max) +
+                " (ADJOINT_TUNE_BINNED_TAPS_WIDE) needs at most " +
+                std::to_string(options.taps_wide_broadcast_max) +
+                " broadcast elements, points >= cells and at least " +
+                std::to_string(options.taps_wide_min_elements) + " elements: " +
+                std::to_string(points) + " points, " + std::to_string(b.cells) + " cells, " +
+                std::to_string(elements) + " elements";
+    b.note += ")";
     return b;
   }
   // Taps in the gather: one record per point, binned by its base cell.
@@ -117,8 +137,13 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
     if (s.cells >= std::numeric_limits<int32_t>::max()) return b;
   }
   s.note = "binned taps: in the gather (" + what + "<= " +
-           std::to_string(options.taps_walks_max) + ", ADJOINT_TUNE_BINNED_TAPS): " +
-           std::to_string(s.records) + " records instead of " + std::to_string(b.records);
+           (walks <= options.taps_walks_max
+                ? std::to_string(options.taps_walks_max) + ", ADJOINT_TUNE_BINNED_TAPS"
+                : std::to_string(options.taps_walks_wide_max) +
+                      ", ADJOINT_TUNE_BINNED_TAPS_WIDE: " + std::to_string(points) +
+                      " points >= " + std::to_string(b.cells) + " cells, " +
+                      std::to_string(elements) + " elements") +
+           "): " + std::to_string(s.records) + " records instead of " + std::to_string(b.records);
   return s;
 }
 

@@ -149,6 +149,17 @@ struct BinnedGatherOptions {
   /// records where taps x broadcast elements (the bucket walks per cell) are at most this; 0
   /// never. LowerOptions::binned_taps_walks_max carries it.
   int64_t taps_walks_max = 16;
+  /// The wider bound: taps x broadcast elements up to this also take the taps into the gather
+  /// where the broadcast elements are at most taps_wide_broadcast_max (a walk's cost grows with
+  /// them, the records' binning that the taps save does not), the records' points are at least
+  /// the cells (no fewer points than destination cells: otherwise most walks find an empty
+  /// bucket) and the gather has at least taps_wide_min_elements elements (cells x broadcast
+  /// elements: small problems are bound by each thread's serial walks). 0 (or at most
+  /// taps_walks_max): taps_walks_max alone. LowerOptions::binned_taps_walks_wide_max carries it.
+  /// Measured on the H100: docs/compiler.md "Taps in the gather".
+  int64_t taps_walks_wide_max = 64;
+  int64_t taps_wide_broadcast_max = 8;
+  int64_t taps_wide_min_elements = int64_t{1} << 16;
   /// The offsets' exclusive scan by base-32 digits (one kernel per level of chunk sums and one
   /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
   /// LowerOptions::binned_scan_digits carries it.

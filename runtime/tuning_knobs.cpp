@@ -179,6 +179,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BINNED_TAPS", 16, [](int v) { return v >= 0; },
       "0 (every tap a record) or the most taps x broadcast elements for which a binned gather "
       "bins one record per point and walks a bucket per tap");
+  knobs.binned_taps_walks_wide_max = integer_knob(
+      "ADJOINT_TUNE_BINNED_TAPS_WIDE", 64, [](int v) { return v >= 0; },
+      "0 (ADJOINT_TUNE_BINNED_TAPS alone) or the most taps x broadcast elements for which a "
+      "binned gather also takes its taps where points >= cells and the gather is large");
   knobs.binned_scan_digits =
       integer_knob(
           "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
@@ -408,6 +412,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_channels_last_min = knobs.binned_channels_last_min;
   options.binned_gather_chunk = knobs.binned_gather_chunk;
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;
+  options.binned_taps_walks_wide_max = knobs.binned_taps_walks_wide_max;
   options.binned_scan_digits = knobs.binned_scan_digits;
   options.binned_packed_keys = knobs.binned_packed_keys;
   options.binned_ranked_count = knobs.binned_ranked_count;

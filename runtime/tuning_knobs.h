@@ -85,6 +85,7 @@ struct TuningKnobs {
   int binned_channels_last_min = 2;
   int binned_gather_chunk = -1;
   int binned_taps_walks_max = 16;
+  int binned_taps_walks_wide_max = 64;
   bool binned_scan_digits = true;
   bool binned_packed_keys = true;
   bool binned_ranked_count = true;

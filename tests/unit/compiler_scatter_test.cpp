@@ -558,6 +558,47 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   EXPECT_THROW(lower(p, negative), Error);
 }
 
+TEST(ScatterToBinnedGather, WiderTapBoundNeedsPointsForEveryCellAndALargeGather) {
+  // Bicubic at 4 channels: 16 taps x 4 = 64 walks per cell, past taps_walks_max (16) and within
+  // taps_walks_wide_max (64). Measured on the H100 (docs/compiler.md "Taps in the gather"): the
+  // taps in the gather win where every cell gets a point and the gather is large, and lose where
+  // the grid has fewer points than the input has cells, or the problem is small.
+  auto sorted_records = [](const std::string& spec, const BinnedGatherOptions& options) {
+    ir::Program p = ops::parse_specialization(spec).build_program();
+    ir::Program out = lower_scatter_to_binned_gather(p, nullptr, options);
+    ir::verify(out);
+    return out.find_tensor("grad_input_bin_sorted")->shape.at(0);
+  };
+  const std::string same =
+      "grid_sampler_2d_backward dtype=f32 input_size=1,4,128,128 output_size=128,128 "
+      "interpolation_mode=bicubic padding_mode=zeros align_corners=false";
+  const std::string fewer_points =
+      "grid_sampler_2d_backward dtype=f32 input_size=1,4,128,128 output_size=64,64 "
+      "interpolation_mode=bicubic padding_mode=zeros align_corners=false";
+  const std::string small =
+      "grid_sampler_2d_backward dtype=f32 input_size=1,4,16,16 output_size=16,16 "
+      "interpolation_mode=bicubic padding_mode=zeros align_corners=false";
+  BinnedGatherOptions options;  // the defaults: 16, and 64 where the conditions hold
+  EXPECT_EQ(sorted_records(same, options), 128 * 128);        // one record per point
+  EXPECT_EQ(sorted_records(fewer_points, options), 64 * 64 * 16);  // every tap a record
+  EXPECT_EQ(sorted_records(small, options), 16 * 16 * 16);   // 1,024 elements < 65,536
+  options.taps_wide_min_elements = 1024;
+  EXPECT_EQ(sorted_records(small, options), 16 * 16);
+  const std::string bilinear_wide =
+      "grid_sampler_2d_backward dtype=f32 input_size=1,16,128,128 output_size=128,128 "
+      "interpolation_mode=bilinear padding_mode=zeros align_corners=false";
+  EXPECT_EQ(sorted_records(bilinear_wide, options), 128 * 128 * 4);  // 16 channels > 8
+  options.taps_wide_broadcast_max = 16;
+  EXPECT_EQ(sorted_records(bilinear_wide, options), 128 * 128);
+  options.taps_walks_wide_max = 63;  // 64 walks: past both bounds
+  EXPECT_EQ(sorted_records(same, options), 128 * 128 * 16);
+  options.taps_walks_wide_max = 0;  // ADJOINT_TUNE_BINNED_TAPS_WIDE=0: the narrow bound alone
+  EXPECT_EQ(sorted_records(same, options), 128 * 128 * 16);
+  LowerOptions negative;
+  negative.binned_taps_walks_wide_max = -1;
+  EXPECT_THROW(lower(ops::parse_specialization(same).build_program(), negative), Error);
+}
+
 TEST(ScatterToBinnedGather, WideChannelsGatherChannelsInnermost) {
   ir::Program p = ops::parse_specialization(
                       "grid_sampler_2d_backward dtype=bf16 input_size=2,16,6,5 output_size=8,6 "
