@@ -246,6 +246,8 @@ std::string KernelEmitter::integer_division(const ir::BinaryNode& n, const std::
 }
 
 std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
+  if (auto partial = group_reductions_.find(&n); partial != group_reductions_.end())
+    return partial->second + "[" + vector_->element + "]";  // emit_progressive_group_sum's
   std::string type(cuda_value_type(n.dtype));
   std::string op(ir::binary_op_name(n.op));
   if (n.op == BinaryOp::kAnd || n.op == BinaryOp::kOr) {  // the right side only when needed

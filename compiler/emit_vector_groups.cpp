@@ -774,7 +774,10 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   const std::vector<const ir::ReduceNode*> reductions = unconditional_reductions(stage.value);
   if (aligned_twin_ && tile_ && options_.tile_early_copies && !reductions.empty())
     early = emit_early_copies(stage, x);
+  if (options_.progressive_group_sums && !tile_ && reductions.size() >= 3)
+    emit_progressive_group_sum(stage.value, reductions, x, x_name);
   for (const ir::ReduceNode* reduce : reductions) {
+    if (group_reductions_.count(reduce)) continue;  // written by the progressive sum
     std::optional<GroupWindows> windows;
     if (plan_group_reduction(*reduce, x, windows))
       group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
@@ -797,6 +800,44 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   group_reductions_.clear();
   spans_.clear();
   scopes_.clear();
+}
+
+std::optional<std::string> KernelEmitter::emit_progressive_group_sum(
+    const Expr& e, const std::vector<const ir::ReduceNode*>& reductions, const ir::VarNode* x,
+    const std::string& x_name) {
+  if (auto* reduce = e.as<ir::ReduceNode>()) {
+    if (std::find(reductions.begin(), reductions.end(), reduce) == reductions.end())
+      return std::nullopt;
+    if (auto done = group_reductions_.find(reduce); done != group_reductions_.end())
+      return done->second;
+    std::optional<GroupWindows> windows;
+    if (is_half_precision(reduce->dtype) || !plan_group_reduction(*reduce, x, windows))
+      return std::nullopt;
+    return group_reductions_[reduce] = emit_group_reduction(*reduce, x, x_name, windows);
+  }
+  if (auto* cast = e.as<ir::CastNode>()) {  // the stored value's conversion (bf16 of the sum)
+    emit_progressive_group_sum(cast->value, reductions, x, x_name);
+    return std::nullopt;
+  }
+  auto* add = e.as<ir::BinaryNode>();
+  if (!add || add->op != ir::BinaryOp::kAdd || !ir::is_float(add->dtype) ||
+      is_half_precision(add->dtype) || add->a.dtype() != add->dtype ||
+      add->b.dtype() != add->dtype) {
+    return std::nullopt;
+  }
+  // Left before right, as the expression evaluates; both must be whole arrays to add now.
+  std::optional<std::string> a = emit_progressive_group_sum(add->a, reductions, x, x_name);
+  std::optional<std::string> b = emit_progressive_group_sum(add->b, reductions, x, x_name);
+  if (!a || !b) return std::nullopt;
+  const std::string width = std::to_string(vector_->width);
+  const std::string& element = vector_->element;
+  const std::string sum = names_.fresh("partial");
+  out_->line(std::string(cuda_value_type(add->dtype)) + " " + sum + "[" + width + "];");
+  out_->line("#pragma unroll");
+  out_->line("for (int " + element + " = 0; " + element + " < " + width + "; ++" + element +
+             ") " + sum + "[" + element + "] = " + *a + "[" + element + "] + " + *b + "[" +
+             element + "];");
+  return group_reductions_[e.get()] = sum;
 }
 
 void KernelEmitter::emit_points_one_by_one(const ir::Stage& stage,

@@ -308,6 +308,12 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
                         const std::function<void()>& body);
   bool plan_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
                             std::optional<GroupWindows>& windows);
+  /// EmitOptions::progressive_group_sums: emits the group reductions of an add tree in
+  /// evaluation order, each add of computed operands into an array as soon as it can be
+  /// (registered in group_reductions_ under its node); the name of e's array when all of e was.
+  std::optional<std::string> emit_progressive_group_sum(
+      const ir::Expr& e, const std::vector<const ir::ReduceNode*>& reductions,
+      const ir::VarNode* x, const std::string& x_name);
   std::string emit_group_reduction(const ir::ReduceNode& n, const ir::VarNode* x,
                                    const std::string& x_name,
                                    const std::optional<GroupWindows>& windows);

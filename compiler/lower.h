@@ -90,6 +90,8 @@ struct LowerOptions {
   int tile_prefetch = 8;
   /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
   bool tile_early_copies = true;
+  /// EmitOptions::progressive_group_sums (ADJOINT_TUNE_PROGRESSIVE_SUMS).
+  bool progressive_group_sums = true;
   /// EmitOptions::tile_uniform_ring (ADJOINT_TUNE_TILE_UNIFORM_RING).
   bool tile_uniform_ring = true;
   /// EmitOptions::tile_point_fallback (ADJOINT_TUNE_TILE_FALLBACK: 1, the default, the

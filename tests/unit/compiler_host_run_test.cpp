@@ -456,6 +456,8 @@ struct Variant {
   /// EmitOptions::lane_spans (16 bytes, the default; 0 the strided lanes of before) and
   /// lane_span_unroll (0 derived).
   int lane_spans = 16;
+  /// EmitOptions::progressive_group_sums (false: every group accumulator added at the end).
+  bool progressive_sums = true;
   int lane_span_unroll = 0;
   static Variant spans(int bytes, int unroll = 0) {
     Variant v = schedule(0, "warp", 0);
@@ -560,7 +562,8 @@ struct Variant {
            (row_groups == 0 || row_schedule == "block" ? std::string() : "_" + row_schedule) +
            (stage_loops ? std::string() : "_straight") + (whole_axis_groups ? "" : "_pow2") +
            (lane_spans == 16 ? std::string() : "_ls" + std::to_string(lane_spans)) +
-           (lane_span_unroll == 0 ? std::string() : "_lu" + std::to_string(lane_span_unroll));
+           (lane_span_unroll == 0 ? std::string() : "_lu" + std::to_string(lane_span_unroll)) +
+           (progressive_sums ? std::string() : "_sumsatend");
   }
 };
 
@@ -656,6 +659,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     options.stage_loops = variant.stage_loops;
     options.lane_spans = variant.lane_spans;
     options.lane_span_unroll = variant.lane_span_unroll;
+    options.progressive_group_sums = variant.progressive_sums;
     if (auto t = transposes.find(p.kernels[k].name); t != transposes.end())
       options.tiled_transpose = t->second;
     if (auto f = fused.find(p.kernels[k].name); f != fused.end())
@@ -2474,9 +2478,13 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
     }
     EXPECT_TRUE(taps) << ir::to_string(lowered);
   }
+  // The walks' sums added as they are computed (EmitOptions::progressive_group_sums, the
+  // default) or all at the end: the same adds in the same order, the same bits.
+  Variant sums_at_end = Variant::binned_taps(256, 64, 1);
+  sums_at_end.progressive_sums = false;
   const std::vector<Variant> variants = {
       Variant::binned_taps(256), Variant::binned_taps(32), Variant::binned_taps(1024),
-      Variant::binned_taps(256, 64, 1), Variant::binned_taps(96, 64, 1)};
+      Variant::binned_taps(256, 64, 1), Variant::binned_taps(96, 64, 1), sums_at_end};
   expect_host_runs_match(programs, variants, 1e-2);
   expect_host_runs_match(programs, variants, 2e-2, rounding_inputs);
   std::vector<ir::Program> huge;
@@ -2558,11 +2566,46 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
     EXPECT_TRUE(stored);
     EXPECT_FALSE(copied);
   }
+  Variant sums_at_end = direct;
+  sums_at_end.progressive_sums = false;
   const std::vector<Variant> variants = {
       pow2, Variant::binned_taps(256, 64, 2, BinnedGatherOptions{}.taps_walks_max),
-      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max), direct};
+      Variant::binned_taps(96, 64, 2, BinnedGatherOptions{}.taps_walks_max), direct,
+      sums_at_end};
   expect_host_runs_match(programs, variants, 2e-2);
   expect_host_runs_match(programs, {variants[0], variants[1]}, 2e-2, one_cell_inputs<true>);
+}
+
+/// Bicubic at 3 channels with its taps in the gather (the wider bound, BinnedGatherOptions::
+/// taps_walks_wide_max: 48 walks per cell) and the cell's 3 channels per thread (whole-axis
+/// groups: one record per cell): 48 walks added as they are computed (progressive_group_sums)
+/// give the bits of the sums added at the end, at two block sizes, f32 and bf16, uniform and
+/// one-cell grids, and the interpreter's values within rounding.
+TEST(HostRun, BicubicTapsInTheGatherOfThreeChannelsAddTheirWalksAsTheyGo) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=128,128 "
+        "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,3,128,128 output_size=128,128 "
+        "interpolation_mode=bicubic padding_mode=zeros align_corners=true"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  Variant progressive = Variant::binned_taps(256, 64, 2, 48);
+  progressive.transposed_store = true;
+  bool grouped = false, partials = false;
+  for (const CompiledKernel& k : compile_kernels(programs[0], progressive, "g")) {
+    if (k.source.find("// compute grad_input_bin_gathered[") == std::string::npos) continue;
+    grouped = k.source.find("Each thread computes 3 consecutive points of c.") != std::string::npos;
+    partials = k.source.find("float partial_46[3];") != std::string::npos;  // 47 adds of 48 walks
+  }
+  EXPECT_TRUE(grouped);
+  EXPECT_TRUE(partials);
+  Variant at_end = progressive;
+  at_end.progressive_sums = false;
+  Variant small_blocks = Variant::binned_taps(96, 64, 2, 48);
+  small_blocks.transposed_store = true;
+  expect_host_runs_match(programs, {progressive, at_end, small_blocks}, 2e-2);
+  expect_host_runs_match(programs, {progressive, at_end}, 2e-2, one_cell_inputs<true>);
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold
