@@ -71,6 +71,13 @@ bool exact_in_format(UnaryOp op) {
          op == UnaryOp::kRoundEven;
 }
 
+/// Whether evaluating e runs a reduction (outside the bodies of others).
+bool has_reduction(const Expr& e) {
+  bool found = false;
+  for_each_node(e, [&](const Expr& node) { found |= node.kind() == ir::ExprKind::kReduce; });
+  return found;
+}
+
 }  // namespace
 
 std::string KernelEmitter::emit_expr(const Expr& e, std::string_view hint) {
@@ -268,7 +275,18 @@ std::string KernelEmitter::visit_Binary(const ir::BinaryNode& n, const Expr&) {
     if (n.op == BinaryOp::kMin || n.op == BinaryOp::kMax) return op + "(" + a + ", " + b + ")";
     return "(" + a + " " + op + " " + b + ")";
   }
-  std::string a = emit_expr(n.a), b = emit_expr(n.b);
+  std::string a = emit_expr(n.a);
+  // EmitOptions::progressive_group_sums, one value per thread: where both sides reduce (a
+  // binned gather's walks), the left side's sum is written before the right side's loops, so
+  // its accumulators die there instead of living to the end. The same add: the same bits.
+  if (options_.progressive_group_sums && n.op == BinaryOp::kAdd && !is_half_precision(n.dtype) &&
+      !is_identifier(a) && has_reduction(n.a) && has_reduction(n.b)) {
+    const std::string sum = names_.fresh("partial");
+    out_->line("const " + std::string(cuda_value_type(n.dtype)) + " " + sum + " = " +
+               strip_parens(a) + ";");
+    a = sum;
+  }
+  std::string b = emit_expr(n.b);
   const bool f64 = n.dtype == DType::kF64, half = is_half_precision(n.dtype);
   std::string result;
   switch (n.op) {
