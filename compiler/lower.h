@@ -90,6 +90,8 @@ struct LowerOptions {
   int tile_prefetch = 8;
   /// EmitOptions::tile_early_copies (ADJOINT_TUNE_TILE_EARLY_COPIES).
   bool tile_early_copies = true;
+  /// EmitOptions::tile_early_wide_reads (ADJOINT_TUNE_TILE_EARLY_WIDE_READS).
+  bool tile_early_wide_reads = true;
   /// EmitOptions::tile_uniform_ring (ADJOINT_TUNE_TILE_UNIFORM_RING).
   bool tile_uniform_ring = true;
   /// EmitOptions::tile_point_fallback (ADJOINT_TUNE_TILE_FALLBACK: 1, the default, the

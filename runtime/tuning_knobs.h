@@ -45,6 +45,7 @@ struct TuningKnobs {
   int tile_unroll = 0;
   int tile_prefetch = 8;
   bool tile_early_copies = true;
+  bool tile_early_wide_reads = true;
   bool tile_uniform_ring = true;
   bool tile_point_fallback = true;
   int tile_min_blocks = -1;
