@@ -107,13 +107,20 @@ struct EmitOptions {
   /// before the reductions, their DRAM latency overlapping the multiply-adds
   /// (ADJOINT_TUNE_TILE_EARLY_COPIES; false: loaded after the reductions, as before).
   bool tile_early_copies = true;
-  /// Vector-group kernels without a thread tile whose value adds three or more group
-  /// reductions (a binned gather's bucket walks, one per tap and part): each add whose operands
-  /// are all computed is written as soon as they are, into an array of its own, so the
-  /// accumulators die as the walks go instead of all living to the end (bicubic's 48 walks x 3
-  /// channels held 181 registers). The same adds in the same order: the same bits
-  /// (ADJOINT_TUNE_PROGRESSIVE_SUMS; false: every accumulator added at the end, as before).
+  /// A value that adds reductions (a binned gather's bucket walks, one per tap and part): each
+  /// add whose operands are both computed is written as soon as they are (vector-group kernels
+  /// without a thread tile, from three group reductions: into an array of its own; one value a
+  /// thread: a const before the right side's loops), so the accumulators die as the walks go
+  /// instead of all living to the end (bicubic's 48 walks x 3 channels held 181 registers). The
+  /// same adds in the same order: the same bits (ADJOINT_TUNE_PROGRESSIVE_SUMS; false: every
+  /// accumulator added at the end, as before).
   bool progressive_group_sums = true;
+  /// The early copies' reads (tile_early_copies): each tile point's span is read back from
+  /// shared memory into registers with the widest aligned loads (one 16-byte load for dx's 8
+  /// bf16 of x), ahead of the point's values (ADJOINT_TUNE_TILE_EARLY_WIDE_READS; false: each
+  /// element read from shared memory where the value uses it, as before, which ptxas may split
+  /// into one 2-byte load an element).
+  bool tile_early_wide_reads = true;
   /// Thread-tiled kernels' ring (tile_prefetch >= 2): a span that moves with the tile axis but
   /// is the same for every thread of a block (x_mix's 24 floats of dh_mix per token, read by
   /// all 128 threads) is copied once per block into a ring of its own, by a few threads, and

@@ -495,7 +495,7 @@ bool KernelEmitter::block_uniform_load(const Expr& load) const {
   return uniform;
 }
 
-std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
+std::vector<KernelEmitter::EarlyCopy> KernelEmitter::emit_early_copies(
     const ir::Stage& stage, const ir::VarNode* x) {
   CodeWriter declarations(out_->indent()), copies(out_->indent());
   CodeWriter* saved = out_;
@@ -508,7 +508,7 @@ std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
   prefetch_.reset();
   spans_ = saved_spans;
   out_ = saved;
-  std::unordered_map<int, Span> early;
+  std::vector<EarlyCopy> early;
   const int64_t block_bytes = copied.bytes * tile_->points * launch_.block[0];
   if (copied.spans == 0 || block_bytes > kEarlyCopyBytes) return early;
   out_->line("// the spans read per point of " + tile_name_ +
@@ -516,12 +516,34 @@ std::unordered_map<int, KernelEmitter::Span> KernelEmitter::emit_early_copies(
   out_->append(declarations.text());
   out_->append(copies.text());
   out_->line("adjoint::commit_async();");
-  for (const auto& [id, ring] : copied.rings)
-    early[id] = Span{ring.name + "[" + tile_->index + "][threadIdx.x]", ring.index};
+  std::vector<std::pair<size_t, int>> order;  // the rings in the order they were made
+  for (const auto& [id, ring] : copied.rings) order.emplace_back(ring.order, id);
+  std::sort(order.begin(), order.end());
+  for (const auto& [made, id] : order) {
+    const Prefetch::Ring& ring = copied.rings.at(id);
+    // Row [r][threadIdx.x] starts at a multiple of its count x element bytes from the array's
+    // 16-byte aligned base.
+    early.push_back(EarlyCopy{id,
+                              Span{ring.name + "[" + tile_->index + "][threadIdx.x]", ring.index},
+                              ring.type, ring.count,
+                              access_bytes(ring.count, ring.count, ring.element_bytes)});
+  }
   prefetch_notes_.push_back("the spans read per point of " + tile_name_ +
                             " after the reductions (" + std::to_string(block_bytes / 1024) +
                             " KB a block) are copied to shared memory (cp.async) before them");
   return early;
+}
+
+void KernelEmitter::emit_early_wide_reads(const std::vector<EarlyCopy>& early) {
+  for (const EarlyCopy& copy : early) {
+    const std::string shared = copy.span.name.substr(0, copy.span.name.find('['));
+    const std::string name = names_.fresh(shared + "_span");
+    out_->line(copy.type + " " + name + "[" + std::to_string(copy.count) + "];");
+    out_->line("adjoint::load_elements_aligned<" + std::to_string(copy.bytes) + ">(" + name +
+               ", &" + copy.span.name + "[0]);");
+    uses_memory_helpers_ = true;
+    spans_[copy.id] = Span{name, copy.span.index};
+  }
 }
 
 void KernelEmitter::emit_tile_spans(const Expr& e,
@@ -686,6 +708,10 @@ void KernelEmitter::emit_spans(const Expr& e,
       if (fresh) {
         slot->second.name = names_.fresh(t->name + (prefetch_->early ? "_early" : "_ring"));
         slot->second.index = lane.index;
+        slot->second.type = cuda_storage_type(t->dtype);
+        slot->second.count = lane.count;
+        slot->second.element_bytes = ir::dtype_bytes(t->dtype);
+        slot->second.order = prefetch_->rings.size() - 1;
         prefetch_->declarations->line(
             "alignas(16) __shared__ " + std::string(cuda_storage_type(t->dtype)) + " " +
             slot->second.name + dims + "[" + std::to_string(launch_.block[0]) + "][" +
@@ -770,7 +796,7 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   out_->line("// compute " + target->name + "[" + join(comment_point, ", ") + "], " +
              vector_->element + " < " + width +
              (tile_ ? ", " + tile_->index + " < " + std::to_string(tile_->points) : ""));
-  std::unordered_map<int, Span> early;
+  std::vector<EarlyCopy> early;
   const std::vector<const ir::ReduceNode*> reductions = unconditional_reductions(stage.value);
   if (aligned_twin_ && tile_ && options_.tile_early_copies && !reductions.empty())
     early = emit_early_copies(stage, x);
@@ -784,10 +810,11 @@ void KernelEmitter::emit_vector_stage(const ir::Stage& stage,
   }
   if (!early.empty()) {
     out_->line("adjoint::wait_async<0>();  // the early copies have landed");
-    for (auto& [id, span] : early) spans_[id] = span;
+    for (const EarlyCopy& copy : early) spans_[copy.id] = copy.span;
   }
   if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, false);
   for_each_tile_point(tile_ ? tile_->var : nullptr, tile_name_, [&] {
+    if (options_.tile_early_wide_reads) emit_early_wide_reads(early);
     if (tile_) emit_tile_spans(stage.value, {{x, x_lane()}}, true);
     if (tile_ && tile_->partial()) {  // the partial last tile stores its points below extent
       referenced_.insert(tile_->base);

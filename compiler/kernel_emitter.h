@@ -478,6 +478,10 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
     std::string buffer;
     struct Ring {
       std::string name, index;  ///< the ring's name, and the lane index of its elements
+      std::string type;         ///< its elements' storage type
+      int64_t count = 0;        ///< elements of a span
+      int64_t element_bytes = 0;
+      size_t order = 0;  ///< rings made before this one
       /// A ring of the block, not of each thread (block_uniform_load): `name[2][depth][count]`,
       /// copied by depth x pieces threads and read by all after a __syncthreads.
       bool block_shared = false;
@@ -498,8 +502,20 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// reductions (dx reads x and grad_h_in for each of its 8 tokens): those spans are copied to
   /// shared memory (cp.async) before the reductions run, so that their DRAM latency overlaps
   /// the multiply-adds (EmitOptions::tile_early_copies). Returns the loads' spans to use after
-  /// the reductions and the wait (none: nothing copied, or more than kEarlyCopyBytes a block).
-  std::unordered_map<int, Span> emit_early_copies(const ir::Stage& stage, const ir::VarNode* x);
+  /// the reductions and the wait (none: nothing copied, or more than kEarlyCopyBytes a block),
+  /// by structural id of the load, in the order of the copies.
+  struct EarlyCopy {
+    int id = 0;
+    Span span;         ///< the thread's span of the current tile point in shared memory
+    std::string type;  ///< its elements' storage type
+    int64_t count = 0;
+    int bytes = 0;  ///< the widest aligned access of a span (the rows start 16-byte aligned)
+  };
+  std::vector<EarlyCopy> emit_early_copies(const ir::Stage& stage, const ir::VarNode* x);
+  /// In a tile point's body (EmitOptions::tile_early_wide_reads): each early copy's span of
+  /// this point read from shared memory into registers with EarlyCopy::bytes-wide loads; the
+  /// point's values use the registers.
+  void emit_early_wide_reads(const std::vector<EarlyCopy>& early);
   /// The shared memory the early copies of a block may take: 32 KB (dx's 8 tokens x 2 spans
   /// of 16 bytes x 128 threads).
   static constexpr int64_t kEarlyCopyBytes = 32 * 1024;

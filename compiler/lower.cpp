@@ -355,6 +355,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_prefetch = options.tile_prefetch;
     emit_options.tile_early_copies = options.tile_early_copies;
     emit_options.progressive_group_sums = options.progressive_group_sums;
+    emit_options.tile_early_wide_reads = options.tile_early_wide_reads;
     emit_options.tile_uniform_ring = options.tile_uniform_ring;
     emit_options.lane_spans =
         schedule_options.preferred_kernels.count(kernel.name) ? 0 : options.lane_spans;

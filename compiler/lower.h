@@ -92,6 +92,8 @@ struct LowerOptions {
   bool tile_early_copies = true;
   /// EmitOptions::progressive_group_sums (ADJOINT_TUNE_PROGRESSIVE_SUMS).
   bool progressive_group_sums = true;
+  /// EmitOptions::tile_early_wide_reads (ADJOINT_TUNE_TILE_EARLY_WIDE_READS).
+  bool tile_early_wide_reads = true;
   /// EmitOptions::tile_uniform_ring (ADJOINT_TUNE_TILE_UNIFORM_RING).
   bool tile_uniform_ring = true;
   /// EmitOptions::tile_point_fallback (ADJOINT_TUNE_TILE_FALLBACK: 1, the default, the

@@ -576,6 +576,7 @@ CompiledProgram lower_generic(const ir::Program& input, const LowerOptions& opti
     emit_options.tile_prefetch = options.generic_aligned_twin ? options.tile_prefetch : 0;
     emit_options.tile_early_copies = options.tile_early_copies;
     emit_options.progressive_group_sums = options.progressive_group_sums;
+    emit_options.tile_early_wide_reads = options.tile_early_wide_reads;
     emit_options.tile_uniform_ring = options.tile_uniform_ring;
     emit_options.lane_spans = options.lane_spans;
     emit_options.lane_span_unroll = options.lane_span_unroll;

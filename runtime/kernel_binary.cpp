@@ -282,6 +282,18 @@ std::vector<std::string> nvrtc_options_from_environment() {
     }
     options.push_back(word);
   }
+  // ADJOINT_TUNE_BF16_CVT: how float rounds to bfloat16 on sm_80 and later
+  // (templates/adjoint_types.cuh, ADJOINT_BF16_CVT): 1, the default, adds nothing.
+  if (const char* cvt = std::getenv("ADJOINT_TUNE_BF16_CVT"); cvt && *cvt) {
+    const std::string value = cvt;
+    if (value != "0" && value != "1" && value != "2") {
+      throw Error("ADJOINT_TUNE_BF16_CVT: expected 1 (the hardware's cvt.rn.bf16.f32, a NaN "
+                  "keeping the integer code's bits; the default), 0 (the integer rounding, the "
+                  "kernels of before) or 2 (experiment: the hardware's NaN), got '" + value + "'",
+                  ErrorCode::kInvalidArgument);
+    }
+    if (value != "1") options.push_back("-DADJOINT_BF16_CVT=" + value);
+  }
   return options;
 }
 

@@ -131,6 +131,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       integer_knob("ADJOINT_TUNE_PROGRESSIVE_SUMS", 1, [](int v) { return v == 0 || v == 1; },
                    "1 (a vector-group kernel adds its group reductions as soon as they are "
                    "computed) or 0 (all at the end)") == 1;
+  knobs.tile_early_wide_reads =
+      integer_knob("ADJOINT_TUNE_TILE_EARLY_WIDE_READS", 1, [](int v) { return v == 0 || v == 1; },
+                   "1 (each tile point's early-copied span read back from shared memory with "
+                   "the widest aligned loads) or 0 (each element read where it is used, as "
+                   "before)") == 1;
   knobs.tile_uniform_ring =
       integer_knob("ADJOINT_TUNE_TILE_UNIFORM_RING", 1, [](int v) { return v == 0 || v == 1; },
                    "1 (a tiled kernel's ring also takes the spans that move with the tile axis "
@@ -399,6 +404,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.tile_prefetch = knobs.tile_prefetch;
   options.tile_early_copies = knobs.tile_early_copies;
   options.progressive_group_sums = knobs.progressive_group_sums;
+  options.tile_early_wide_reads = knobs.tile_early_wide_reads;
   options.tile_uniform_ring = knobs.tile_uniform_ring;
   options.tile_point_fallback = knobs.tile_point_fallback;
   options.tile_min_blocks = knobs.tile_min_blocks;

@@ -46,6 +46,7 @@ struct TuningKnobs {
   int tile_prefetch = 8;
   bool tile_early_copies = true;
   bool progressive_group_sums = true;
+  bool tile_early_wide_reads = true;
   bool tile_uniform_ring = true;
   bool tile_point_fallback = true;
   int tile_min_blocks = -1;

@@ -162,12 +162,24 @@ ADJOINT_DEVICE half from_float<half>(float f) {
   return half{half_bits_from_float_bits(__float_as_uint(f))};
 #endif
 }
+/// ADJOINT_BF16_CVT picks how a GPU of sm_80 or later rounds float to bfloat16 (NVRTC
+/// -DADJOINT_BF16_CVT=..., which ADJOINT_TUNE_BF16_CVT sets; docs/runtime.md):
+/// 1 (default): the hardware's round-to-nearest-even, `cvt.rn.bf16.f32` (F2FP; ptxas pairs two
+///   values an instruction, against the integer code's five operations a value), with a NaN
+///   given the integer code's bits (its sign and payload, made quiet: a compare and a select).
+///   Same bits as the integer code for every float: finite values (subnormals included, no
+///   flush) and infinities round alike, overflow goes to infinity in both
+///   (tests/gpu/bf16_rounding_check.cu compares all 2^32 inputs on the GPU).
+/// 0: the integer code (bfloat16_bits_from_float_bits), the kernels of before.
+/// 2 (experiment): the hardware's NaN (0x7fff) instead of the integer code's: not the
+///   interpreter's bits for a NaN.
+/// Host emulation and GPUs before sm_80 always take the integer code.
+#ifndef ADJOINT_BF16_CVT
+#define ADJOINT_BF16_CVT 1
+#endif
 template <>
 ADJOINT_DEVICE bfloat16 from_float<bfloat16>(float f) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && defined(ADJOINT_BF16_CVT)
-  // Experiment (-DADJOINT_BF16_CVT=1 or 2 through ADJOINT_TUNE_NVRTC_OPTIONS): the hardware's
-  // round-to-nearest-even (half an F2FP a value instead of the integer code's five); with 1 a
-  // NaN keeps the integer code's bits (its sign and payload, quiet), with 2 the hardware's NaN.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ADJOINT_BF16_CVT != 0
   unsigned short bits;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
 #if ADJOINT_BF16_CVT != 2

@@ -1,6 +1,7 @@
 // `adjoint compile SPEC --arch sm_90 [-o DIR] [--ptx]`: lowers one specialization (or, when SPEC
 // says generic=AXES, the program generic in those axes, as `adjoint cuda` does) and compiles
-// each kernel with NVRTC with the runtime's options, one unit per kernel on
+// each kernel with NVRTC with the runtime's options (ADJOINT_TUNE_NVRTC_OPTIONS and
+// ADJOINT_TUNE_BF16_CVT included, runtime::nvrtc_options_from_environment), one unit per kernel on
 // ADJOINT_COMPILE_THREADS threads at once (so that each kernel's time, registers and spills can
 // be reported; the runtime groups a cold program's kernels into ADJOINT_COMPILE_UNITS units,
 // which this names), printing each phase's time (NVRTC load, IR, emission, compile wall and
@@ -105,12 +106,14 @@ std::vector<runtime::CompileResult> compile_kernels(const runtime::Nvrtc& nvrtc,
   std::vector<runtime::CompileResult> results(count);
   std::vector<std::exception_ptr> errors(count);
   std::atomic<size_t> next{0};
+  std::vector<std::string> extra = runtime::nvrtc_options_from_environment();
+  extra.push_back("--ptxas-options=-v");
   auto work = [&] {
     for (size_t i = next++; i < count; i = next++) {
       const compiler::CompiledKernel& kernel = program.kernels[i];
       try {
         results[i] = nvrtc.compile(
-            {kernel.source, kernel.entry + ".cu", arch, true, {"--ptxas-options=-v"}});
+            {kernel.source, kernel.entry + ".cu", arch, true, extra});
       } catch (...) {
         errors[i] = std::current_exception();
       }
@@ -210,7 +213,10 @@ void run_compile(const CompileCommandOptions& options) {
     if (options.ptx || !has_cubin) {
       std::string ptx = result.ptx;
       if (has_cubin) {
-        ptx = nvrtc.compile({kernel.source, kernel.entry + ".cu", arch, false, {}}).ptx;
+        ptx = nvrtc
+                  .compile({kernel.source, kernel.entry + ".cu", arch, false,
+                            runtime::nvrtc_options_from_environment()})
+                  .ptx;
       }
       write_file(directory / (kernel.entry + ".compute_" + std::to_string(arch) + ".ptx"),
                  ptx.data(), ptx.size());

@@ -513,6 +513,9 @@ struct Variant {
   /// EmitOptions::tile_uniform_ring: spans the whole block reads go through a ring of the
   /// block (true, the default) or are loaded per iteration by every thread.
   bool tile_uniform_ring = true;
+  /// EmitOptions::tile_early_wide_reads: each tile point's early-copied span read from shared
+  /// memory into registers with the widest loads (true, the default) or element by element.
+  bool tile_early_wide_reads = true;
   static Variant per_thread_ring(int width, int points, int depth, int partials = -1) {
     Variant v = prefetch(width, points, depth, partials);
     v.tile_uniform_ring = false;
@@ -550,6 +553,7 @@ struct Variant {
            (tile_prefetch == 8 ? std::string() : "_pf" + std::to_string(tile_prefetch)) +
            (tile_point_fallback ? std::string() : "_tiledfb") +
            (tile_uniform_ring ? std::string() : "_nur") +
+           (tile_early_wide_reads ? std::string() : "_ner") +
            (block_reduction == "off" ? std::string() : "_block") +
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
@@ -655,6 +659,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     EmitOptions options{variant.streaming};
     options.tile_prefetch = variant.tile_prefetch;
     options.tile_uniform_ring = variant.tile_uniform_ring;
+    options.tile_early_wide_reads = variant.tile_early_wide_reads;
     options.tile_point_fallback = variant.tile_point_fallback;
     options.stage_loops = variant.stage_loops;
     options.lane_spans = variant.lane_spans;
@@ -1541,19 +1546,51 @@ TEST(HostRun, PrefetchedThreadTilesMatchTheInterpreterBitForBit) {
       << tiled.front().source;
   // mhc_pre_backward's dx reads x and grad_h_in per point of s after its reduction: copied to
   // shared memory before it (EmitOptions::tile_early_copies; 8 tokens x 2 spans of 4 floats x
-  // 128 threads = 32 KB, kEarlyCopyBytes), and the same bits.
+  // 128 threads = 32 KB, kEarlyCopyBytes), and the same bits; each tile point reads its spans
+  // back with one 16-byte load each (EmitOptions::tile_early_wide_reads) or, with that off,
+  // element by element where the value uses them.
   ir::Program mhc =
       ops::parse_specialization("mhc_pre_backward batch=2 seq=8 n=4 dim=16 dtype=f32").build_program();
   Variant early_copies(4, 128, 0, false), late(4, 128, 0, false);
   early_copies.thread_tile = late.thread_tile = 8;
   late.tile_prefetch = 0;
-  bool early = false;
-  for (const CompiledKernel& k : compile_kernels(mhc, early_copies, "probe"))
+  Variant narrow_reads = early_copies;
+  narrow_reads.tile_early_wide_reads = false;
+  bool early = false, wide = false;
+  for (const CompiledKernel& k : compile_kernels(mhc, early_copies, "probe")) {
     early = early || (k.source.find("copy_elements_async<16, 4>(&x_early[r][threadIdx.x][0], &x[") !=
                           std::string::npos &&
                       k.source.find("adjoint::wait_async<0>();") != std::string::npos);
+    wide = wide || (k.source.find("float x_early_span[4];\n") != std::string::npos &&
+                    k.source.find("adjoint::load_elements_aligned<16>(x_early_span, "
+                                  "&x_early[r][threadIdx.x][0]);") != std::string::npos &&
+                    k.source.find("adjoint::to_float(x_early[") == std::string::npos &&
+                    k.source.find("* x_early_span[e]") != std::string::npos);
+  }
   EXPECT_TRUE(early);
-  expect_host_runs_match({mhc}, {late, early_copies}, 2e-2);
+  EXPECT_TRUE(wide);
+  bool narrow = false;
+  for (const CompiledKernel& k : compile_kernels(mhc, narrow_reads, "probe"))
+    narrow = narrow || (k.source.find("x_early[r][threadIdx.x][e]") != std::string::npos &&
+                        k.source.find("x_early_span") == std::string::npos);
+  EXPECT_TRUE(narrow);
+  expect_host_runs_match({mhc}, {late, early_copies, narrow_reads}, 2e-2);
+  // bf16 x and grad_h_in (the bench's dtype): spans of 8 bf16, one 16-byte shared load each,
+  // rounded to bf16 in the epilogue; the same bits as the loads after the reduction.
+  ir::Program mhc_bf16 =
+      ops::parse_specialization("mhc_pre_backward batch=2 seq=8 n=4 dim=64 dtype=bf16").build_program();
+  Variant early_bf16(8, 128, 0, false), late_bf16(8, 128, 0, false);
+  early_bf16.thread_tile = late_bf16.thread_tile = 8;
+  late_bf16.tile_prefetch = 0;
+  Variant narrow_bf16 = early_bf16;
+  narrow_bf16.tile_early_wide_reads = false;
+  bool wide_bf16 = false;
+  for (const CompiledKernel& k : compile_kernels(mhc_bf16, early_bf16, "probe"))
+    wide_bf16 = wide_bf16 || k.source.find("adjoint::bfloat16 x_early_span[8];\n"
+                                           "      adjoint::load_elements_aligned<16>(x_early_span, "
+                                           "&x_early[r][threadIdx.x][0]);") != std::string::npos;
+  EXPECT_TRUE(wide_bf16);
+  expect_host_runs_match({mhc_bf16}, {late_bf16, early_bf16, narrow_bf16}, 2e-2);
   std::vector<CompiledKernel> before =
       compile_kernels(programs[0], Variant::prefetch(2, 8, 0, 0), "probe");
   ASSERT_FALSE(before.empty());

@@ -637,6 +637,7 @@ TEST(CompileHugePages, EnvironmentIsCheckedAndTheScopeFinishesOnce) {
 
 TEST(NvrtcOptions, EnvironmentIsSplitCheckedAndKeyed) {
   unsetenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+  unsetenv("ADJOINT_TUNE_BF16_CVT");
   EXPECT_TRUE(nvrtc_options_from_environment().empty());
   ASSERT_EQ(setenv("ADJOINT_TUNE_NVRTC_OPTIONS", " -Ofc=mid  -Xptxas=-O2 ", 1), 0);
   EXPECT_EQ(nvrtc_options_from_environment(),
@@ -658,6 +659,26 @@ TEST(NvrtcOptions, EnvironmentIsSplitCheckedAndKeyed) {
     EXPECT_NE(std::string(error.what()).find("'mid'"), std::string::npos);
   }
   unsetenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+  // ADJOINT_TUNE_BF16_CVT: 1 (the template's default) adds nothing; 0 and 2 define
+  // ADJOINT_BF16_CVT after the other options; anything else is refused.
+  ASSERT_EQ(setenv("ADJOINT_TUNE_BF16_CVT", "1", 1), 0);
+  EXPECT_TRUE(nvrtc_options_from_environment().empty());
+  ASSERT_EQ(setenv("ADJOINT_TUNE_NVRTC_OPTIONS", "-Ofc=mid", 1), 0);
+  ASSERT_EQ(setenv("ADJOINT_TUNE_BF16_CVT", "0", 1), 0);
+  EXPECT_EQ(nvrtc_options_from_environment(),
+            (std::vector<std::string>{"-Ofc=mid", "-DADJOINT_BF16_CVT=0"}));
+  unsetenv("ADJOINT_TUNE_NVRTC_OPTIONS");
+  ASSERT_EQ(setenv("ADJOINT_TUNE_BF16_CVT", "2", 1), 0);
+  EXPECT_EQ(nvrtc_options_from_environment(), (std::vector<std::string>{"-DADJOINT_BF16_CVT=2"}));
+  ASSERT_EQ(setenv("ADJOINT_TUNE_BF16_CVT", "3", 1), 0);
+  try {
+    nvrtc_options_from_environment();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("ADJOINT_TUNE_BF16_CVT"), std::string::npos);
+  }
+  unsetenv("ADJOINT_TUNE_BF16_CVT");
 }
 
 TEST_F(RuntimeKernelBinary, JitDisabledWithoutPackageIsNotAvailable) {
