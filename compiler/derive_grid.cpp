@@ -70,7 +70,9 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
       kernel.grid.reduction_lanes = lanes;
       const bool whole_axis = options.whole_axis_kernels.count(kernel.name) > 0;
       kernel.grid.vector_width =
-          lanes > 1 ? width : derived_vector_width(kernel, group_bytes, whole_axis);
+          lanes > 1 ? width
+          : options.scalar_kernels.count(kernel.name) ? 1
+                                                      : derived_vector_width(kernel, group_bytes, whole_axis);
       // thread_tiles' choice: R points of its axis, R x V accumulators at most
       kernel.grid.tile_axis = tile_axis;
       kernel.grid.tile_points = tile;

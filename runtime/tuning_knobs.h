@@ -86,6 +86,8 @@ struct TuningKnobs {
   int binned_gather_chunk = -1;
   int binned_taps_walks_max = 16;
   bool binned_scan_digits = true;
+  bool binned_scan_lanes = true;
+  int binned_scan_top_loads = 8;
   bool binned_packed_keys = true;
   bool binned_ranked_count = true;
   int binned_subbucket_records = 16;
