@@ -1,8 +1,8 @@
 #!/bin/bash
 # binscan's one GPU call (kind nvidia-h100-x1, <= 240 s), run from the staged tree. OLD = the
 # scan by digits of before (ADJOINT_TUNE_BINNED_SCAN=1, its kernels byte for byte), NEW = the
-# branch's default (the scan on warp lanes, ADJOINT_TUNE_BINNED_SCAN_TOP=8), T1 / T32 = the lane
-# scan with tops of 1 and 32 loads per lane. Every setting in its own process. Bits first (3
+# branch's default (the scan on warp lanes, ADJOINT_TUNE_BINNED_SCAN_TOP=8), T1 / T32 / T64 = the lane
+# scan with tops of 1, 32 and 64 loads per lane. Every setting in its own process. Bits first (3
 # runs bitwise; OLD and NEW hashes must be equal: same offsets, same sorted slots), then bench
 # kernel ms A/B, per-kernel profiles (plain launches), the parity suite, the top variants.
 # DRY=1: no GPU, every step only echoes its command (the host check of this script).
@@ -16,6 +16,7 @@ OLD="ADJOINT_TUNE_BINNED_SCAN=1"
 NEW="X=1"
 T1="ADJOINT_TUNE_BINNED_SCAN_TOP=1"
 T32="ADJOINT_TUNE_BINNED_SCAN_TOP=32"
+T64="ADJOINT_TUNE_BINNED_SCAN_TOP=64"
 P="python3 tests/gpu/grid_sampler_kernel_profile.py"
 B="python3 bench/bench_grid_sampler.py --paddings zeros --runs 30 --warmup 5"
 B3="python3 bench/bench_grid_sampler_3d.py --runs 30 --warmup 5"
@@ -52,13 +53,18 @@ step profs_new 14 "$NEW" $P --modes bilinear,nearest --dtypes f32 --shape-list $
 XD=$(python3 -c 'import xdist' 2>/dev/null && echo "-n 8")
 step pytest 40 "$NEW" python3 -m pytest -q $XD tests/gpu/test_grid_sampler_3d.py tests/gpu/test_grid_sampler.py -k "nearest or bilinear" -p no:cacheprovider
 tail -3 $R/pytest.txt >> $S
-# The top of the lane scan: levels until 32 x 1 or 32 x 32 entries (NEW: 32 x 8).
+# The shuffles under compute-sanitizer's synccheck (a lane scan with lanes missing would show).
+step synccheck 25 "$NEW" compute-sanitizer --tool synccheck --error-exitcode 9 python3 tests/gpu/grid_sampler_bits.py --modes nearest,bilinear --dtypes f32 --shape-list 4x3x64x64:64x64,1x4x17x17x17:17x17x17
+tail -4 $R/synccheck.txt >> $S
+# The top of the lane scan: levels until 32 x 1, 32 x 32 or 32 x 64 entries (NEW: 32 x 8). T64
+# drops one level of chunk sums at 32x3x224^2 (1569 entries at the top), T32 one at the small
+# shapes (4x3x64^2, 2x1x512^2, 16x4x128^2), T1 adds one where the top has 33-256 entries.
+step b2_t64 8 "$T64" $B --modes bilinear,nearest --dtypes f32 --shape-list 32x3x224x224:224x224 --out $R/b2_t64.json
+step chk_t32 9 "$T32" $B --modes bilinear,nearest --dtypes f32 --shape-list $CHK --out $R/chk_t32.json
+step b3s_t32 6 "$T32" $B3 --sizes 1x4x17x17x17:17x17x17 --out $R/b3s_t32.json
 step b2_t1 8 "$T1" $B --modes bilinear,nearest --dtypes f32 --shape-list 32x3x224x224:224x224 --out $R/b2_t1.json
-step b2_t32 8 "$T32" $B --modes bilinear,nearest --dtypes f32 --shape-list 32x3x224x224:224x224 --out $R/b2_t32.json
-step b3_t1 7 "$T1" $B3 --out $R/b3_t1.json
-step b3_t32 7 "$T32" $B3 --out $R/b3_t32.json
-step chk_t1 8 "$T1" $B --modes bilinear,nearest --dtypes f32 --shape-list $CHK --out $R/chk_t1.json
-step chk_t32 8 "$T32" $B --modes bilinear,nearest --dtypes f32 --shape-list $CHK --out $R/chk_t32.json
+step prof2d_t64 8 "$T64" $P --modes nearest --dtypes f32 --shape-list 32x3x224x224:224x224
+step profs_t32 12 "$T32" $P --modes bilinear,nearest --dtypes f32 --shape-list $CHK
 for f in bits_old bits_new; do cut -d" " -f1-7 $R/$f.txt | grep -E "deterministic_claim" > $R/$f.cut; done
 if cmp -s $R/bits_old.cut $R/bits_new.cut && [ -s $R/bits_new.cut ]; then
   echo "bits: OLD and NEW hashes EQUAL ($(wc -l < $R/bits_new.cut) lines)" >> $S
