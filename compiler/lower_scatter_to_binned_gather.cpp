@@ -524,10 +524,12 @@ class Rewriter {
     return offsets;
   }
 
-  /// The exclusive scan of `x` (n entries, n a multiple of 32, x[n - 1] = 0 so that offset[n -
-  /// 1] is the total) on warp lanes, in K + 1 kernels: the levels L0 = x, L(k+1)[g] = the sum
-  /// of L(k)[32g, 32g + 32) (one kernel each, on lanes, as in the scan by digits) until a level
-  /// has at most 32 x `top_loads` entries (L_K), and one kernel `<prefix>_scan0`:
+  /// The exclusive scan of `x` (n entries, n a multiple of 32, and 32 zeros after them: x has n +
+  /// 32) on warp lanes, n + 32 results (offset[n] the total), in K + 1 kernels: the levels L0 =
+  /// x[0, n), L(k+1)[g] = the sum of L(k)[32g, 32g + 32) (one kernel each, on lanes, as in the
+  /// scan by digits) until a level has at most 32 x `top_loads` entries (L_K), and one kernel
+  /// `<prefix>_scan0` over the n + 32 entries (whole warps; the digits of i <= n reach no level
+  /// entry past those of n):
   ///   offset[i] = L0[32 (i / 32), i) + sum over 0 < k < K of L(k)[32 (i_k / 32), i_k)
   ///               + L_K[0, i_K),   i_k = i / 32^k
   /// (K = 0: L0[32 (i / 32), i) + L0[0, 32 (i / 32))).
@@ -550,7 +552,7 @@ class Rewriter {
       levels.push_back({partial, groups});
     }
     const std::string name = prefix + "_scan0";
-    Tensor offsets = temporary(name, n);
+    Tensor offsets = temporary(name, n + kScanChunk);
     Var i("i");
     Expr value;
     int64_t weight = 1;  // 32^k
@@ -565,13 +567,14 @@ class Rewriter {
                                  ir::load(levels[k].first, {Expr(j)}), DType::kI32);
       value = value.defined() ? value + terms : terms;
     }
-    if (levels.size() == 1 && n > kScanChunk) {  // L0 is the top: the warps before i's too
+    if (levels.size() == 1) {  // L0 is the top: the warps before i's too
       Var j("j");
       value = value + ir::sum({ir::range(j, Expr(int64_t{0}),
                                          (Expr(i) / Expr(kScanChunk)) * Expr(kScanChunk))},
                               ir::load(x, {Expr(j)}), DType::kI32);
     }
-    kernels.push_back(ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n}), value)}, {}});
+    kernels.push_back(
+        ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + kScanChunk}), value)}, {}});
     return offsets;
   }
 
@@ -680,11 +683,11 @@ class Rewriter {
               " per cell, ADJOINT_TUNE_BINNED_SUBBUCKET): a record is ranked within its range");
     }
     const Expr slot_key = sub_key(key, id);
-    // The scan on lanes: one more zero at least (slots + 1 entries, the last one the total),
-    // padded to whole warps of entries.
+    // The scan on lanes: a warp of zeros more, so that its offsets' kernel runs whole warps up
+    // to the total (its levels cover the padded slots only).
     const bool lanes = options.scan_digits && options.scan_lanes;
     const int64_t count_size =
-        lanes ? (slots + kScanChunk) / kScanChunk * kScanChunk
+        lanes ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk + kScanChunk
         : options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk
                               : slots;
     Tensor count = temporary(prefix + "_count", count_size);
@@ -718,7 +721,8 @@ class Rewriter {
     // Offsets: bucket c is [offset[c], offset[c + 1]).
     const size_t scan_first = kernels.size();
     Tensor offset =
-        lanes ? exclusive_scan_lanes(count, count_size, prefix, options.scan_top_loads, kernels)
+        lanes ? exclusive_scan_lanes(count, count_size - kScanChunk, prefix,
+                                     options.scan_top_loads, kernels)
         : options.scan_digits ? exclusive_scan_digits(count, count_size, prefix, kernels)
                               : exclusive_scan(count, slots, prefix, kernels);
     if (lanes && lane_scan_kernels) lane_scan_kernels->insert(prefix + "_scan0");

@@ -2388,7 +2388,7 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
 /// themselves, read back from the host runs, are bit for bit the exclusive scan of the final
 /// counts and the scan by digits' and the chained scan's (on every slot and the total), at one
 /// to three levels (40 x 30 x 2 = 2400 cells, a multiple of 32; 3219 and 40200, padded; 32
-/// cells, one level, which the lane scan pads to 64; the 3-d taps' keys), for tops of 1, 8 and
+/// cells, one level, and a warp of zeros; the 3-d taps' keys), for tops of 1, 8 and
 /// 32 loads per lane and blocks of 64 to 256; the outputs bit for bit alike, within rounding of
 /// the interpreter. The emitter writes the lane scan (__shfl_up_sync) into the offsets' kernel
 /// and a kernel per level of chunk sums before it.
@@ -2460,8 +2460,8 @@ TEST(HostRun, BinnedGatherLaneScanGivesTheOffsetsOfTheScanByDigits) {
     }
   }
   // Levels until 32 x top entries, with the default taps in the gather (keys 1 x 201 x 202,
-  // + 1, padded: 40608 counts): -> 1269 -> 40 -> 2 at a top of 1 load per lane, -> 1269 -> 40
-  // at 8 (the default), -> 1269 at 64.
+  // padded: 40608 counts, and a warp of zeros: 40640 entries): -> 1269 -> 40 -> 2 at a top of
+  // 1 load per lane, -> 1269 -> 40 at 8 (the default), -> 1269 at 64.
   for (const auto& [top, expected] : std::vector<std::pair<int64_t, size_t>>{{1, 3}, {8, 2}, {64, 1}}) {
     ClaimSlotTensors claims;
     BinnedGatherOptions options;
@@ -2477,8 +2477,8 @@ TEST(HostRun, BinnedGatherLaneScanGivesTheOffsetsOfTheScanByDigits) {
     ASSERT_EQ(scans.size(), expected + 1) << top;
     EXPECT_EQ(scans.back(), "grad_input_bin_scan0");
     EXPECT_EQ(lane_scans, (LaneScanKernels{"grad_input_bin_scan0"}));
-    EXPECT_EQ(lowered.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{40608}));
-    EXPECT_EQ(lowered.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{40608}));
+    EXPECT_EQ(lowered.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{40640}));
+    EXPECT_EQ(lowered.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{40640}));
   }
 }
 
