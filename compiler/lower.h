@@ -162,7 +162,7 @@ struct LowerOptions {
   /// by digits, the kernels of before).
   bool binned_scan_lanes = true;
   /// BinnedGatherOptions::scan_top_loads (ADJOINT_TUNE_BINNED_SCAN_TOP).
-  int64_t binned_scan_top_loads = 8;
+  int64_t binned_scan_top_loads = 32;
   /// BinnedGatherOptions::packed_keys: the fill writes each record's slot key with its id, so
   /// that the sort does not recompute the key (ADJOINT_TUNE_BINNED_PACKED_KEYS=0: ids only).
   bool binned_packed_keys = true;

@@ -165,9 +165,11 @@ struct BinnedGatherOptions {
   bool scan_lanes = true;
   /// ... the levels stop at a level of at most 32 x this many entries, which the offsets'
   /// kernel sums with at most this many loads per lane (fewer levels: fewer launches, at the
-  /// price of these loads in every warp). LowerOptions::binned_scan_top_loads carries it
-  /// (ADJOINT_TUNE_BINNED_SCAN_TOP).
-  int64_t scan_top_loads = 8;
+  /// price of these loads in every warp). 32: on the H100 the small shapes' programs whose top
+  /// it moves (4x3x64^2, 2x1x512^2, 16x4x128^2, 1x4x17^3) were as fast or faster than at 8;
+  /// the larger ones measured have the same levels at 8 and 32 (docs/compiler.md, "Scan on
+  /// lanes"). LowerOptions::binned_scan_top_loads carries it (ADJOINT_TUNE_BINNED_SCAN_TOP).
+  int64_t scan_top_loads = 32;
   /// Packed keys: bin_fill writes slot key x 2^32 + record id (i64) into bin_unsorted, so that
   /// bin_sort reads each slot's bucket instead of recomputing it from the record (the key's
   /// loads, often gathers of the scatter's index data); comparing packed values within a

@@ -188,7 +188,7 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.binned_scan_digits = binned_scan >= 1;
   knobs.binned_scan_lanes = binned_scan == 2;
   knobs.binned_scan_top_loads = integer_knob(
-      "ADJOINT_TUNE_BINNED_SCAN_TOP", 8, [](int v) { return v >= 1 && v <= 1024; },
+      "ADJOINT_TUNE_BINNED_SCAN_TOP", 32, [](int v) { return v >= 1 && v <= 1024; },
       "the loads per lane a binned gather's lane scan spends on its top level: its levels of "
       "chunk sums stop at 32 x this many entries, an integer in [1, 1024]");
   knobs.binned_packed_keys =

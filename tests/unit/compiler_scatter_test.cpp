@@ -475,7 +475,7 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   planar.channels_last_min = 0;
   planar.taps_walks_max = 0;  // every tap a record (taps in the gather: below)
   {  // The scan on warp lanes (the default): 2400 counts (a warp of zeros more: 2432) -> 75 (at
-     // most 32 x 8 entries: the top), one level of chunk sums, and the offsets, one per count.
+     // most 32 x 32 entries: the top), one level of chunk sums, and the offsets, one per count.
     ir::Program lanes = lower_scatter_to_binned_gather(p, nullptr, planar);
     ir::verify(lanes);
     EXPECT_EQ(kernel_names(lanes),
