@@ -727,11 +727,12 @@ class Rewriter {
                               : exclusive_scan(count, slots, prefix, kernels);
     if (lanes && lane_scan_kernels) lane_scan_kernels->insert(prefix + "_scan0");
     if (lanes && notes) {
+      const int64_t top = kScanChunk * std::max<int64_t>(options.scan_top_loads, 1);
       add_schedule_note(*notes, prefix + "_scan0",
                         "binned scan: on warp lanes, " +
                             std::to_string(kernels.size() - scan_first) + " kernel(s) for " +
                             std::to_string(count_size) + " counts (levels of chunk sums until " +
-                            std::to_string(kScanChunk * std::max<int64_t>(options.scan_top_loads, 1)) +
+                            std::to_string(top) +
                             " entries, ADJOINT_TUNE_BINNED_SCAN_TOP; ADJOINT_TUNE_BINNED_SCAN=1 "
                             "the scan by digits)");
     }

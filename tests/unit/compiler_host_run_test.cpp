@@ -2462,7 +2462,8 @@ TEST(HostRun, BinnedGatherLaneScanGivesTheOffsetsOfTheScanByDigits) {
   // Levels until 32 x top entries, with the default taps in the gather (keys 1 x 201 x 202,
   // padded: 40608 counts, and a warp of zeros: 40640 entries): -> 1269 -> 40 -> 2 at a top of
   // 1 load per lane, -> 1269 -> 40 at 8 and at 32 (the default: 1269 > 1024), -> 1269 at 64.
-  for (const auto& [top, expected] : std::vector<std::pair<int64_t, size_t>>{{1, 3}, {8, 2}, {64, 1}}) {
+  const std::vector<std::pair<int64_t, size_t>> levels = {{1, 3}, {8, 2}, {32, 2}, {64, 1}};
+  for (const auto& [top, expected] : levels) {
     ClaimSlotTensors claims;
     BinnedGatherOptions options;
     options.scan_top_loads = top;
