@@ -252,6 +252,7 @@ CompiledKernel KernelEmitter::emit(const std::string& entry) {
   for (const std::string& note : stage_loop_notes_) head.line("// Schedule: " + note);
   for (const std::string& note : unroll_notes_) head.line("// Schedule: unroll " + note);
   for (const std::string& note : lane_span_notes_) head.line("// Schedule: lane spans: " + note);
+  for (const std::string& note : lane_scan_notes_) head.line("// Schedule: lane scan: " + note);
   if (!aligned_note.empty()) {
     size_t start = 0;
     while (start <= aligned_note.size()) {

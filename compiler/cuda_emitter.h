@@ -73,6 +73,13 @@ struct EmitOptions {
   /// The claims count up instead: `atomicAdd(&t[i], 1)`, the old value (the binned gather's
   /// ranked count, whose IR zeroes t in an earlier kernel).
   bool claim_counts_up = false;
+  /// The kernel is a lane scan (lower_scatter_to_binned_gather.h, LaneScanKernels): where its
+  /// grid is one point per thread over a 1-d domain of whole warps (every warp 32 consecutive
+  /// points from a multiple of 32), an integer sum over [32 (i / 32), i) of x[j] (i the point)
+  /// is an exclusive scan over the warp's lanes (__shfl_up_sync, one load per lane), and an
+  /// integer sum whose bounds depend on i only through i / 32c is shared by the warp (lanes
+  /// stride over it, a __shfl_xor_sync butterfly). Other sums, or another grid: serial loops.
+  bool lane_scan = false;
   /// The scatter-add into this tensor lands on a distinct element at every point (the binned
   /// gather's fill and sort kernels, which write a permutation of record ids into slots that
   /// start unused): emitted as a plain store, no atomic, and the pipeline does not zero the

@@ -69,8 +69,10 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
                                  tiled_default ? kTiledBlockSize : block_size);
       kernel.grid.reduction_lanes = lanes;
       const bool whole_axis = options.whole_axis_kernels.count(kernel.name) > 0;
-      kernel.grid.vector_width =
-          lanes > 1 ? width : derived_vector_width(kernel, group_bytes, whole_axis);
+      const bool scalar = options.scalar_kernels.count(kernel.name) > 0;
+      kernel.grid.vector_width = lanes > 1 ? width
+                                 : scalar  ? 1
+                                           : derived_vector_width(kernel, group_bytes, whole_axis);
       // thread_tiles' choice: R points of its axis, R x V accumulators at most
       kernel.grid.tile_axis = tile_axis;
       kernel.grid.tile_points = tile;

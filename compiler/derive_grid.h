@@ -30,6 +30,9 @@ struct DeriveGridOptions {
   /// Kernels derived_vector_width may give a whole-axis group (vector_groups.h): the binned
   /// gathers whose walks are short (lower_scatter_to_binned_gather.h, WholeAxisKernels).
   std::set<std::string> whole_axis_kernels;
+  /// Kernels that keep one point per thread (vector width 1): the binned gather's lane scans
+  /// (lower_scatter_to_binned_gather.h, LaneScanKernels), whose warps scan 32 consecutive points.
+  std::set<std::string> scalar_kernels;
   /// A thread-tiled kernel's R x V at most (tile_accumulator_limit of these options: their
   /// max_accumulators and long_tile_accumulators): V halves to fit.
   ThreadTileOptions tiles;

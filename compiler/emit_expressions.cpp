@@ -486,6 +486,9 @@ std::string KernelEmitter::visit_Reduce(const ir::ReduceNode& n, const Expr&) {
     return is_half_precision(n.dtype) ? round_function(n.dtype) + "(" + acc + ")" : acc;
   }
   if (!lane_.empty() && reduce_depth_ == 0) return emit_cooperative_reduce(n);
+  if (lane_scan_point_ && reduce_depth_ == 0) {
+    if (std::optional<std::string> scanned = emit_lane_scan_reduce(n)) return *scanned;
+  }
   // Loop bounds depend only on outer variables: evaluate them all before the loops.
   std::vector<LoopBounds> bounds;
   int64_t unrolled_trips = 1;

@@ -109,6 +109,18 @@ void KernelEmitter::emit_body(const GridMapping& m, const std::vector<int64_t>& 
     emit_declared_points();
     return;
   }
+  // A lane scan (EmitOptions::lane_scan) wants every warp on 32 consecutive points from a
+  // multiple of 32, all of them in the domain or none (a whole warp returns or loops on).
+  lane_scan_point_ = nullptr;
+  lane_scan_lane_.clear();
+  if (options_.lane_scan && outer_count_.empty() && program_.sizes.empty() &&
+      kernel_.stages.size() == 1 && first.domain.size() == 1 && m.linear_axes.size() == 1 &&
+      m.thread_axes.empty() && m.block_axes.empty() && m.serial_axes.empty() &&
+      m.reduction_lanes == 1 && m.thread_points == 1 && vector_width == 1 && tile_points <= 1 &&
+      m.lanes % 32 == 0 && extents[m.linear_axes[0]] % 32 == 0) {
+    lane_scan_point_ = first.domain[0].var.get();
+    lane_scan_extent_ = extents[m.linear_axes[0]];
+  }
   std::string linear = names_.fresh("linear");
   std::string first_index = "(" + type + ")blockIdx.x * " + lanes + " + " + lane;
   // One linear index per thread when the grid covers them all (the usual case: at most

@@ -562,6 +562,16 @@ class KernelEmitter : public ir::ExprFunctor<std::string> {
   /// A reduction's loops with lanes striding over its innermost axis, then the fixed shuffle
   /// butterfly; emit_statements.cpp stores from lane 0 only.
   std::string emit_cooperative_reduce(const ir::ReduceNode& n);
+  /// Lane scans (emit_lane_scan.cpp, EmitOptions::lane_scan): the point variable of a kernel
+  /// whose grid puts 32 consecutive points from a multiple of 32 on each warp (set by
+  /// emit_body), null otherwise; the reductions it writes on lanes, for the kernel's header.
+  const ir::VarNode* lane_scan_point_ = nullptr;
+  int64_t lane_scan_extent_ = 0;  ///< its domain's extent, a multiple of 32
+  std::string lane_scan_lane_;    ///< the lane's name, once declared
+  std::vector<std::string> lane_scan_notes_;
+  /// The code of `n` on the warp's lanes (an exclusive lane scan, or a sum shared by the warp),
+  /// or nothing, having written nothing, where `n` has neither form.
+  std::optional<std::string> emit_lane_scan_reduce(const ir::ReduceNode& n);
   /// Lane spans (emit_lane_spans.cpp, EmitOptions::lane_spans): the lane loop over the last
   /// axis of cooperative reduction `n` (its bounds `start`, `end` as emitted) with each lane
   /// reading V consecutive iterations per trip, behind one alignment test of the spanned bases

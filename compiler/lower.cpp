@@ -248,6 +248,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
+  LaneScanKernels lane_scans;  // ... whose offsets are scanned on warp lanes
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
@@ -260,6 +261,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.taps_walks_max = options.binned_taps_walks_max;
   binned_options.taps_walks_wide_max = options.binned_taps_walks_wide_max;
   binned_options.scan_digits = options.binned_scan_digits;
+  binned_options.scan_lanes = options.binned_scan_lanes;
+  binned_options.scan_top_loads = options.binned_scan_top_loads;
   binned_options.packed_keys = options.binned_packed_keys;
   binned_options.ranked_count = options.binned_ranked_count;
   binned_options.subbucket_records = options.binned_subbucket_records;
@@ -270,8 +273,14 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,
                                             &grid_options.whole_axis_kernels,
-                                            &counting_claims);
+                                            &counting_claims, &lane_scans);
     });
+  }
+  // The lane scans keep one point per thread, in whole warps: no other schedule, no vectors.
+  for (const std::string& kernel : lane_scans) {
+    schedule_options.excluded_kernels.insert(kernel);
+    row_options.excluded_kernels.insert(kernel);
+    grid_options.scalar_kernels.insert(kernel);
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
   p = passes.run("lay_out_gathered_reductions_for_lanes", p, [&](const ir::Program& x) {
@@ -297,6 +306,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("choose_thread_tiles", p, [&](const ir::Program& x) {
     return choose_thread_tiles(x, split_options.tiles, &notes);
   });
+  // The lane scans' sums are the emitter's (its "lane scan" lines), not the schedule's.
+  for (const std::string& kernel : lane_scans) {
+    cooperative_notes.erase(kernel);
+    notes.erase(kernel);
+  }
   // The row groups take over the notes of the kernels they fuse: the reduction schedules'
   // lines first, as the emitter writes them.
   for (const auto& [kernel, text] : cooperative_notes) {
@@ -379,6 +393,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
     emit_options.claim_counts_up = counting_claims.count(kernel.name) > 0;
+    emit_options.lane_scan = lane_scans.count(kernel.name) > 0;
     if (auto store = stores.find(kernel.name); store != stores.end())
       emit_options.store_scatter_target = store->second;
     if (auto transpose = transposes.find(kernel.name); transpose != transposes.end())

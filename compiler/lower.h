@@ -165,6 +165,12 @@ struct LowerOptions {
   /// (K + 1 kernels for K levels of chunk sums); false: the chained levels, 2K + 1 kernels
   /// (ADJOINT_TUNE_BINNED_SCAN=0).
   bool binned_scan_digits = true;
+  /// BinnedGatherOptions::scan_lanes (with binned_scan_digits): the offsets on warp lanes,
+  /// K + 1 kernels, the last one a shuffle scan (ADJOINT_TUNE_BINNED_SCAN=2, the default; 1:
+  /// by digits, the kernels of before).
+  bool binned_scan_lanes = true;
+  /// BinnedGatherOptions::scan_top_loads (ADJOINT_TUNE_BINNED_SCAN_TOP).
+  int64_t binned_scan_top_loads = 32;
   /// BinnedGatherOptions::packed_keys: the fill writes each record's slot key with its id, so
   /// that the sort does not recompute the key (ADJOINT_TUNE_BINNED_PACKED_KEYS=0: ids only).
   bool binned_packed_keys = true;

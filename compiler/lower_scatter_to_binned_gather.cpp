@@ -549,6 +549,60 @@ class Rewriter {
     return offsets;
   }
 
+  /// The exclusive scan of `x` (n entries, n a multiple of 32, and 32 zeros after them: x has n +
+  /// 32) on warp lanes, n + 32 results (offset[n] the total), in K + 1 kernels: the levels L0 =
+  /// x[0, n), L(k+1)[g] = the sum of L(k)[32g, 32g + 32) (one kernel each, on lanes, as in the
+  /// scan by digits) until a level has at most 32 x `top_loads` entries (L_K), and one kernel
+  /// `<prefix>_scan0` over the n + 32 entries (whole warps; the digits of i <= n reach no level
+  /// entry past those of n):
+  ///   offset[i] = L0[32 (i / 32), i) + sum over 0 < k < K of L(k)[32 (i_k / 32), i_k)
+  ///               + L_K[0, i_K),   i_k = i / 32^k
+  /// (K = 0: L0[32 (i / 32), i) + L0[0, 32 (i / 32))).
+  /// Every term but the first depends on i only through i / 32, the same for the 32 entries of
+  /// a warp; named in `lane_scan`, the emitter gives the first an exclusive scan over the
+  /// warp's lanes (one load per entry, shuffles) and each other one strided loads over the
+  /// lanes and a shuffle butterfly (at most `top_loads` loads per lane at the top, one below).
+  /// Unnamed, the same sums run serially. Integer sums: the scan by digits' offsets.
+  Tensor exclusive_scan_lanes(const Tensor& x, int64_t n, const std::string& prefix,
+                              int64_t top_loads, std::vector<ir::Kernel>& kernels) {
+    std::vector<std::pair<Tensor, int64_t>> levels = {{x, n}};
+    while (levels.back().second > kScanChunk * std::max<int64_t>(top_loads, 1)) {
+      const auto [lower, m] = levels.back();
+      const int64_t groups = (m + kScanChunk - 1) / kScanChunk;
+      const std::string name =
+          prefix + "_scan" + std::to_string(levels.size() - 1) + "_partial";
+      Tensor partial = temporary(name, groups);
+      kernels.push_back(chunk_sums_kernel(lower, m, partial, groups, name,
+                                          /*constant_when_whole=*/true));
+      levels.push_back({partial, groups});
+    }
+    const std::string name = prefix + "_scan0";
+    Tensor offsets = temporary(name, n + kScanChunk);
+    Var i("i");
+    Expr value;
+    int64_t weight = 1;  // 32^k
+    for (size_t k = 0; k < levels.size(); ++k, weight *= kScanChunk) {
+      Var j("j" + std::to_string(k));
+      const Expr digit_end = weight == 1 ? Expr(i) : Expr(i) / Expr(weight);
+      // The first level's chunk of 32 even where it is the top (n = 32: i / 32 = 0).
+      const Expr start = k > 0 && k + 1 == levels.size()
+                             ? Expr(int64_t{0})
+                             : (digit_end / Expr(kScanChunk)) * Expr(kScanChunk);
+      const Expr terms = ir::sum({ir::range(j, start, digit_end - start)},
+                                 ir::load(levels[k].first, {Expr(j)}), DType::kI32);
+      value = value.defined() ? value + terms : terms;
+    }
+    if (levels.size() == 1) {  // L0 is the top: the warps before i's too
+      Var j("j");
+      value = value + ir::sum({ir::range(j, Expr(int64_t{0}),
+                                         (Expr(i) / Expr(kScanChunk)) * Expr(kScanChunk))},
+                              ir::load(x, {Expr(j)}), DType::kI32);
+    }
+    kernels.push_back(
+        ir::Kernel{name, {ir::compute(offsets, ir::over({i}, {n + kScanChunk}), value)}, {}});
+    return offsets;
+  }
+
   /// The chunked walk of the header: appends the bin_chunk_sums kernel (the sum of `body` over
   /// every interior chunk of `chunk` slots, for every broadcast index) and returns the gather's
   /// sum for the bucket [begin, end): (head + middle) + tail, or one sequential walk where the
@@ -623,7 +677,8 @@ class Rewriter {
                std::vector<ir::Kernel>& kernels, ClaimSlotTensors* claims,
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
                ScheduleNotes* notes, LaneKernels* lane_kernels,
-               WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims) {
+               WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims,
+               LaneScanKernels* lane_scan_kernels) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     const Expr condition = record_condition(b, stage);
@@ -653,8 +708,13 @@ class Rewriter {
               " per cell, ADJOINT_TUNE_BINNED_SUBBUCKET): a record is ranked within its range");
     }
     const Expr slot_key = sub_key(key, id);
+    // The scan on lanes: a warp of zeros more, so that its offsets' kernel runs whole warps up
+    // to the total (its levels cover the padded slots only).
+    const bool lanes = options.scan_digits && options.scan_lanes;
     const int64_t count_size =
-        options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk : slots;
+        lanes ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk + kScanChunk
+        : options.scan_digits ? (slots + kScanChunk - 1) / kScanChunk * kScanChunk
+                              : slots;
     Tensor count = temporary(prefix + "_count", count_size);
     // Ranked count: the count's atomic hands each record its rank of arrival in its bucket
     // (the load of bin_count stands for `atomicAdd(&bin_count[k], 1)`, EmitOptions::
@@ -685,9 +745,22 @@ class Rewriter {
     }
     // Offsets: bucket c is [offset[c], offset[c + 1]).
     const size_t scan_first = kernels.size();
-    Tensor offset = options.scan_digits
-                        ? exclusive_scan_digits(count, count_size, prefix, kernels)
-                        : exclusive_scan(count, slots, prefix, kernels);
+    Tensor offset =
+        lanes ? exclusive_scan_lanes(count, count_size - kScanChunk, prefix,
+                                     options.scan_top_loads, kernels)
+        : options.scan_digits ? exclusive_scan_digits(count, count_size, prefix, kernels)
+                              : exclusive_scan(count, slots, prefix, kernels);
+    if (lanes && lane_scan_kernels) lane_scan_kernels->insert(prefix + "_scan0");
+    if (lanes && notes) {
+      const int64_t top = kScanChunk * std::max<int64_t>(options.scan_top_loads, 1);
+      add_schedule_note(*notes, prefix + "_scan0",
+                        "binned scan: on warp lanes, " +
+                            std::to_string(kernels.size() - scan_first) + " kernel(s) for " +
+                            std::to_string(count_size) + " counts (levels of chunk sums until " +
+                            std::to_string(top) +
+                            " entries, ADJOINT_TUNE_BINNED_SCAN_TOP; ADJOINT_TUNE_BINNED_SCAN=1 "
+                            "the scan by digits)");
+    }
     if (options.scan_digits && lane_kernels) {  // the chunk sums read rows of 32 on lanes
       for (size_t k = scan_first; k < kernels.size(); ++k) {
         if (kernels[k].name.size() > 8 &&
@@ -984,7 +1057,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            StoreScatterTargets* stores, ScheduleNotes* notes,
                                            LaneKernels* lane_kernels,
                                            WholeAxisKernels* whole_axis_kernels,
-                                           CountingClaims* counting_claims) {
+                                           CountingClaims* counting_claims,
+                                           LaneScanKernels* lane_scan_kernels) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -1002,7 +1076,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
       continue;
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
-                     notes, lane_kernels, whole_axis_kernels, counting_claims);
+                     notes, lane_kernels, whole_axis_kernels, counting_claims,
+                     lane_scan_kernels);
     changed = true;
   }
   return changed ? out : program;

@@ -15,10 +15,12 @@
 //                 the final counts do not; ranked_count off: scatter_add bin_count[key(r)] += 1
 //                 if cond(r) (integer atomics without results)
 //   bin_scan_*    bin_offset = exclusive scan of bin_count (cells + 1 entries), integer
-//                 reductions of at most kScanChunk terms per thread: by default one kernel
-//                 per level of chunk sums of 32 and one that adds, for every entry, at most
-//                 31 terms of each level (the base-32 digits of its index); scan_digits off,
-//                 the chained levels (two kernels per level)
+//                 reductions: by default (scan_lanes) one kernel per level of chunk sums of 32
+//                 and one that gives every entry its warp's lane scan of its chunk of 32 plus
+//                 the upper levels' digits, shared by the warp (shuffles, the emitter's
+//                 EmitOptions::lane_scan); scan_lanes off, by digits: at most 31 terms of each
+//                 level per entry, serially; scan_digits off, the chained levels (two kernels
+//                 per level)
 //   bin_fill      bin_unsorted[bin_offset[key(r)] + bin_rank[r]] += key(r) x 2^32 + r (packed
 //                 keys, i64; packed_keys off: r, i32), a plain store: each record takes a
 //                 distinct slot of its bucket, in an order that varies from run to run; with
@@ -164,6 +166,21 @@ struct BinnedGatherOptions {
   /// for every entry, `bin_scan*` above); false: the chained levels (two kernels per level).
   /// LowerOptions::binned_scan_digits carries it.
   bool scan_digits = true;
+  /// The scan on warp lanes (with scan_digits; "Scan on lanes" in docs/compiler.md): the count
+  /// padded to whole warps with at least one zero past the last slot, the levels of chunk sums
+  /// as by digits, and one kernel `bin_scan0` for every offset, named in LaneScanKernels: the
+  /// warp's 32 entries scan their chunk with shuffles (one load each) and share every upper
+  /// level's digit sum (strided over the lanes, a butterfly). false: the scan by digits (its
+  /// kernels byte for byte). LowerOptions::binned_scan_lanes carries it
+  /// (ADJOINT_TUNE_BINNED_SCAN=2, the default; 1 by digits, 0 chained).
+  bool scan_lanes = true;
+  /// ... the levels stop at a level of at most 32 x this many entries, which the offsets'
+  /// kernel sums with at most this many loads per lane (fewer levels: fewer launches, at the
+  /// price of these loads in every warp). 32: on the H100 the small shapes' programs whose top
+  /// it moves (4x3x64^2, 2x1x512^2, 16x4x128^2, 1x4x17^3) were as fast or faster than at 8;
+  /// the larger ones measured have the same levels at 8 and 32 (docs/compiler.md, "Scan on
+  /// lanes"). LowerOptions::binned_scan_top_loads carries it (ADJOINT_TUNE_BINNED_SCAN_TOP).
+  int64_t scan_top_loads = 32;
   /// Packed keys: bin_fill writes slot key x 2^32 + record id (i64) into bin_unsorted, so that
   /// bin_sort reads each slot's bucket instead of recomputing it from the record (the key's
   /// loads, often gathers of the scatter's index data); comparing packed values within a
@@ -200,6 +217,10 @@ using WholeAxisKernels = std::set<std::string>;
 /// as one contiguous row instead of one thread's 32 loads of a row of its own.
 using LaneKernels = std::set<std::string>;
 
+/// Kernels whose offsets are scanned on warp lanes (BinnedGatherOptions::scan_lanes; EmitOptions::
+/// lane_scan): one point per thread, a domain of whole warps.
+using LaneScanKernels = std::set<std::string>;
+
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
 /// fills `claims` (may be null) for the fill kernels it adds, and `stores` (may be null) for
 /// the fill and sort kernels. Without `stores` those scatters stay atomic adds into zeroed
@@ -210,6 +231,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            ScheduleNotes* notes = nullptr,
                                            LaneKernels* lane_kernels = nullptr,
                                            WholeAxisKernels* whole_axis_kernels = nullptr,
-                                           CountingClaims* counting_claims = nullptr);
+                                           CountingClaims* counting_claims = nullptr,
+                                           LaneScanKernels* lane_scan_kernels = nullptr);
 
 }  // namespace adjoint::compiler

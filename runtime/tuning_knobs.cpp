@@ -191,12 +191,20 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.binned_taps_walks_wide_max = integer_knob(
       "ADJOINT_TUNE_BINNED_TAPS_WIDE", 64, [](int v) { return v >= 0; },
       "0 (ADJOINT_TUNE_BINNED_TAPS alone) or the most taps x broadcast elements for which a "
-      "binned gather also takes its taps where points >= cells and the gather is large");
-  knobs.binned_scan_digits =
-      integer_knob(
-          "ADJOINT_TUNE_BINNED_SCAN", 1, [](int v) { return v == 0 || v == 1; },
-          "1 (a binned gather's offsets scanned by base-32 digits: one kernel per level and "
-          "one for every entry) or 0 (the chained levels, two kernels per level)") == 1;
+      "binned gather also takes its taps where broadcast elements <= 8, points >= cells and the "
+      "gather is large");
+  const int binned_scan = integer_knob(
+      "ADJOINT_TUNE_BINNED_SCAN", 2, [](int v) { return v >= 0 && v <= 2; },
+      "2 (a binned gather's offsets scanned on warp lanes: one kernel per level of chunk sums "
+      "and one shuffle scan for every entry), 1 (by base-32 digits: one kernel per level and "
+      "one that adds each level's digits serially) or 0 (the chained levels, two kernels per "
+      "level)");
+  knobs.binned_scan_digits = binned_scan >= 1;
+  knobs.binned_scan_lanes = binned_scan == 2;
+  knobs.binned_scan_top_loads = integer_knob(
+      "ADJOINT_TUNE_BINNED_SCAN_TOP", 32, [](int v) { return v >= 1 && v <= 1024; },
+      "the loads per lane a binned gather's lane scan spends on its top level: its levels of "
+      "chunk sums stop at 32 x this many entries, an integer in [1, 1024]");
   knobs.binned_packed_keys =
       integer_knob(
           "ADJOINT_TUNE_BINNED_PACKED_KEYS", 1, [](int v) { return v == 0 || v == 1; },
@@ -425,6 +433,8 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;
   options.binned_taps_walks_wide_max = knobs.binned_taps_walks_wide_max;
   options.binned_scan_digits = knobs.binned_scan_digits;
+  options.binned_scan_lanes = knobs.binned_scan_lanes;
+  options.binned_scan_top_loads = knobs.binned_scan_top_loads;
   options.binned_packed_keys = knobs.binned_packed_keys;
   options.binned_ranked_count = knobs.binned_ranked_count;
   options.binned_subbucket_records = knobs.binned_subbucket_records;

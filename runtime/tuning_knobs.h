@@ -89,6 +89,8 @@ struct TuningKnobs {
   int binned_taps_walks_max = 16;
   int binned_taps_walks_wide_max = 64;
   bool binned_scan_digits = true;
+  bool binned_scan_lanes = true;
+  int binned_scan_top_loads = 32;
   bool binned_packed_keys = true;
   bool binned_ranked_count = true;
   int binned_subbucket_records = 16;

@@ -120,6 +120,11 @@ T __shfl_xor_sync(unsigned, T value, int mask) {
   return adjoint_exchange(value, (threadIdx.x % 32) ^ static_cast<unsigned>(mask));
 }
 template <typename T>
+T __shfl_up_sync(unsigned, T value, unsigned delta) {  // lanes below delta get their own value
+  const unsigned lane = threadIdx.x % 32;
+  return adjoint_exchange(value, lane >= delta ? lane - delta : lane);
+}
+template <typename T>
 T __shfl_sync(unsigned, T value, int lane) {
   return adjoint_exchange(value, static_cast<unsigned>(lane));
 }
@@ -266,6 +271,7 @@ std::string host_compiler() {
 /// True for a kernel whose warps must run in lock step (it shuffles or shares a tile).
 bool cooperative(const CompiledKernel& k) {
   return k.source.find("__shfl_xor_sync") != std::string::npos ||
+         k.source.find("__shfl_up_sync") != std::string::npos ||
          k.source.find("__syncwarp") != std::string::npos;
 }
 
@@ -320,6 +326,21 @@ struct Variant {
   static Variant binned_chained_scan(int block_size) {
     Variant v = binned_gather(block_size);
     v.scan_digits = false;
+    return v;
+  }
+  /// BinnedGatherOptions::scan_lanes and scan_top_loads (the scan on warp lanes).
+  bool scan_lanes = BinnedGatherOptions{}.scan_lanes;
+  int64_t scan_top_loads = BinnedGatherOptions{}.scan_top_loads;
+  /// Binned gathers whose offsets are scanned by digits, serially (ADJOINT_TUNE_BINNED_SCAN=1).
+  static Variant binned_digits_scan(int block_size) {
+    Variant v = binned_gather(block_size);
+    v.scan_lanes = false;
+    return v;
+  }
+  /// ... on warp lanes, their levels stopping at 32 x `top_loads` entries.
+  static Variant binned_lane_scan(int block_size, int64_t top_loads) {
+    Variant v = binned_gather(block_size);
+    v.scan_top_loads = top_loads;
     return v;
   }
   /// BinnedGatherOptions::ranked_count (false: the fill claims its slots by atomic decrements).
@@ -535,6 +556,8 @@ struct Variant {
                                     "_tp" +
                                     std::to_string(taps_walks_max) + "_" +
                                     (scan_digits ? "" : "chained_") +
+                                    (scan_lanes ? "lanes" + std::to_string(scan_top_loads) + "_"
+                                                : "digits_") +
                                     (ranked_count ? "" : "claimed_") + "sb" +
                                     std::to_string(subbucket_records) + "_sp" +
                                     std::to_string(sparse_channels_last_min) + "_"
@@ -584,18 +607,23 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   StoreScatterTargets stores;
   ReductionScheduleOptions schedule;
   WholeAxisKernels whole_axis;
+  LaneScanKernels lane_scans;
   if (variant.binned) {
     BinnedGatherOptions binned;
     binned.channels_last_min = variant.channels_last_min;
     binned.gather_chunk = variant.gather_chunk;
     binned.taps_walks_max = variant.taps_walks_max;
     binned.scan_digits = variant.scan_digits;
+    binned.scan_lanes = variant.scan_lanes;
+    binned.scan_top_loads = variant.scan_top_loads;
     binned.subbucket_records = variant.subbucket_records;
     binned.sparse_channels_last_min = variant.sparse_channels_last_min;
     if (!variant.whole_axis_groups) binned.whole_axis_records_max = 0;
     binned.ranked_count = variant.ranked_count;
     p = lower_scatter_to_binned_gather(p, &claims, binned, &stores, nullptr,
-                                       &schedule.preferred_kernels, &whole_axis, &counting);
+                                       &schedule.preferred_kernels, &whole_axis, &counting,
+                                       &lane_scans);
+    schedule.excluded_kernels.insert(lane_scans.begin(), lane_scans.end());
   }
   p = lower_scatter_to_atomics(p);
   p = lay_out_gathered_reductions_for_lanes(p, variant.gathered_lanes_min,
@@ -625,6 +653,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   RowGroupOptions row_options;
   row_options.forced_rows_per_block = variant.row_groups;
   row_options.schedule = parse_row_schedule(variant.row_schedule, "row_schedule");
+  row_options.excluded_kernels.insert(lane_scans.begin(), lane_scans.end());
   p = fuse_row_groups(p, row_options);
   if (added_temporaries) {
     for (const ir::Tensor& t : p.temporaries) {
@@ -646,7 +675,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis});
+  p = derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis, lane_scans});
   p = narrow_index_math(choose_tile_blocks(p, {variant.tile_block_rows}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
@@ -672,6 +701,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
     if (auto claim = claims.find(p.kernels[k].name); claim != claims.end())
       options.claim_slot_tensor = claim->second;
     options.claim_counts_up = counting.count(p.kernels[k].name) > 0;
+    options.lane_scan = lane_scans.count(p.kernels[k].name) > 0;
     if (auto store = stores.find(p.kernels[k].name); store != stores.end())
       options.store_scatter_target = store->second;
     kernels.push_back(emit_cuda_kernel(p, k, prefix + "_" + std::to_string(k), options));
@@ -814,7 +844,8 @@ class HostLibrary {
 
   /// Runs a program's kernels in order on buffers bound by name; `misalign` moves every
   /// buffer one element off its 64-byte alignment.
-  ir::HostBuffers run(const HostProgram& hp, const ir::HostBuffers& inputs, bool misalign) {
+  ir::HostBuffers run(const HostProgram& hp, const ir::HostBuffers& inputs, bool misalign,
+                      ir::HostBuffers* temporaries = nullptr) {
     std::map<std::string, std::unique_ptr<HostTensor>> tensors;
     for (const auto* list : {&hp.program.inputs, &hp.program.outputs, &hp.program.temporaries,
                              &hp.added_temporaries}) {
@@ -834,6 +865,11 @@ class HostLibrary {
     }
     ir::HostBuffers out;
     for (const ir::Tensor& t : hp.program.outputs) out[t->name] = tensors.at(t->name)->read();
+    if (temporaries) {  // the program's own and those the lowering added (the binned scans')
+      for (const auto* list : {&hp.program.temporaries, &hp.added_temporaries}) {
+        for (const ir::Tensor& t : *list) (*temporaries)[t->name] = tensors.at(t->name)->read();
+      }
+    }
     return out;
   }
 
@@ -2362,11 +2398,15 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
   }
   expect_host_runs_match(programs,
                          {Variant(1), Variant::binned_gather(128), Variant::binned_gather(64),
-                          Variant::binned_chained_scan(64), Variant::binned_claimed_fill(64)},
+                          Variant::binned_lane_scan(64, 1), Variant::binned_lane_scan(256, 32),
+                          Variant::binned_digits_scan(64), Variant::binned_chained_scan(64),
+                          Variant::binned_claimed_fill(64)},
                          1e-5, rounding_inputs);
   // By digits: one kernel per level of chunk sums and one for the offsets.
   ClaimSlotTensors claims;
-  ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[0]), &claims, {});
+  BinnedGatherOptions digits;
+  digits.scan_lanes = false;
+  ir::Program lowered = lower_scatter_to_binned_gather(simplify(programs[0]), &claims, digits);
   std::vector<std::string> scans;
   for (const ir::Kernel& k : lowered.kernels) {
     if (k.name.find("_bin_scan") != std::string::npos) scans.push_back(k.name);
@@ -2374,7 +2414,7 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
   EXPECT_EQ(scans, (std::vector<std::string>{"grad_input_bin_scan0_partial",
                                              "grad_input_bin_scan1_partial",
                                              "grad_input_bin_scan0"}));
-  ir::Program coarse = lower_scatter_to_binned_gather(simplify(programs[4]), &claims, {});
+  ir::Program coarse = lower_scatter_to_binned_gather(simplify(programs[4]), &claims, digits);
   scans.clear();
   for (const ir::Kernel& k : coarse.kernels) {
     if (k.name.find("_bin_scan") != std::string::npos) scans.push_back(k.name);
@@ -2383,6 +2423,105 @@ TEST(HostRun, BinnedGatherScanCrossesSeveralLevels) {
                        "grad_input_bin_scan0_partial", "grad_input_bin_scan1_partial",
                        "grad_input_bin_scan2_partial", "grad_input_bin_scan1",
                        "grad_input_bin_scan0"}));
+}
+
+/// The scan on warp lanes (BinnedGatherOptions::scan_lanes, the default): the offsets
+/// themselves, read back from the host runs, are bit for bit the exclusive scan of the final
+/// counts and the scan by digits' and the chained scan's (on every slot and the total), at one
+/// to three levels (40 x 30 x 2 = 2400 cells, a multiple of 32; 3219 and 40200, padded; 32
+/// cells, one level, and a warp of zeros; the 3-d taps' keys), for tops of 1, 8 and
+/// 32 loads per lane and blocks of 64 to 256; the outputs bit for bit alike, within rounding of
+/// the interpreter. The emitter writes the lane scan (__shfl_up_sync) into the offsets' kernel
+/// and a kernel per level of chunk sums before it.
+TEST(HostRun, BinnedGatherLaneScanGivesTheOffsetsOfTheScanByDigits) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,1,40,30 output_size=9,8 "
+        "interpolation_mode=nearest padding_mode=border align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=3,2,37,29 output_size=11,7 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,1,4,8 output_size=5,6 "
+        "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,2,200,201 output_size=9,13 "
+        "interpolation_mode=bilinear padding_mode=border align_corners=true",
+        "grid_sampler_3d_backward dtype=f32 input_size=1,2,9,10,11 output_size=4,5,6 "
+        "interpolation_mode=bilinear padding_mode=zeros align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  const std::vector<Variant> variants = {
+      Variant::binned_digits_scan(64), Variant::binned_chained_scan(64),
+      Variant::binned_lane_scan(128, 1), Variant::binned_lane_scan(64, 8),
+      Variant::binned_lane_scan(256, 32)};
+  expect_host_runs_match(programs, variants, 1e-5, rounding_inputs);
+  std::vector<HostProgram> runs;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    for (const Variant& variant : variants) {
+      const std::string label = "scan" + std::to_string(i) + "_" + variant.label();
+      HostProgram run{label, programs[i], {}};
+      run.kernels = compile_kernels(programs[i], variant, label, &run.added_temporaries);
+      runs.push_back(std::move(run));
+    }
+  }
+  std::vector<const CompiledKernel*> kernels;
+  for (const HostProgram& r : runs) {
+    for (const CompiledKernel& k : r.kernels) kernels.push_back(&k);
+  }
+  HostLibrary library;
+  const std::string error = library.build(kernels);
+  ASSERT_TRUE(error.empty()) << error;
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const ir::HostBuffers inputs = rounding_inputs(programs[i], static_cast<unsigned>(i + 1));
+    std::optional<std::vector<double>> expected;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const HostProgram& run = runs[i * variants.size() + v];
+      ir::HostBuffers temporaries;
+      library.run(run, inputs, false, &temporaries);
+      const std::vector<double>& count = temporaries.at("grad_input_bin_count");
+      const std::vector<double>& offset = temporaries.at("grad_input_bin_scan0");
+      // Every offset is the exclusive scan of this run's counts (the chained scan's unpadded,
+      // the digits' padded to 32, the lanes' to 32 past one more zero) ...
+      std::vector<double> own(1, 0.0);
+      for (double c : count) own.push_back(own.back() + c);
+      ASSERT_LE(offset.size(), own.size()) << run.label;
+      for (size_t e = 0; e < offset.size(); ++e) {
+        ASSERT_EQ(offset[e], own[e]) << run.label << " entry " << e;
+      }
+      // ... and the first run's (by digits) on every entry both have: every slot, the total.
+      if (!expected) expected = offset;
+      const size_t n = std::min(offset.size(), expected->size());
+      for (size_t e = 0; e < n; ++e) {
+        ASSERT_EQ(offset[e], (*expected)[e]) << run.label << " entry " << e;
+      }
+      bool shuffles = false;
+      for (const CompiledKernel& k : run.kernels) {
+        if (k.source.find("kernel 'grad_input_bin_scan0'") != std::string::npos)
+          shuffles = k.source.find("__shfl_up_sync") != std::string::npos;
+      }
+      EXPECT_EQ(shuffles, variants[v].scan_digits && variants[v].scan_lanes) << run.label;
+    }
+  }
+  // Levels until 32 x top entries, with the default taps in the gather (keys 1 x 201 x 202,
+  // padded: 40608 counts, and a warp of zeros: 40640 entries): -> 1269 -> 40 -> 2 at a top of
+  // 1 load per lane, -> 1269 -> 40 at 8 and at 32 (the default: 1269 > 1024), -> 1269 at 64.
+  const std::vector<std::pair<int64_t, size_t>> levels = {{1, 3}, {8, 2}, {32, 2}, {64, 1}};
+  for (const auto& [top, expected] : levels) {
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.scan_top_loads = top;
+    LaneScanKernels lane_scans;
+    ir::Program lowered = lower_scatter_to_binned_gather(
+        simplify(programs[3]), &claims, options, nullptr, nullptr, nullptr, nullptr, nullptr,
+        &lane_scans);
+    std::vector<std::string> scans;
+    for (const ir::Kernel& k : lowered.kernels) {
+      if (k.name.find("_bin_scan") != std::string::npos) scans.push_back(k.name);
+    }
+    ASSERT_EQ(scans.size(), expected + 1) << top;
+    EXPECT_EQ(scans.back(), "grad_input_bin_scan0");
+    EXPECT_EQ(lane_scans, (LaneScanKernels{"grad_input_bin_scan0"}));
+    EXPECT_EQ(lowered.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{40640}));
+    EXPECT_EQ(lowered.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{40640}));
+  }
 }
 
 /// grid_sampler inputs whose every grid coordinate is `coordinate`: every point of a batch

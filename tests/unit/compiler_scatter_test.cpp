@@ -474,6 +474,22 @@ TEST(ScatterToBinnedGather, GridSamplerBinsOncePerPointAndGathersPerChannel) {
   BinnedGatherOptions planar;  // the gather in grad_input's own layout
   planar.channels_last_min = 0;
   planar.taps_walks_max = 0;  // every tap a record (taps in the gather: below)
+  {  // The scan on warp lanes (the default): 2400 counts (a warp of zeros more: 2432) -> 75 (at
+     // most 32 x 32 entries: the top), one level of chunk sums, and the offsets, one per count.
+    ir::Program lanes = lower_scatter_to_binned_gather(p, nullptr, planar);
+    ir::verify(lanes);
+    EXPECT_EQ(kernel_names(lanes),
+              (std::vector<std::string>{
+                  "source_coordinates", "grad_input_bin_count", "grad_input_bin_scan0_partial",
+                  "grad_input_bin_scan0", "grad_input_bin_fill", "grad_input_bin_sort",
+                  "grad_input_bin_factors", "grad_input_bin_chunk_sums", "grad_input",
+                  "grad_grid"}));
+    EXPECT_EQ(lanes.find_tensor("grad_input_bin_count")->shape, (std::vector<int64_t>{2432}));
+    EXPECT_EQ(lanes.find_tensor("grad_input_bin_scan0_partial")->shape,
+              (std::vector<int64_t>{75}));
+    EXPECT_EQ(lanes.find_tensor("grad_input_bin_scan0")->shape, (std::vector<int64_t>{2432}));
+  }
+  planar.scan_lanes = false;  // below: the scan by digits (ADJOINT_TUNE_BINNED_SCAN=1)
   ir::Program out = lower_scatter_to_binned_gather(p, &claims, planar);
   ir::verify(out);
   // 2 x 40 x 30 = 2400 cells: scan levels 2400 -> 75 -> 3, by digits: the two levels of chunk

@@ -9,6 +9,8 @@
 
 #include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "compiler/compiled_program.h"
 #include "ir/error.h"
@@ -136,6 +138,30 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(defaults.lane_span_unroll, 0);
   EXPECT_EQ(defaults.tile_accumulators, 96);
   EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_LANE_SPANS", "4"}})), Error);
+}
+
+/// ADJOINT_TUNE_BINNED_SCAN: 2 (default) the scan on warp lanes, 1 by digits, 0 chained; and
+/// ADJOINT_TUNE_BINNED_SCAN_TOP, the lane scan's top (default 32, in [1, 1024]).
+TEST(TuningKnobs, TheBinnedScanKnobsChooseTheScan) {
+  compiler::LowerOptions defaults;
+  apply_tuning_knobs(read_tuning_knobs(environment({})), defaults);
+  EXPECT_TRUE(defaults.binned_scan_digits && defaults.binned_scan_lanes);
+  EXPECT_EQ(defaults.binned_scan_top_loads, 32);
+  for (const auto& [value, digits, lanes] :
+       std::vector<std::tuple<std::string, bool, bool>>{{"2", true, true}, {"1", true, false},
+                                                        {"0", false, false}}) {
+    compiler::LowerOptions options;
+    apply_tuning_knobs(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_SCAN", value},
+                                                      {"ADJOINT_TUNE_BINNED_SCAN_TOP", "8"}})),
+                       options);
+    EXPECT_EQ(options.binned_scan_digits, digits) << value;
+    EXPECT_EQ(options.binned_scan_lanes, lanes) << value;
+    EXPECT_EQ(options.binned_scan_top_loads, 8);
+  }
+  for (const char* bad : {"3", "-1"})
+    EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_SCAN", bad}})), Error);
+  for (const char* bad : {"0", "1025"})
+    EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_SCAN_TOP", bad}})), Error);
 }
 
 /// The ADJOINT_TUNE_GENERIC_* knobs reach LowerOptions: 0 the generic schedules of before, unset
