@@ -243,6 +243,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
+  RereadRowKernels reread_kernels;  // ... that walk records whose reads other records share
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
@@ -264,7 +265,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,
                                             &grid_options.whole_axis_kernels,
-                                            &counting_claims);
+                                            &counting_claims, &reread_kernels);
     });
   }
   p = passes.run("lower_scatter_to_atomics", p, lower_scatter_to_atomics);
@@ -340,7 +341,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty() || fused_copies.count(kernel.name)) continue;
     EmitOptions emit_options;
-    emit_options.streaming_loads = options.streaming_loads;
+    emit_options.streaming_loads =
+        options.streaming_loads &&
+        (options.binned_reread_streaming || !reread_kernels.count(kernel.name));
     emit_options.streaming_stores = options.streaming_stores;
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;

@@ -53,6 +53,12 @@ struct LowerOptions {
   /// bandwidth, except 16x256x64x64->128^2 in f16/bf16 (95% -> 75%/89%); see docs/compiler.md.
   bool streaming_loads = true;
   bool streaming_stores = true;
+  /// Span loads of the kernels that walk binned records whose values other records read too
+  /// (RereadRowKernels, lower_scatter_to_binned_gather.h: grid_sampler's factors, chunk sums
+  /// and gather where a point's taps are several records or walks) take streaming_loads'
+  /// evict-first hint; false: plain loads there, every other kernel unchanged
+  /// (ADJOINT_TUNE_BINNED_REREAD_STREAMING).
+  bool binned_reread_streaming = true;
   /// Split reductions (split_reductions.h): -1 derives the number of partials G from the
   /// shapes, 0 never splits, G >= 2 forces G wherever it divides the split axis.
   int reduction_split = -1;

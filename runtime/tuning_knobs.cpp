@@ -60,6 +60,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
   knobs.streaming_loads = streaming == 1 || streaming == 3;
   knobs.streaming_stores = streaming == 1 || streaming == 2;
+  knobs.binned_reread_streaming =
+      integer_knob("ADJOINT_TUNE_BINNED_REREAD_STREAMING", 1,
+                   [](int v) { return v == 0 || v == 1; },
+                   "1 (binned gathers whose records share reads take the streaming hints of "
+                   "ADJOINT_TUNE_STREAMING on their span loads) or 0 (plain span loads there "
+                   "alone)") == 1;
   knobs.reduction_split = integer_knob(
       "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
       "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
@@ -362,6 +368,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_whole_axis_records_max = knobs.binned_whole_axis_records_max;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;
+  options.binned_reread_streaming = knobs.binned_reread_streaming;
   options.reduction_split = knobs.reduction_split;
   options.thread_tile = knobs.thread_tile;
   options.tile_prefer_vector = knobs.tile_prefer_vector;

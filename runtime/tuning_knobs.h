@@ -22,6 +22,8 @@ struct TuningKnobs {
   int binned_whole_axis_records_max = 2;
   bool streaming_loads = false;
   bool streaming_stores = false;
+  /// ADJOINT_TUNE_BINNED_REREAD_STREAMING (LowerOptions::binned_reread_streaming).
+  bool binned_reread_streaming = true;
   int reduction_split = -1;
   int thread_tile = -1;
   bool tile_prefer_vector = true;
