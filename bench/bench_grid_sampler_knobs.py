@@ -61,6 +61,9 @@ def main():
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--label", default="")
     parser.add_argument("--out", default="")
+    parser.add_argument("--bits", default="",
+                        help="after the timing, tests/gpu/grid_sampler_bits.py's check on "
+                             "'NxCx..:Ho.. mode dtype' cases, ';' separated (zeros padding)")
     args = parser.parse_args()
     keys = case_keys()
     if args.list:
@@ -142,6 +145,7 @@ def main():
                                                     args.warmup))
             adjoint_ms = statistics.median(timer.time(cycle([ours(s) for s in sets]), args.runs,
                                                       args.warmup))
+            adjoint_ms, torch_ms = float(adjoint_ms), float(torch_ms)
             records.append({"case": key, "adjoint_ms": adjoint_ms, "torch_ms": torch_ms,
                             "ratio": torch_ms / adjoint_ms, "prepare_s": prepare_s,
                             "deterministic": bool(program.deterministic)})
@@ -152,6 +156,20 @@ def main():
             print("ERROR " + errors[-1], flush=True)
         del sets
         torch.cuda.empty_cache()
+    bits_ok = True
+    if args.bits:
+        sys.path.insert(0, os.path.join(root, "tests", "gpu"))
+        import grid_sampler_bits
+        for item in filter(None, args.bits.split(";")):
+            shape, mode, dtype_name = item.split()
+            source, output = shape.split(":")
+            try:
+                bits_ok &= grid_sampler_bits.check(tuple(int(v) for v in source.split("x")),
+                                                   tuple(int(v) for v in output.split("x")),
+                                                   mode, dtype_name)
+            except Exception as error:
+                errors.append("bits %s: %s: %s" % (item, type(error).__name__, error))
+                print("ERROR " + errors[-1], flush=True)
     knobs = {k: v for k, v in os.environ.items() if k.startswith("ADJOINT_TUNE_")}
     if args.out:
         with open(args.out, "w") as f:
@@ -163,7 +181,7 @@ def main():
     print("%s: %d cases, %d skipped, %d errors, %.1f s" % (args.label or "run", len(records),
                                                            len(skipped), len(errors),
                                                            time.time() - start))
-    return 1 if errors else 0
+    return 1 if errors or not bits_ok else 0
 
 
 if __name__ == "__main__":
