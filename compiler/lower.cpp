@@ -371,6 +371,13 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       emit_options.schedule_note +=
           (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
     }
+    if (options.streaming_loads && !options.binned_reread_streaming &&
+        reread_kernels.count(kernel.name)) {
+      emit_options.schedule_note +=
+          std::string(emit_options.schedule_note.empty() ? "" : "\n") +
+          "plain span loads: other records read the same values from other buckets "
+          "(ADJOINT_TUNE_BINNED_REREAD_STREAMING)";
+    }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;
     emit_options.claim_counts_up = counting_claims.count(kernel.name) > 0;

@@ -56,9 +56,11 @@ struct LowerOptions {
   /// Span loads of the kernels that walk binned records whose values other records read too
   /// (RereadRowKernels, lower_scatter_to_binned_gather.h: grid_sampler's factors, chunk sums
   /// and gather where a point's taps are several records or walks) take streaming_loads'
-  /// evict-first hint; false: plain loads there, every other kernel unchanged
-  /// (ADJOINT_TUNE_BINNED_REREAD_STREAMING).
-  bool binned_reread_streaming = true;
+  /// evict-first hint when true (before); false (the default): plain loads there, every other
+  /// kernel unchanged. On the H100 (docs/results/h100-2026-11-27-gridknobs) false made 14 of
+  /// the 56 grid_sampler cases it changes 2.5-7% faster and none slower by more than 1.1%
+  /// (ADJOINT_TUNE_BINNED_REREAD_STREAMING; docs/compiler.md "Streaming hints").
+  bool binned_reread_streaming = false;
   /// Split reductions (split_reductions.h): -1 derives the number of partials G from the
   /// shapes, 0 never splits, G >= 2 forces G wherever it divides the split axis.
   int reduction_split = -1;

@@ -61,11 +61,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.streaming_loads = streaming == 1 || streaming == 3;
   knobs.streaming_stores = streaming == 1 || streaming == 2;
   knobs.binned_reread_streaming =
-      integer_knob("ADJOINT_TUNE_BINNED_REREAD_STREAMING", 1,
+      integer_knob("ADJOINT_TUNE_BINNED_REREAD_STREAMING", 0,
                    [](int v) { return v == 0 || v == 1; },
-                   "1 (binned gathers whose records share reads take the streaming hints of "
-                   "ADJOINT_TUNE_STREAMING on their span loads) or 0 (plain span loads there "
-                   "alone)") == 1;
+                   "0 (plain span loads in the binned walks whose records share reads) or 1 "
+                   "(they take the streaming hints of ADJOINT_TUNE_STREAMING, as before)") == 1;
   knobs.reduction_split = integer_knob(
       "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
       "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");

@@ -23,7 +23,7 @@ struct TuningKnobs {
   bool streaming_loads = false;
   bool streaming_stores = false;
   /// ADJOINT_TUNE_BINNED_REREAD_STREAMING (LowerOptions::binned_reread_streaming).
-  bool binned_reread_streaming = true;
+  bool binned_reread_streaming = false;
   int reduction_split = -1;
   int thread_tile = -1;
   bool tile_prefer_vector = true;

@@ -2566,9 +2566,10 @@ TEST(HostRun, WholeAxisGroupsOfThreeChannelsSumLikeOneChannelPerThread) {
 }
 
 /// Cache hints and unroll pragmas change no bit (docs/results/h100-2026-11-27-gridknobs): whole
-/// grid_sampler programs from lower() at shapes large enough for vector groups, with plain span
-/// loads in the binned walks whose records share reads (LowerOptions::binned_reread_streaming
-/// false), every span load plain (streaming_loads false, ADJOINT_TUNE_STREAMING=2), the partial
+/// grid_sampler programs from lower() at shapes large enough for vector groups, with streaming
+/// span loads in the binned walks whose records share reads (LowerOptions::
+/// binned_reread_streaming true, before), every span load plain (streaming_loads false,
+/// ADJOINT_TUNE_STREAMING=2), the partial
 /// unroll (4) and grad_grid reading the planar input (gathered_rows_min 0), each run on the host
 /// against the default's run bit for bit. The scoped knob changes only the factors, chunk sums
 /// and gather of bilinear and bicubic (their taps' records read one grad_output row), never the
@@ -2585,8 +2586,8 @@ TEST(HostRun, GridSamplerCacheHintAndUnrollKnobsKeepTheBits) {
       "interpolation_mode=nearest padding_mode=zeros align_corners=false"};
   std::vector<std::pair<std::string, LowerOptions>> settings(5);
   settings[0].first = "default";
-  settings[1].first = "reread0";
-  settings[1].second.binned_reread_streaming = false;
+  settings[1].first = "reread1";
+  settings[1].second.binned_reread_streaming = true;
   settings[2].first = "stream2";
   settings[2].second.streaming_loads = false;
   settings[3].first = "unroll4";
