@@ -275,7 +275,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                                                  &layout_notes);
   });
   p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
-    return copy_gathered_rows_innermost(x, options.gathered_rows_min);
+    return copy_gathered_rows_innermost(x, options.gathered_rows_min,
+                                        options.gathered_rows_skip_sparse);
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
@@ -375,8 +376,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
         reread_kernels.count(kernel.name)) {
       emit_options.schedule_note +=
           std::string(emit_options.schedule_note.empty() ? "" : "\n") +
-          "plain span loads: other records read the same values from other buckets "
-          "(ADJOINT_TUNE_BINNED_REREAD_STREAMING)";
+          "no evict-first hint on span loads: other records read the same values from other "
+          "buckets (ADJOINT_TUNE_BINNED_REREAD_STREAMING)";
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;

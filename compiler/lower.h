@@ -178,6 +178,10 @@ struct LowerOptions {
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// copy_gathered_rows_innermost's skip_sparse: no row copy for a stage of fewer points than
+  /// the tensor has rows (false, the default: the copies of before;
+  /// ADJOINT_TUNE_GATHERED_ROWS_SPARSE).
+  bool gathered_rows_skip_sparse = false;
   /// lay_out_gathered_reductions_for_lanes' min_extent: the shortest reduced axis (grid_sampler's
   /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
   /// (ADJOINT_TUNE_GATHERED_LANES).

@@ -208,6 +208,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.gathered_rows_skip_sparse =
+      integer_knob("ADJOINT_TUNE_GATHERED_ROWS_SPARSE", 0, [](int v) { return v == 0 || v == 1; },
+                   "0 (row-innermost copies wherever ADJOINT_TUNE_GATHERED_ROWS allows) or 1 "
+                   "(none for a stage of fewer points than the tensor has rows)") == 1;
   knobs.fused_multiply_add =
       integer_knob(
           "ADJOINT_TUNE_FMA", 1, [](int v) { return v == 0 || v == 1; },
@@ -419,6 +423,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_ranked_count = knobs.binned_ranked_count;
   options.binned_subbucket_records = knobs.binned_subbucket_records;
   options.gathered_rows_min = knobs.gathered_rows_min;
+  options.gathered_rows_skip_sparse = knobs.gathered_rows_skip_sparse;
   options.tiled_transpose_min = knobs.tiled_transpose_min;
   options.transposed_store = knobs.transposed_store;
   options.gathered_lanes_min = knobs.gathered_lanes_min;

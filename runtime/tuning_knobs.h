@@ -92,6 +92,8 @@ struct TuningKnobs {
   bool binned_ranked_count = true;
   int binned_subbucket_records = 16;
   int gathered_rows_min = 2;
+  /// ADJOINT_TUNE_GATHERED_ROWS_SPARSE (LowerOptions::gathered_rows_skip_sparse).
+  bool gathered_rows_skip_sparse = false;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
   bool transposed_store = true;
