@@ -34,6 +34,8 @@ class RowsInnermost : public ir::ExprMutator {
   using MakeCopy = std::function<Tensor(const Tensor&, const std::vector<int>&)>;
   RowsInnermost(int64_t min_extent, std::vector<Tensor> written, MakeCopy copy)
       : min_extent_(min_extent), written_(std::move(written)), copy_(std::move(copy)) {}
+  /// The points of the stage being rewritten, when sparse grids keep their loads (else -1).
+  void set_points(int64_t points) { points_ = points; }
 
  protected:
   Expr visit_Reduce(const ir::ReduceNode& n, const Expr& self) override {
@@ -67,6 +69,7 @@ class RowsInnermost : public ir::ExprMutator {
       }
       if (row < 0 || row == rank - 1 || other_uses || !data_dependent) continue;
       if (n.tensor->shape[row] * ir::dtype_bytes(n.tensor->dtype) > kSectorBytes) continue;
+      if (points_ >= 0 && points_ < n.tensor->storage_elements() / n.tensor->shape[row]) continue;
       std::vector<int> order;
       for (int j = 0; j < rank; ++j) {
         if (j != row) order.push_back(j);
@@ -85,11 +88,13 @@ class RowsInnermost : public ir::ExprMutator {
   std::vector<Tensor> written_;
   MakeCopy copy_;
   std::vector<const ir::VarNode*> reduced_;
+  int64_t points_ = -1;
 };
 
 }  // namespace
 
-ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min_extent) {
+ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min_extent,
+                                         bool skip_sparse) {
   if (min_extent <= 0) return program;
   ir::Program out = program;
   out.kernels.clear();
@@ -109,6 +114,16 @@ ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min
     ir::Kernel rewritten = kernel;
     for (ir::Stage& stage : rewritten.stages) {
       if (stage.kind != ir::StageKind::kCompute) continue;
+      int64_t points = -1;
+      if (skip_sparse) {
+        points = 1;
+        for (const ir::Axis& axis : stage.domain) {
+          const int64_t extent = constant_of(axis.extent);
+          points = extent < 0 ? -1 : points * extent;
+          if (points < 0) break;
+        }
+      }
+      mutator.set_points(points);
       stage.value = mutator.mutate(stage.value);
     }
     changed |= !copies.empty();

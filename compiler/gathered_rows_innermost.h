@@ -26,7 +26,13 @@
 namespace adjoint::compiler {
 
 /// Returns `program` with qualifying gathered loads reading row-innermost copies (the program
-/// itself when none qualifies, or when `min_extent` is 0).
-ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min_extent);
+/// itself when none qualifies, or when `min_extent` is 0). With `skip_sparse`, a load of a stage
+/// whose domain has fewer points than the tensor has rows (elements / row extent) does not
+/// qualify: such a grid (grid_sampler down-sampling, 4x3x512^2 -> 256^2) reads fewer rows than
+/// the copy moves, and on the H100 grad_grid on the planar input was 2.7-8.3% faster there, but
+/// only that one shape was measured (docs/results/h100-2026-11-27-gridknobs), so it is off by
+/// default (LowerOptions::gathered_rows_skip_sparse, ADJOINT_TUNE_GATHERED_ROWS_SPARSE).
+ir::Program copy_gathered_rows_innermost(const ir::Program& program, int64_t min_extent,
+                                         bool skip_sparse = false);
 
 }  // namespace adjoint::compiler

@@ -249,6 +249,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
   LaneScanKernels lane_scans;  // ... whose offsets are scanned on warp lanes
+  RereadRowKernels reread_kernels;  // ... that walk records whose reads other records share
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
@@ -273,7 +274,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,
                                             &grid_options.whole_axis_kernels,
-                                            &counting_claims, &lane_scans);
+                                            &counting_claims, &lane_scans, &reread_kernels);
     });
   }
   // The lane scans keep one point per thread, in whole warps: no other schedule, no vectors.
@@ -289,7 +290,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                                                  &layout_notes);
   });
   p = passes.run("copy_gathered_rows_innermost", p, [&](const ir::Program& x) {
-    return copy_gathered_rows_innermost(x, options.gathered_rows_min);
+    return copy_gathered_rows_innermost(x, options.gathered_rows_min,
+                                        options.gathered_rows_skip_sparse);
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
@@ -360,7 +362,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     const ir::Kernel& kernel = p.kernels[k];
     if (kernel.stages.empty() || fused_copies.count(kernel.name)) continue;
     EmitOptions emit_options;
-    emit_options.streaming_loads = options.streaming_loads;
+    emit_options.streaming_loads =
+        options.streaming_loads &&
+        (options.binned_reread_streaming || !reread_kernels.count(kernel.name));
     emit_options.streaming_stores = options.streaming_stores;
     emit_options.index_width = widths[k];
     emit_options.partial_unroll = options.partial_unroll;
@@ -389,6 +393,13 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     if (auto note = notes.find(kernel.name); note != notes.end()) {
       emit_options.schedule_note +=
           (emit_options.schedule_note.empty() ? "" : "\n") + note->second;
+    }
+    if (options.streaming_loads && !options.binned_reread_streaming &&
+        reread_kernels.count(kernel.name)) {
+      emit_options.schedule_note +=
+          std::string(emit_options.schedule_note.empty() ? "" : "\n") +
+          "no evict-first hint on span loads: other records read the same values from other "
+          "buckets (ADJOINT_TUNE_BINNED_REREAD_STREAMING)";
     }
     if (auto claim = claims.find(kernel.name); claim != claims.end())
       emit_options.claim_slot_tensor = claim->second;

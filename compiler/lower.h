@@ -53,6 +53,14 @@ struct LowerOptions {
   /// bandwidth, except 16x256x64x64->128^2 in f16/bf16 (95% -> 75%/89%); see docs/compiler.md.
   bool streaming_loads = true;
   bool streaming_stores = true;
+  /// Span loads of the kernels that walk binned records whose values other records read too
+  /// (RereadRowKernels, lower_scatter_to_binned_gather.h: grid_sampler's factors, chunk sums
+  /// and gather where a point's taps are several records or walks) take streaming_loads'
+  /// evict-first hint when true (before); false (the default): plain loads there, every other
+  /// kernel unchanged. On the H100 (docs/results/h100-2026-11-27-gridknobs) false made 14 of
+  /// the 56 grid_sampler cases it changes 2.5-7% faster and none slower by more than 1.1%
+  /// (ADJOINT_TUNE_BINNED_REREAD_STREAMING; docs/compiler.md "Streaming hints").
+  bool binned_reread_streaming = false;
   /// Split reductions (split_reductions.h): -1 derives the number of partials G from the
   /// shapes, 0 never splits, G >= 2 forces G wherever it divides the split axis.
   int reduction_split = -1;
@@ -184,6 +192,10 @@ struct LowerOptions {
   /// copy_gathered_rows_innermost's min_extent: the shortest reduced axis whose data-dependent
   /// reads go through a copy with that axis innermost (grid_sampler's grad_grid); 0 never.
   int64_t gathered_rows_min = 2;
+  /// copy_gathered_rows_innermost's skip_sparse: no row copy for a stage of fewer points than
+  /// the tensor has rows (false, the default: the copies of before;
+  /// ADJOINT_TUNE_GATHERED_ROWS_SPARSE).
+  bool gathered_rows_skip_sparse = false;
   /// lay_out_gathered_reductions_for_lanes' min_extent: the shortest reduced axis (grid_sampler's
   /// channels) of a gathered reduction that is laid out for warp lanes (grad_grid); 0 never
   /// (ADJOINT_TUNE_GATHERED_LANES).

@@ -52,6 +52,25 @@ int64_t constant_of(const Expr& e) {
   return c ? c->value : -1;
 }
 
+/// True when the scatter's value loads memory at places that several records share
+/// (RereadRowKernels): some load does not depend on a non-broadcast domain axis of more than
+/// one point (with taps in the gather, the tap axis is one of those).
+bool records_share_reads(const ir::Stage& stage, const Binning& b) {
+  std::vector<const ir::VarNode*> axes;
+  for (size_t a = 0; a < stage.domain.size(); ++a) {
+    bool broadcast = false;
+    for (const auto& component : b.component_axis) broadcast |= component == static_cast<int>(a);
+    if (!broadcast && constant_of(stage.domain[a].extent) > 1)
+      axes.push_back(stage.domain[a].var.get());
+  }
+  bool shared = false;
+  for_each_node(stage.value, [&](const Expr& e) {
+    if (shared || !e.as<ir::LoadNode>()) return;
+    for (const ir::VarNode* v : axes) shared |= !depends_on(e, v);
+  });
+  return shared;
+}
+
 /// The broadcast/record split of `stage`, or nothing when it is not eligible.
 std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOptions& options) {
   Binning b;
@@ -678,9 +697,17 @@ class Rewriter {
                const BinnedGatherOptions& options, StoreScatterTargets* stores,
                ScheduleNotes* notes, LaneKernels* lane_kernels,
                WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims,
-               LaneScanKernels* lane_scan_kernels) {
+               LaneScanKernels* lane_scan_kernels,
+               RereadRowKernels* reread_kernels) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
+    // The kernels that walk the records' values (RereadRowKernels), named where they are
+    // made (a kernel of these names that is not made is never looked up).
+    const bool reread = reread_kernels && records_share_reads(stage, b);
+    if (reread) {
+      reread_kernels->insert(prefix + "_factors");
+      reread_kernels->insert(prefix + "_chunk_sums");
+    }
     const Expr condition = record_condition(b, stage);
     const Expr key = record_key(b, stage);
     const Expr one = ir::constant(DType::kI32, 1);
@@ -979,10 +1006,12 @@ class Rewriter {
     }
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
     if (!innermost) {
+      if (reread) reread_kernels->insert(kernel.name);
       kernels.push_back(
           ir::Kernel{kernel.name, {ir::compute(target, ir::over(target, vars), total)}, {}});
       return;
     }
+    if (reread) reread_kernels->insert(kernel.name + "_gather");
     // Broadcast-innermost: gather into cells x broadcast indices, then copy into T's layout.
     std::vector<int> order;  // gathered component k is target component order[k]
     for (int j = 0; j < target->rank(); ++j) {
@@ -1058,7 +1087,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            LaneKernels* lane_kernels,
                                            WholeAxisKernels* whole_axis_kernels,
                                            CountingClaims* counting_claims,
-                                           LaneScanKernels* lane_scan_kernels) {
+                                           LaneScanKernels* lane_scan_kernels,
+                                           RereadRowKernels* reread_kernels) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -1077,7 +1107,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
                      notes, lane_kernels, whole_axis_kernels, counting_claims,
-                     lane_scan_kernels);
+                     lane_scan_kernels, reread_kernels);
     changed = true;
   }
   return changed ? out : program;

@@ -220,6 +220,14 @@ using LaneKernels = std::set<std::string>;
 /// Kernels whose offsets are scanned on warp lanes (BinnedGatherOptions::scan_lanes; EmitOptions::
 /// lane_scan): one point per thread, a domain of whole warps.
 using LaneScanKernels = std::set<std::string>;
+/// Kernels that read the records' values in bucket order (the factors, the chunk sums and the
+/// gather) where those values read memory that several records share: a load of the scatter's
+/// value that does not depend on some non-broadcast domain axis of more than one point
+/// (grid_sampler's taps: a bilinear point's 4 records read the same grad_output row and source
+/// coordinates, from 4 buckets; nearest has one record per point and none). Each such row is
+/// read again by other walks, which an evict-first hint works against; lower() drops the
+/// streaming hint on their span loads when LowerOptions::binned_reread_streaming is false.
+using RereadRowKernels = std::set<std::string>;
 
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
 /// fills `claims` (may be null) for the fill kernels it adds, and `stores` (may be null) for
@@ -232,6 +240,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            LaneKernels* lane_kernels = nullptr,
                                            WholeAxisKernels* whole_axis_kernels = nullptr,
                                            CountingClaims* counting_claims = nullptr,
-                                           LaneScanKernels* lane_scan_kernels = nullptr);
+                                           LaneScanKernels* lane_scan_kernels = nullptr,
+                                           RereadRowKernels* reread_kernels = nullptr);
 
 }  // namespace adjoint::compiler

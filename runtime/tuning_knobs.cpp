@@ -60,6 +60,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "0 (none), 1 (loads and stores), 2 (stores only) or 3 (loads only)");
   knobs.streaming_loads = streaming == 1 || streaming == 3;
   knobs.streaming_stores = streaming == 1 || streaming == 2;
+  knobs.binned_reread_streaming =
+      integer_knob("ADJOINT_TUNE_BINNED_REREAD_STREAMING", 0,
+                   [](int v) { return v == 0 || v == 1; },
+                   "0 (plain span loads in the binned walks whose records share reads) or 1 "
+                   "(they take the streaming hints of ADJOINT_TUNE_STREAMING, as before)") == 1;
   knobs.reduction_split = integer_knob(
       "ADJOINT_TUNE_REDUCTION_SPLIT", -1, [](int v) { return v >= -1 && v != 1 && v <= 4096; },
       "-1 (derive), 0 (never split) or a number of partials in [2, 4096]");
@@ -224,6 +229,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.gathered_rows_min = integer_knob(
       "ADJOINT_TUNE_GATHERED_ROWS", 2, [](int v) { return v >= 0; },
       "0 (never) or the shortest reduced axis whose gathered reads use row-innermost copies");
+  knobs.gathered_rows_skip_sparse =
+      integer_knob("ADJOINT_TUNE_GATHERED_ROWS_SPARSE", 0, [](int v) { return v == 0 || v == 1; },
+                   "0 (row-innermost copies wherever ADJOINT_TUNE_GATHERED_ROWS allows) or 1 "
+                   "(none for a stage of fewer points than the tensor has rows)") == 1;
   knobs.fused_multiply_add =
       integer_knob(
           "ADJOINT_TUNE_FMA", 1, [](int v) { return v == 0 || v == 1; },
@@ -383,6 +392,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_whole_axis_records_max = knobs.binned_whole_axis_records_max;
   options.streaming_loads = knobs.streaming_loads;
   options.streaming_stores = knobs.streaming_stores;
+  options.binned_reread_streaming = knobs.binned_reread_streaming;
   options.reduction_split = knobs.reduction_split;
   options.thread_tile = knobs.thread_tile;
   options.tile_prefer_vector = knobs.tile_prefer_vector;
@@ -439,6 +449,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_ranked_count = knobs.binned_ranked_count;
   options.binned_subbucket_records = knobs.binned_subbucket_records;
   options.gathered_rows_min = knobs.gathered_rows_min;
+  options.gathered_rows_skip_sparse = knobs.gathered_rows_skip_sparse;
   options.tiled_transpose_min = knobs.tiled_transpose_min;
   options.transposed_store = knobs.transposed_store;
   options.gathered_lanes_min = knobs.gathered_lanes_min;

@@ -22,6 +22,8 @@ struct TuningKnobs {
   int binned_whole_axis_records_max = 2;
   bool streaming_loads = false;
   bool streaming_stores = false;
+  /// ADJOINT_TUNE_BINNED_REREAD_STREAMING (LowerOptions::binned_reread_streaming).
+  bool binned_reread_streaming = false;
   int reduction_split = -1;
   int thread_tile = -1;
   bool tile_prefer_vector = true;
@@ -95,6 +97,8 @@ struct TuningKnobs {
   bool binned_ranked_count = true;
   int binned_subbucket_records = 16;
   int gathered_rows_min = 2;
+  /// ADJOINT_TUNE_GATHERED_ROWS_SPARSE (LowerOptions::gathered_rows_skip_sparse).
+  bool gathered_rows_skip_sparse = false;
   bool fused_multiply_add = true;
   int tiled_transpose_min = 16;
   bool transposed_store = true;

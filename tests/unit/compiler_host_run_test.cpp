@@ -30,6 +30,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -2782,6 +2783,141 @@ TEST(HostRun, BicubicTapsInTheGatherOfThreeChannelsAddTheirWalksAsTheyGo) {
   small_blocks.transposed_store = true;
   expect_host_runs_match(programs, {progressive, at_end, small_blocks}, 2e-2);
   expect_host_runs_match(programs, {progressive, at_end}, 2e-2, one_cell_inputs<true>);
+}
+
+/// Cache hints and unroll pragmas change no bit (docs/results/h100-2026-11-27-gridknobs): whole
+/// grid_sampler programs from lower() at shapes large enough for vector groups, with streaming
+/// span loads in the binned walks whose records share reads (LowerOptions::
+/// binned_reread_streaming true, before), every span load plain (streaming_loads false,
+/// ADJOINT_TUNE_STREAMING=2), the partial
+/// unroll (4), grad_grid reading the planar input (gathered_rows_min 0) and doing so only where
+/// the grid has fewer points than the input has rows (gathered_rows_skip_sparse), each run on
+/// the host against the default's run bit for bit. The scoped knob changes only the factors, chunk sums
+/// and gather of bilinear and bicubic (their taps' records read one grad_output row), never the
+/// source coordinates, and nothing at nearest (one record per point).
+TEST(HostRun, GridSamplerCacheHintAndUnrollKnobsKeepTheBits) {
+  const std::vector<std::string> specs = {
+      "grid_sampler_2d_backward dtype=f32 input_size=2,3,128,128 output_size=128,128 "
+      "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
+      "grid_sampler_2d_backward dtype=bf16 input_size=1,32,64,64 output_size=64,64 "
+      "interpolation_mode=bilinear padding_mode=border align_corners=false",
+      "grid_sampler_2d_backward dtype=f32 input_size=1,32,64,64 output_size=48,48 "
+      "interpolation_mode=bicubic padding_mode=zeros align_corners=false",
+      "grid_sampler_2d_backward dtype=f32 input_size=1,32,64,64 output_size=64,64 "
+      "interpolation_mode=nearest padding_mode=zeros align_corners=false",
+      // Down-sampling: 2 x 40 x 40 points read 128 x 128 rows of 3 channels.
+      "grid_sampler_2d_backward dtype=f32 input_size=1,3,128,128 output_size=40,40 "
+      "interpolation_mode=bilinear padding_mode=zeros align_corners=false"};
+  std::vector<std::pair<std::string, LowerOptions>> settings(6);
+  settings[0].first = "default";
+  settings[1].first = "reread1";
+  settings[1].second.binned_reread_streaming = true;
+  settings[2].first = "stream2";
+  settings[2].second.streaming_loads = false;
+  settings[3].first = "unroll4";
+  settings[3].second.partial_unroll = 4;
+  settings[4].first = "rows0";
+  settings[4].second.gathered_rows_min = 0;
+  settings[5].first = "rows_sparse";
+  settings[5].second.gathered_rows_skip_sparse = true;
+  auto rename = [](CompiledKernel& k, const std::string& entry) {
+    const size_t at = k.source.find(k.entry + "(");
+    ASSERT_NE(at, std::string::npos);
+    k.source.replace(at, k.entry.size(), entry);
+    k.entry = entry;
+  };
+  std::vector<ir::Program> programs;
+  std::vector<std::vector<CompiledProgram>> compiled(specs.size());
+  std::vector<std::vector<bool>> differs(specs.size());
+  std::vector<const CompiledKernel*> pointers;
+  std::set<std::string> changed_by_reread;
+  auto code = [](const std::string& source) {  // comment lines aside: the instructions
+    std::string out, line;
+    std::istringstream in(source);
+    while (std::getline(in, line)) {
+      const size_t first = line.find_first_not_of(' ');
+      if (first == std::string::npos || line.compare(first, 2, "//") != 0) out += line + "\n";
+    }
+    return out;
+  };
+  for (size_t i = 0; i < specs.size(); ++i) {
+    programs.push_back(ops::parse_specialization(specs[i]).build_program());
+    for (size_t v = 0; v < settings.size(); ++v) {
+      compiled[i].push_back(lower(programs[i], settings[v].second));
+      bool other = false;
+      for (size_t k = 0; k < compiled[i][v].kernels.size(); ++k) {
+        const CompiledKernel& kernel = compiled[i][v].kernels[k];
+        const bool same = k < compiled[i][0].kernels.size() &&
+                          compiled[i][0].kernels[k].entry == kernel.entry &&
+                          code(compiled[i][0].kernels[k].source) == code(kernel.source);
+        other |= !same;
+        if (v == 1 && !same) changed_by_reread.insert(std::to_string(i) + " " + kernel.entry);
+      }
+      differs[i].push_back(other || compiled[i][v].kernels.size() != compiled[i][0].kernels.size());
+    }
+  }
+  // The scoped knob: the record walks of bilinear and bicubic, nothing else, nothing at nearest.
+  for (const std::string& entry : changed_by_reread) {
+    EXPECT_TRUE(entry.find("_bin_factors") != std::string::npos ||
+                entry.find("_bin_chunk_sums") != std::string::npos ||
+                entry.find("_grad_input_gather") != std::string::npos)
+        << entry;
+  }
+  EXPECT_TRUE(differs[0][1] && differs[1][1] && differs[2][1]);
+  EXPECT_FALSE(differs[3][1]);
+  EXPECT_TRUE(differs[0][2] && differs[2][3] && differs[0][4]);  // each knob ran somewhere
+  // Sparse grids read the planar input: the down-sampling program alone.
+  EXPECT_TRUE(differs[4][5] && differs[4][4]);
+  EXPECT_FALSE(differs[0][5] || differs[1][5] || differs[2][5] || differs[3][5]);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (size_t v = 0; v < settings.size(); ++v) {
+      if (v > 0 && !differs[i][v]) continue;
+      for (CompiledKernel& k : compiled[i][v].kernels)
+        rename(k, k.entry + "_p" + std::to_string(i) + "_" + settings[v].first);
+      for (const CompiledKernel& k : compiled[i][v].kernels) pointers.push_back(&k);
+    }
+  }
+  HostLibrary library;
+  const std::string error = library.build(pointers);
+  ASSERT_TRUE(error.empty()) << error;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ir::Program& p = programs[i];
+    const ir::HostBuffers inputs = rounding_inputs(p, 3);
+    auto run = [&](const CompiledProgram& program) {
+      std::map<std::string, std::unique_ptr<HostTensor>> tensors;
+      for (const auto* list : {&p.inputs, &p.outputs, &p.temporaries}) {
+        for (const ir::Tensor& t : *list) {
+          tensors[t->name] = std::make_unique<HostTensor>(t, 0);
+          if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
+        }
+      }
+      for (const BufferInfo& b : program.buffers) {
+        if (!tensors.count(b.name))
+          tensors[b.name] = std::make_unique<HostTensor>(
+              ir::make_tensor(b.name, b.dtype, b.shape, ir::TensorRole::kTemporary), 0);
+      }
+      for (const CompiledKernel& k : program.kernels) {
+        std::vector<void*> args;
+        for (const std::string& name : k.params) args.push_back(tensors.at(name)->data());
+        auto launch = reinterpret_cast<HostLibrary::Launcher>(
+            dlsym(library.handle(), ("launch_" + k.entry).c_str()));
+        EXPECT_NE(launch, nullptr) << k.entry;
+        unsigned grid[3] = {static_cast<unsigned>(k.launch.grid[0]),
+                            static_cast<unsigned>(k.launch.grid[1]),
+                            static_cast<unsigned>(k.launch.grid[2])};
+        if (launch && grid[0] > 0) launch(args.data(), grid, k.launch.block[0]);
+      }
+      ir::HostBuffers out;
+      for (const ir::Tensor& t : p.outputs) out[t->name] = tensors.at(t->name)->read();
+      return out;
+    };
+    const ir::HostBuffers reference = run(compiled[i][0]);
+    for (size_t v = 1; v < settings.size(); ++v) {
+      if (!differs[i][v]) continue;
+      expect_outputs_equal(p, reference, run(compiled[i][v]), 0,
+                           specs[i] + ": " + settings[v].first + " against the default");
+    }
+  }
 }
 
 /// Sub-buckets (lower_scatter_to_binned_gather.h): small inputs sampled by large grids hold

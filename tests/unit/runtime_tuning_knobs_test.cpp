@@ -113,6 +113,8 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_LANE_SPANS", "0"},
       {"ADJOINT_TUNE_LANE_SPAN_UNROLL", "2"},
       {"ADJOINT_TUNE_TILE_ACCUMULATORS", "64"},
+      {"ADJOINT_TUNE_BINNED_REREAD_STREAMING", "1"},
+      {"ADJOINT_TUNE_GATHERED_ROWS_SPARSE", "1"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -131,12 +133,18 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.lane_spans, 0);
   EXPECT_EQ(options.lane_span_unroll, 2);
   EXPECT_EQ(options.tile_accumulators, 64);
+  EXPECT_TRUE(options.binned_reread_streaming);
+  EXPECT_TRUE(options.gathered_rows_skip_sparse);
   compiler::LowerOptions defaults;
   apply_tuning_knobs(read_tuning_knobs(environment({})), defaults);
   EXPECT_EQ(defaults.binned_sparse_channels_last_min, 4);
   EXPECT_EQ(defaults.lane_spans, 16);
   EXPECT_EQ(defaults.lane_span_unroll, 0);
   EXPECT_EQ(defaults.tile_accumulators, 96);
+  EXPECT_FALSE(defaults.binned_reread_streaming);
+  EXPECT_FALSE(defaults.gathered_rows_skip_sparse);
+  EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_REREAD_STREAMING", "2"}})),
+               Error);
   EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_LANE_SPANS", "4"}})), Error);
 }
 
