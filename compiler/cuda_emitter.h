@@ -116,8 +116,8 @@ struct EmitOptions {
   bool tile_early_copies = true;
   /// A value that adds reductions (a binned gather's bucket walks, one per tap and part): each
   /// add whose operands are both computed is written as soon as they are (vector-group kernels
-  /// without a thread tile, from three group reductions: into an array of its own; one value a
-  /// thread: a const before the right side's loops), so the accumulators die as the walks go
+  /// without a thread tile, from three group reductions: into an array of its own; elsewhere, a
+  /// float add both of whose sides reduce: a const before the right side's loops), so the accumulators die as the walks go
   /// instead of all living to the end (bicubic's 48 walks x 3 channels held 181 registers). The
   /// same adds in the same order: the same bits (ADJOINT_TUNE_PROGRESSIVE_SUMS; false: every
   /// accumulator added at the end, as before).

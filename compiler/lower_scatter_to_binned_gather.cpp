@@ -120,13 +120,15 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
   // find an empty bucket, and in small problems each thread's serial walks are the latency.
   const int64_t points = b.records / taps->taps;
   const int64_t elements = b.cells * b.broadcast_elements;
-  const bool wide = walks <= options.taps_walks_wide_max &&
+  // taps_walks_max 0 (ADJOINT_TUNE_BINNED_TAPS=0) keeps every tap a record, whatever the wider
+  // bound says: the records layout's order (the atomics lowering's) stays one knob away.
+  const bool wide = options.taps_walks_max > 0 && walks <= options.taps_walks_wide_max &&
                     b.broadcast_elements <= options.taps_wide_broadcast_max &&
                     points >= b.cells && elements >= options.taps_wide_min_elements;
   if (walks > options.taps_walks_max && !wide) {
     b.note = "binned taps: records (" + what + "> " + std::to_string(options.taps_walks_max) +
              ", ADJOINT_TUNE_BINNED_TAPS";
-    if (walks <= options.taps_walks_wide_max)
+    if (options.taps_walks_max > 0 && walks <= options.taps_walks_wide_max)
       b.note += "; <= " + std::to_string(options.taps_walks_wide_max) +
                 " (ADJOINT_TUNE_BINNED_TAPS_WIDE) needs at most " +
                 std::to_string(options.taps_wide_broadcast_max) +

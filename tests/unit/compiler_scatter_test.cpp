@@ -606,6 +606,9 @@ TEST(ScatterToBinnedGather, WiderTapBoundNeedsPointsForEveryCellAndALargeGather)
   EXPECT_EQ(sorted_records(bilinear_wide, options), 128 * 128 * 4);  // 16 channels > 8
   options.taps_wide_broadcast_max = 16;
   EXPECT_EQ(sorted_records(bilinear_wide, options), 128 * 128);
+  BinnedGatherOptions none;  // ADJOINT_TUNE_BINNED_TAPS=0: every tap a record, the wider
+  none.taps_walks_max = 0;  // bound included (the records layout's order stays one knob away)
+  EXPECT_EQ(sorted_records(same, none), 128 * 128 * 16);
   options.taps_walks_wide_max = 63;  // 64 walks: past both bounds
   EXPECT_EQ(sorted_records(same, options), 128 * 128 * 16);
   options.taps_walks_wide_max = 0;  // ADJOINT_TUNE_BINNED_TAPS_WIDE=0: the narrow bound alone
