@@ -127,23 +127,15 @@ def main():
             aten = getattr(torch.ops.aten, op)
             interpolation, pad = MODES.index(mode), PADDINGS.index(padding)
 
-            def cycle(calls):
-                state = {"i": 0}
-
-                def call():
-                    state["i"] = (state["i"] + 1) % len(calls)
-                    return calls[state["i"]]()
-                return call
-
             def ours(s):
                 return lambda: program(grad_output=s[0], input=s[1], grid=s[2])
 
             def theirs(s):
                 return lambda: aten(s[0], s[1], s[2], interpolation, pad, False, [True, True])
 
-            torch_ms = statistics.median(timer.time(cycle([theirs(s) for s in sets]), args.runs,
+            torch_ms = statistics.median(timer.time(bench.cycle([theirs(s) for s in sets]), args.runs,
                                                     args.warmup))
-            adjoint_ms = statistics.median(timer.time(cycle([ours(s) for s in sets]), args.runs,
+            adjoint_ms = statistics.median(timer.time(bench.cycle([ours(s) for s in sets]), args.runs,
                                                       args.warmup))
             adjoint_ms, torch_ms = float(adjoint_ms), float(torch_ms)
             records.append({"case": key, "adjoint_ms": adjoint_ms, "torch_ms": torch_ms,

@@ -508,6 +508,27 @@ class Rewriter {
     return ir::Kernel{name, {ir::compute(partial, ir::over({g}, {groups}), chunk)}, {}};
   }
 
+  /// The levels of both scans: L0 = x (n entries), L(k+1)[g] = the sum of L(k)[32g, 32g + 32),
+  /// one kernel each (`<prefix>_scan<k>_partial`, on lanes), until a level has at most `top`
+  /// entries. Returns every level with its number of entries, L0 first.
+  std::vector<std::pair<Tensor, int64_t>> chunk_sum_levels(const Tensor& x, int64_t n,
+                                                           int64_t top,
+                                                           const std::string& prefix,
+                                                           std::vector<ir::Kernel>& kernels) {
+    std::vector<std::pair<Tensor, int64_t>> levels = {{x, n}};
+    while (levels.back().second > top) {
+      const auto [lower, m] = levels.back();
+      const int64_t groups = (m + kScanChunk - 1) / kScanChunk;
+      const std::string name =
+          prefix + "_scan" + std::to_string(levels.size() - 1) + "_partial";
+      Tensor partial = temporary(name, groups);
+      kernels.push_back(chunk_sums_kernel(lower, m, partial, groups, name,
+                                          /*constant_when_whole=*/true));
+      levels.push_back({partial, groups});
+    }
+    return levels;
+  }
+
   /// The exclusive scan of `x` (n entries, n + 1 results) by digits: levels L0 = x and
   /// L(k+1)[g] = the sum of L(k)[32g, 32g + 32), one kernel each, until a level has at most 32
   /// entries (L_K). With i_k = i / 32^k, the base-32 digits of i give
@@ -521,17 +542,8 @@ class Rewriter {
   /// levels' 2K + 1. Integer sums: the result is the chained scan's.
   Tensor exclusive_scan_digits(const Tensor& x, int64_t n, const std::string& prefix,
                                std::vector<ir::Kernel>& kernels) {
-    std::vector<std::pair<Tensor, int64_t>> levels = {{x, n}};
-    while (levels.back().second > kScanChunk) {
-      const auto [lower, m] = levels.back();
-      const int64_t groups = (m + kScanChunk - 1) / kScanChunk;
-      const std::string name =
-          prefix + "_scan" + std::to_string(levels.size() - 1) + "_partial";
-      Tensor partial = temporary(name, groups);
-      kernels.push_back(chunk_sums_kernel(lower, m, partial, groups, name,
-                                          /*constant_when_whole=*/true));
-      levels.push_back({partial, groups});
-    }
+    std::vector<std::pair<Tensor, int64_t>> levels =
+        chunk_sum_levels(x, n, kScanChunk, prefix, kernels);
     // The digits of levels [first, K] for an index i in units of level `first`.
     auto digits = [&](size_t first, const Var& i) {
       Expr value;
@@ -586,17 +598,8 @@ class Rewriter {
   /// Unnamed, the same sums run serially. Integer sums: the scan by digits' offsets.
   Tensor exclusive_scan_lanes(const Tensor& x, int64_t n, const std::string& prefix,
                               int64_t top_loads, std::vector<ir::Kernel>& kernels) {
-    std::vector<std::pair<Tensor, int64_t>> levels = {{x, n}};
-    while (levels.back().second > kScanChunk * std::max<int64_t>(top_loads, 1)) {
-      const auto [lower, m] = levels.back();
-      const int64_t groups = (m + kScanChunk - 1) / kScanChunk;
-      const std::string name =
-          prefix + "_scan" + std::to_string(levels.size() - 1) + "_partial";
-      Tensor partial = temporary(name, groups);
-      kernels.push_back(chunk_sums_kernel(lower, m, partial, groups, name,
-                                          /*constant_when_whole=*/true));
-      levels.push_back({partial, groups});
-    }
+    std::vector<std::pair<Tensor, int64_t>> levels =
+        chunk_sum_levels(x, n, kScanChunk * std::max<int64_t>(top_loads, 1), prefix, kernels);
     const std::string name = prefix + "_scan0";
     Tensor offsets = temporary(name, n + kScanChunk);
     Var i("i");

@@ -903,15 +903,17 @@ void expect_outputs_equal(const ir::Program& p, const ir::HostBuffers& expected,
 /// Compiles each program in every variant, runs all of them on aligned and misaligned buffers,
 /// and expects the first variant's run (usually scalar: vector width 1) to match the
 /// interpreter (within `tolerance`) and every other run to match it bit for bit.
-void expect_host_runs_match(
-    const std::vector<ir::Program>& programs, const std::vector<Variant>& variants,
-    double tolerance,
-    ir::HostBuffers (*make_inputs)(const ir::Program&, unsigned) = exact_inputs) {
-  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+/// Compiles every program under every variant (labelled `<prefix><program>_<variant>`, program
+/// major) into one host library; returns the runs, in that order, and the build's error text
+/// in `error` (empty on success).
+std::vector<HostProgram> build_host_runs(const std::vector<ir::Program>& programs,
+                                         const std::vector<Variant>& variants,
+                                         const std::string& prefix, HostLibrary& library,
+                                         std::string& error) {
   std::vector<HostProgram> runs;
   for (size_t i = 0; i < programs.size(); ++i) {
     for (const Variant& variant : variants) {
-      std::string label = "p" + std::to_string(i) + "_" + variant.label();
+      const std::string label = prefix + std::to_string(i) + "_" + variant.label();
       HostProgram run{label, programs[i], {}};
       run.kernels = compile_kernels(programs[i], variant, label, &run.added_temporaries);
       runs.push_back(std::move(run));
@@ -921,8 +923,18 @@ void expect_host_runs_match(
   for (const HostProgram& r : runs) {
     for (const CompiledKernel& k : r.kernels) kernels.push_back(&k);
   }
+  error = library.build(kernels);
+  return runs;
+}
+
+void expect_host_runs_match(
+    const std::vector<ir::Program>& programs, const std::vector<Variant>& variants,
+    double tolerance,
+    ir::HostBuffers (*make_inputs)(const ir::Program&, unsigned) = exact_inputs) {
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
   HostLibrary library;
-  std::string error = library.build(kernels);
+  std::string error;
+  const std::vector<HostProgram> runs = build_host_runs(programs, variants, "p", library, error);
   ASSERT_TRUE(error.empty()) << error;
   size_t r = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
@@ -2454,21 +2466,10 @@ TEST(HostRun, BinnedGatherLaneScanGivesTheOffsetsOfTheScanByDigits) {
       Variant::binned_lane_scan(128, 1), Variant::binned_lane_scan(64, 8),
       Variant::binned_lane_scan(256, 32)};
   expect_host_runs_match(programs, variants, 1e-5, rounding_inputs);
-  std::vector<HostProgram> runs;
-  for (size_t i = 0; i < programs.size(); ++i) {
-    for (const Variant& variant : variants) {
-      const std::string label = "scan" + std::to_string(i) + "_" + variant.label();
-      HostProgram run{label, programs[i], {}};
-      run.kernels = compile_kernels(programs[i], variant, label, &run.added_temporaries);
-      runs.push_back(std::move(run));
-    }
-  }
-  std::vector<const CompiledKernel*> kernels;
-  for (const HostProgram& r : runs) {
-    for (const CompiledKernel& k : r.kernels) kernels.push_back(&k);
-  }
   HostLibrary library;
-  const std::string error = library.build(kernels);
+  std::string error;
+  const std::vector<HostProgram> runs =
+      build_host_runs(programs, variants, "scan", library, error);
   ASSERT_TRUE(error.empty()) << error;
   for (size_t i = 0; i < programs.size(); ++i) {
     const ir::HostBuffers inputs = rounding_inputs(programs[i], static_cast<unsigned>(i + 1));
