@@ -236,7 +236,7 @@ int64_t block_reduction_shared_bytes(const ir::Kernel& kernel, const BlockReduct
 
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
                               std::string& reason, int max_stage_width, bool shared_vectors,
-                              int output_points) {
+                              int output_points, int max_token_points) {
   const int64_t K = shape.outputs;
   int64_t mk = 1;
   for (int64_t candidate : {8, 6, 4, 3, 2}) {
@@ -251,8 +251,8 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
   const int64_t groups = K / mk;
   const int64_t lanes = groups <= 4 ? 64 : 32;  // TL: token lanes per output group
   if (lanes * groups > 1024) return "K / Mk = " + std::to_string(groups) + " output groups need more than 1024 threads";
-  // Few tokens: one per lane (a tile of TL), else Mt = 4.
-  const int64_t mt = shape.tokens >= 4 * lanes ? 4 : 1;
+  // Few tokens: one per lane (a tile of TL), else Mt = 4 (unless capped at 1).
+  const int64_t mt = shape.tokens >= 4 * lanes && max_token_points >= 4 ? 4 : 1;
   ir::GridConfig& g = kernel.grid;
   g.block_output_axis = shape.output_axis;
   g.block_output_points = static_cast<int>(mk);

@@ -146,6 +146,10 @@ struct LowerOptions {
   /// BlockReductionOptions::output_points: Mk, the outputs per thread of a block reduction's
   /// tile (0: derived). ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
   int block_output_points = 0;
+  /// ReductionSplitOptions::block_few_tokens, a mask in [0, 7] (split_reductions.h): block
+  /// splits at few tokens take tiles of one token per lane (1), warp combines of many partials
+  /// (2) and more partials (4). ADJOINT_TUNE_BLOCK_FEW_TOKENS.
+  int block_few_tokens = 7;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

@@ -232,8 +232,18 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   const ir::Stage& stage = kernel.stages.front();
   const ir::ReduceNode& r = *shape.reduce;
   const std::vector<int64_t> extents = domain_extents(kernel);
-  int64_t blocks = (shape.tokens + kernel.grid.block_tokens - 1) / kernel.grid.block_tokens;
-  for (int j : shape.block_axes) blocks *= extents[j];
+  int64_t points = 1;
+  for (int64_t e : extents) points *= e;
+  int64_t other_blocks = 1;
+  for (int j : shape.block_axes) other_blocks *= extents[j];
+  auto tile_blocks = [&](int64_t tile_tokens) {
+    return (shape.tokens + tile_tokens - 1) / tile_tokens * other_blocks;
+  };
+  int64_t blocks = tile_blocks(kernel.grid.block_tokens);
+  // Few points (see the header): a warp per point can combine them.
+  const bool few_points = points * 32 <= options.target_threads;
+  int64_t max_partials = options.block_max_partials;
+  int64_t min_iterations = options.block_min_iterations;
   size_t axis = 0;
   const std::string what = stage.target->name + ": block reduction of " +
                            std::to_string(shape.trips) + " iterations, " + std::to_string(blocks) +
@@ -245,6 +255,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   }
   const int64_t extent = *constant(r.axes[axis].extent);
   int64_t partials = 1;
+  int token_points = kernel.grid.block_token_points;  // 1: the few-token tiles
   if (options.forced_partials >= 2) {
     if (iterations_per_partial(extent, options.forced_partials, 8, options.tail) > 0)
       partials = options.forced_partials;
@@ -252,17 +263,37 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   } else if (options.forced_partials == 0) {
     why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
   } else {
-    while (blocks * partials < options.block_target_blocks &&
-           partials * 2 <= options.block_max_partials &&
-           iterations_per_partial(extent, partials * 2, 8, options.tail) >=
-               options.block_min_iterations)
-      partials *= 2;
+    auto derive = [&](int64_t tiles) {
+      int64_t g = 1;
+      while (tiles * g < options.block_target_blocks && g * 2 <= max_partials &&
+             iterations_per_partial(extent, g * 2, 8, options.tail) >= min_iterations)
+        g *= 2;
+      return g;
+    };
+    partials = derive(blocks);
+    // Tiles of 4 tokens per lane that cannot reach the target with any G: one per lane.
+    if ((options.block_few_tokens & 1) != 0 && kernel.grid.block_token_points > 1 &&
+        blocks * partials < options.block_target_blocks) {
+      token_points = 1;
+      blocks = tile_blocks(kernel.grid.block_tokens / kernel.grid.block_token_points);
+      partials = derive(blocks);
+    }
+    // One tile (B*S up to a tile): G may grow past block_max_partials, a warp combining them.
+    if ((options.block_few_tokens & 4) != 0 && few_points &&
+        blocks * options.block_max_partials < options.block_target_blocks) {
+      max_partials = options.max_partials;
+      min_iterations = options.block_min_warp_iterations;
+      partials = derive(blocks);
+    }
     why = blocks >= options.block_target_blocks
               ? "the token tiles alone give " + std::to_string(blocks) + " >= " +
                     std::to_string(options.block_target_blocks) + " blocks"
               : "token tiles x G reach " + std::to_string(blocks * partials) + " blocks (target " +
                     std::to_string(options.block_target_blocks) + ", G at most " +
-                    std::to_string(options.block_max_partials) + ")";
+                    std::to_string(max_partials) + ")";
+    if (token_points != kernel.grid.block_token_points)
+      why += "; one token per lane: tiles of " + std::to_string(kernel.grid.block_token_points) +
+             " per lane reached fewer blocks (ADJOINT_TUNE_BLOCK_FEW_TOKENS)";
   }
   if (partials < 2) {
     lines.push_back(what + ": not split (" + why + ")");
@@ -302,7 +333,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
                              ? choose_block_tile(partials_kernel, partial_shape, tile_reason,
                                                  kernel.grid.block_stage_width,
                                                  kernel.grid.block_shared_vectors == 4,
-                                                 options.block_output_points)
+                                                 options.block_output_points, token_points)
                              : partial_shape.why_not;
   ir::Var combine("g");
   std::vector<Expr> indices{combine};
@@ -315,11 +346,13 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       tail);
   ir::Kernel rewritten = kernel;
   rewritten.grid = ir::GridConfig{};  // the combine: a thread per point, in order g = 0..G-1
-  int64_t points = 1;
-  for (int64_t e : extents) points *= e;
   // Few points (B*S = 1: K of them) cannot hide G serial loads per thread: a warp per point
   // then, lanes striding over g, combined by the fixed shuffle butterfly.
-  const bool warp_combine = points < options.block_warp_combine_points;
+  const bool warp_combine =
+      points < options.block_warp_combine_points ||
+      ((options.block_few_tokens & 2) != 0 && few_points &&
+       partials >= options.block_warp_combine_min_partials &&
+       (points < options.block_warp_combine_rows_points || shape.outputs <= 64));
   if (warp_combine) rewritten.grid.reduction_lanes = 32;
   ReplaceReduce replace(&r, combined);
   rewritten.stages.front().value = replace.mutate(rewritten.stages.front().value);

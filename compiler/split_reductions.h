@@ -65,6 +65,24 @@ struct ReductionSplitOptions {
   int64_t block_min_iterations = 64;
   /// The combine of a block split with fewer points than this runs a warp per point.
   int64_t block_warp_combine_points = 1024;
+  /// Few-token block splits (ADJOINT_TUNE_BLOCK_FEW_TOKENS), a mask; 0 is the split of before.
+  /// "Few points" means points x 32 <= target_threads (a warp per point stays within the thread
+  /// target: B*S up to ~1,300 tokens at K = 24).
+  ///   1: when tiles of Mt = 4 tokens per lane x the largest G stay below block_target_blocks,
+  ///      the tiles take one token per lane (4x the blocks; the same bits: every point is still
+  ///      summed in order by one thread within its partial);
+  ///   2: with few points, a combine of at least block_warp_combine_min_partials partials runs
+  ///      a warp per point where a thread per point would wait on G serial loads with little
+  ///      parallelism: fewer than block_warp_combine_rows_points points, or at most 64 outputs
+  ///      per token (row_groups then fuses the combine a row per thread, K x G serial loads:
+  ///      3,072 at B1 S256 n4 D4096);
+  ///   4: with few points and one tile short of the target even at block_max_partials, G may
+  ///      grow to max_partials with block_min_warp_iterations iterations of the split axis per
+  ///      partial (more blocks in flight for a weight-bound GEMV: B*S = 1, n = 8, D = 16384).
+  int block_few_tokens = 7;
+  int64_t block_warp_combine_min_partials = 64;
+  int64_t block_warp_combine_rows_points = 8192;
+  int64_t block_min_warp_iterations = 16;
   /// BlockReductionOptions::output_points for the partials kernels' block tiles (0: derived).
   int block_output_points = 0;
   /// The combine of any other split runs a warp per point (lanes stride over g, the fixed

@@ -285,6 +285,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BLOCK_OUTPUT_POINTS", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (derived: the largest of 8, 6, 4, 3, 2 dividing the outputs) or the outputs per "
       "thread of a block reduction's tile, in [1, 64], where it divides them");
+  knobs.block_few_tokens = integer_knob(
+      "ADJOINT_TUNE_BLOCK_FEW_TOKENS", 7, [](int v) { return v >= 0 && v <= 7; },
+      "a mask in [0, 7] for block splits at few tokens: 1 tiles of one token per lane when "
+      "tiles of four cannot fill the GPU, 2 a warp per point combines many partials, 4 more "
+      "partials where a warp combines them (default 7: all three); 0 the splits of before");
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
@@ -435,6 +440,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.block_reduction = knobs.block_reduction;
   options.block_stage_width = knobs.block_stage_width;
   options.block_output_points = knobs.block_output_points;
+  options.block_few_tokens = knobs.block_few_tokens;
   options.block_shared_vectors = knobs.block_shared_vectors;
   options.split_warp_combine_points = knobs.split_warp_combine_points;
   options.split_warp_combine_stages = knobs.split_warp_combine_stages;

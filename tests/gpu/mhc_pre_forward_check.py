@@ -7,6 +7,7 @@ Knobs are read once per process: run it once per setting (ADJOINT_TUNE_BLOCK_STA
 ADJOINT_TUNE_SPLIT_WARP_COMBINE=0 give the schedule before mhcfwd). Not collected by pytest.
 
     python3 tests/gpu/mhc_pre_forward_check.py [--filter S65536] [--json out.json]
+        [--shapes 1x16x8x16384,1x256x4x4096]   (BxSxNxD: other shapes instead of the five)
 """
 
 import argparse
@@ -66,11 +67,15 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--filter", default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--shapes", default=None, help="BxSxNxD,... instead of issue 9's five")
     args = parser.parse_args()
+    shapes = SHAPES
+    if args.shapes:
+        shapes = [tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
     knobs = {key: value for key, value in os.environ.items() if key.startswith("ADJOINT_TUNE")}
     print("knobs:", knobs or "defaults")
     records = []
-    for shape in SHAPES:
+    for shape in shapes:
         name = "B%d S%d n%d D%d" % shape
         if args.filter and args.filter not in name:
             continue

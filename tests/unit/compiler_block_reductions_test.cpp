@@ -116,11 +116,28 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   EXPECT_NE(notes.at("mhc_mix").find("split into G=32 contiguous partials over d"),
             std::string::npos)
       << notes.at("mhc_mix");
-  // One token: G = 256, and a warp per point combines the 80 points.
-  ir::Program one = split_reductions(
-      choose_block_reductions(program("mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16"), {}), {});
-  EXPECT_EQ(kernel_named(one, "mhc_mix_h_mix_partials").stages.front().target->shape.front(), 256);
+  // One token: G = 512 (past block_max_partials: one tile, ADJOINT_TUNE_BLOCK_FEW_TOKENS),
+  // and a warp per point combines the 80 points; 256 with the mask at 0 (the split of before).
+  const ir::Program one_token =
+      choose_block_reductions(program("mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16"), {});
+  ir::Program one = split_reductions(one_token, {});
+  EXPECT_EQ(kernel_named(one, "mhc_mix_h_mix_partials").stages.front().target->shape.front(), 512);
   EXPECT_EQ(kernel_named(one, "mhc_mix").grid.reduction_lanes, 32);
+  ReductionSplitOptions before;
+  before.block_few_tokens = 0;
+  EXPECT_EQ(kernel_named(split_reductions(one_token, before), "mhc_mix_h_mix_partials")
+                .stages.front().target->shape.front(),
+            256);
+  // 256 tokens at n = 4: tiles of 256 (4 per lane) reach 64 blocks at most; tiles of 64 and
+  // a warp per point for the 6,144 points' 64 partials (mask 0: one tile, thread combine).
+  const ir::Program some_tokens =
+      choose_block_reductions(program("mhc_pre batch=1 seq=256 n=4 dim=4096 dtype=bf16"), {});
+  ir::Program some = split_reductions(some_tokens, {});
+  EXPECT_EQ(kernel_named(some, "mhc_mix_h_mix_partials").grid.block_tokens, 64);
+  EXPECT_EQ(kernel_named(some, "mhc_mix").grid.reduction_lanes, 32);
+  ir::Program some_before = split_reductions(some_tokens, before);
+  EXPECT_EQ(kernel_named(some_before, "mhc_mix_h_mix_partials").grid.block_tokens, 256);
+  EXPECT_EQ(kernel_named(some_before, "mhc_mix").grid.reduction_lanes, 1);
   // ADJOINT_TUNE_REDUCTION_SPLIT=0: no split, the block kernel alone.
   ReductionSplitOptions never;
   never.forced_partials = 0;

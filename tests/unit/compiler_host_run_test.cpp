@@ -470,6 +470,8 @@ struct Variant {
   int64_t split_warp_combine = 1024;
   /// ReductionSplitOptions::count_vector: a tiled split counts R x V per thread.
   bool split_count_vector = false;
+  /// ReductionSplitOptions::block_few_tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS).
+  int block_few_tokens = 7;
   /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
   /// warps are fewer than the minimum (the default), or not (the widest group, before).
   bool warp_group_fill = true;
@@ -584,6 +586,7 @@ struct Variant {
            (output_points == 0 ? std::string() : "_mk" + std::to_string(output_points)) +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
+           (block_few_tokens == 7 ? std::string() : "_ft" + std::to_string(block_few_tokens)) +
            (split_warp_combine_stages == 256 ? std::string()
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
@@ -649,6 +652,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.warp_combine_points = variant.split_warp_combine;
   split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
+  split.block_few_tokens = variant.block_few_tokens;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1486,6 +1490,38 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
                                         k.source.find("h_mix_partials") != std::string::npos);
   EXPECT_TRUE(partials_block);
   expect_host_runs_match(programs, variants, 1e-9);
+}
+
+/// Block splits at few tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS): tiles of one token per lane
+/// where four per lane leave too few blocks (seq=300: T = 64, not 256), a warp combining many
+/// partials (seq=130: G = 64 over 1,040 points), and G past block_max_partials for one tile
+/// (seq=1, dim=16384: G = 512 of 32 iterations). Exact f64 sums, so every variant equals the
+/// serial schedule bit for bit; mask 0 is the split of before.
+TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=1 seq=300 n=2 dim=256 dtype=f64",
+                           "mhc_pre batch=1 seq=130 n=2 dim=4096 dtype=f64",
+                           "mhc_pre batch=1 seq=1 n=2 dim=16384 dtype=f64"}) {
+    programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
+  }
+  const char* expected[] = {"tiles of 64 tokens", "combined by a warp per point (1040 points",
+                            "split into G=512"};
+  Variant few = Variant::block(-1);
+  few.reduction = "serial";
+  for (size_t i = 0; i < programs.size(); ++i) {
+    ScheduleNotes notes;
+    ReductionSplitOptions split;
+    split.block_few_tokens = 7;
+    ir::Program p = split_reductions(
+        choose_reduction_schedules(choose_block_reductions(simplify(programs[i]), {}), {}), split,
+        &notes);
+    std::string all;
+    for (const auto& [kernel, text] : notes) all += text + "\n";
+    EXPECT_NE(all.find(expected[i]), std::string::npos) << all;
+  }
+  Variant before = few;
+  before.block_few_tokens = 0;
+  expect_host_runs_match(programs, {Variant::schedule(0, "serial", 0), few, before}, 1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
