@@ -278,9 +278,12 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       blocks = tile_blocks(kernel.grid.block_tokens / kernel.grid.block_token_points);
       partials = derive(blocks);
     }
-    // One tile (B*S up to a tile): G may grow past block_max_partials, a warp combining them.
+    // One tile (B*S up to a tile) reading many weights: G may grow past block_max_partials, a
+    // warp combining them. The weights a block stages: K x R values of 4 bytes or more.
+    const int64_t weight_bytes = shape.outputs * shape.trips * 4;
     if ((options.block_few_tokens & 4) != 0 && few_points &&
-        blocks * options.block_max_partials < options.block_target_blocks) {
+        blocks * options.block_max_partials < options.block_target_blocks &&
+        weight_bytes >= options.block_wide_weight_bytes) {
       max_partials = options.max_partials;
       min_iterations = options.block_min_warp_iterations;
       partials = derive(blocks);

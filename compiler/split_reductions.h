@@ -78,8 +78,12 @@ struct ReductionSplitOptions {
   ///      3,072 at B1 S256 n4 D4096);
   ///   4: with few points and one tile short of the target even at block_max_partials, G may
   ///      grow to max_partials with block_min_warp_iterations iterations of the split axis per
-  ///      partial (more blocks in flight for a weight-bound GEMV: B*S = 1, n = 8, D = 16384).
+  ///      partial, where the weights are at least block_wide_weight_bytes (K x R x 4): more
+  ///      blocks in flight for a GEMV that streams its weights from DRAM (B*S = 1, n = 8,
+  ///      D = 16384: 42 MB of phi). Weights that stay in L2 (1.5 MB at n = 4, D = 4096) measured
+  ///      2-6% slower with it on the H100, so the bound is a third of its 50 MB L2.
   int block_few_tokens = 7;
+  int64_t block_wide_weight_bytes = int64_t{16} << 20;
   int64_t block_warp_combine_min_partials = 64;
   int64_t block_warp_combine_rows_points = 8192;
   int64_t block_min_warp_iterations = 16;

@@ -472,6 +472,8 @@ struct Variant {
   bool split_count_vector = false;
   /// ReductionSplitOptions::block_few_tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS).
   int block_few_tokens = 7;
+  /// ReductionSplitOptions::block_wide_weight_bytes; -1 keeps its default (16 MB).
+  int64_t wide_weight_bytes = -1;
   /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
   /// warps are fewer than the minimum (the default), or not (the widest group, before).
   bool warp_group_fill = true;
@@ -587,6 +589,7 @@ struct Variant {
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
            (block_few_tokens == 7 ? std::string() : "_ft" + std::to_string(block_few_tokens)) +
+           (wide_weight_bytes < 0 ? std::string() : "_wb" + std::to_string(wide_weight_bytes)) +
            (split_warp_combine_stages == 256 ? std::string()
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
@@ -653,6 +656,7 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   split.multi_stage_warp_combine_partials = variant.split_warp_combine_stages;
   split.count_vector = variant.split_count_vector;
   split.block_few_tokens = variant.block_few_tokens;
+  if (variant.wide_weight_bytes >= 0) split.block_wide_weight_bytes = variant.wide_weight_bytes;
   p = split_reductions(p, split);
   p = choose_thread_tiles(p, split.tiles);
   RowGroupOptions row_options;
@@ -1495,7 +1499,8 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 /// Block splits at few tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS): tiles of one token per lane
 /// where four per lane leave too few blocks (seq=300: T = 64, not 256), a warp combining many
 /// partials (seq=130: G = 64 over 1,040 points), and G past block_max_partials for one tile
-/// (seq=1, dim=16384: G = 512 of 32 iterations). Exact f64 sums, so every variant equals the
+/// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
+/// 0 bytes; the default 16 MB keeps G = 256). Exact f64 sums, so every variant equals the
 /// serial schedule bit for bit; mask 0 is the split of before.
 TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
@@ -1508,10 +1513,12 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
                             "split into G=512"};
   Variant few = Variant::block(-1);
   few.reduction = "serial";
+  few.wide_weight_bytes = 0;
   for (size_t i = 0; i < programs.size(); ++i) {
     ScheduleNotes notes;
     ReductionSplitOptions split;
     split.block_few_tokens = 7;
+    split.block_wide_weight_bytes = 0;
     ir::Program p = split_reductions(
         choose_reduction_schedules(choose_block_reductions(simplify(programs[i]), {}), {}), split,
         &notes);
@@ -1521,7 +1528,10 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   }
   Variant before = few;
   before.block_few_tokens = 0;
-  expect_host_runs_match(programs, {Variant::schedule(0, "serial", 0), few, before}, 1e-9);
+  Variant bounded = Variant::block(-1);  // the default weight bound: G = 256 for one token
+  bounded.reduction = "serial";
+  expect_host_runs_match(programs, {Variant::schedule(0, "serial", 0), few, before, bounded},
+                         1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
