@@ -236,7 +236,7 @@ int64_t block_reduction_shared_bytes(const ir::Kernel& kernel, const BlockReduct
 
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
                               std::string& reason, int max_stage_width, bool shared_vectors,
-                              int output_points, int max_token_points) {
+                              int output_points, int max_token_points, int max_chunk) {
   const int64_t K = shape.outputs;
   int64_t mk = 1;
   for (int64_t candidate : {8, 6, 4, 3, 2}) {
@@ -259,14 +259,15 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
   g.block_token_points = static_cast<int>(mt);
   g.block_tokens = static_cast<int>(mt * lanes);
   g.block_chunk = 0;
-  for (int64_t chunk : {32, 16, 8}) {
+  for (int64_t chunk : {64, 32, 16, 8}) {
+    if (chunk > max_chunk) continue;
     g.block_chunk = static_cast<int>(chunk);
     if (shape.trips % chunk == 0 && block_reduction_shared_bytes(kernel, shape) <= kMaxSharedBytes) break;
     g.block_chunk = 0;
   }
   if (g.block_chunk == 0) {
     g.block_tokens = 0;
-    return "no chunk of 32, 16 or 8 divides " + std::to_string(shape.trips) +
+    return "no chunk of " + std::string(max_chunk >= 64 ? "64, " : "") + "32, 16 or 8 divides " + std::to_string(shape.trips) +
            " iterations within " + std::to_string(kMaxSharedBytes) + " bytes of shared memory";
   }
   // Staging width: W consecutive iterations of the innermost reduced axis per staging thread,

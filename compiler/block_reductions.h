@@ -92,11 +92,12 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
 /// Sets the block fields of `kernel.grid` (T, Mt, Mk, C, the staging width W <= max_stage_width
 /// and the output axis) for `shape`, or returns why no tile fits; the reason text of the choice
 /// goes to `reason`. max_token_points caps Mt (4 or 1): split_reductions passes 1 when tiles of
-/// 4 tokens per lane leave too few blocks to fill the GPU.
+/// 4 tokens per lane leave too few blocks to fill the GPU; max_chunk caps C (32, or 64 for a
+/// one-tile GEMV streaming many weights: twice the bytes in flight between two barriers).
 std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& shape,
                               std::string& reason, int max_stage_width = 8,
                               bool shared_vectors = true, int output_points = 0,
-                              int max_token_points = 4);
+                              int max_token_points = 4, int max_chunk = 32);
 
 /// The shared arrays' layout: a token part's element (row t, iteration c) is at
 /// t * token_stride + c; a weight part's (output k, iteration c) at k * weight_row + c * weight_column.

@@ -110,8 +110,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   split_options.tiles.partial_tiles = options.tile_partial;
   split_options.count_vector = options.split_count_vector;
   split_options.block_output_points = options.block_output_points;
-  if (options.block_few_tokens < 0 || options.block_few_tokens > 7) {
-    throw Error("LowerOptions.block_few_tokens: expected a mask in [0, 7], got " +
+  if (options.block_few_tokens < 0 || options.block_few_tokens > 15) {
+    throw Error("LowerOptions.block_few_tokens: expected a mask in [0, 15], got " +
                     std::to_string(options.block_few_tokens),
                 ErrorCode::kInvalidArgument);
   }

@@ -256,6 +256,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   const int64_t extent = *constant(r.axes[axis].extent);
   int64_t partials = 1;
   int token_points = kernel.grid.block_token_points;  // 1: the few-token tiles
+  int max_chunk = 32;  // 64: the wide G's chunks (mask bit 8)
   if (options.forced_partials >= 2) {
     if (iterations_per_partial(extent, options.forced_partials, 8, options.tail) > 0)
       partials = options.forced_partials;
@@ -287,6 +288,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       max_partials = options.max_partials;
       min_iterations = options.block_min_warp_iterations;
       partials = derive(blocks);
+      if ((options.block_few_tokens & 8) != 0) max_chunk = 64;
     }
     why = blocks >= options.block_target_blocks
               ? "the token tiles alone give " + std::to_string(blocks) + " >= " +
@@ -336,7 +338,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
                              ? choose_block_tile(partials_kernel, partial_shape, tile_reason,
                                                  kernel.grid.block_stage_width,
                                                  kernel.grid.block_shared_vectors == 4,
-                                                 options.block_output_points, token_points)
+                                                 options.block_output_points, token_points,
+                                                 max_chunk)
                              : partial_shape.why_not;
   ir::Var combine("g");
   std::vector<Expr> indices{combine};

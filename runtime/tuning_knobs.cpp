@@ -286,10 +286,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "0 (derived: the largest of 8, 6, 4, 3, 2 dividing the outputs) or the outputs per "
       "thread of a block reduction's tile, in [1, 64], where it divides them");
   knobs.block_few_tokens = integer_knob(
-      "ADJOINT_TUNE_BLOCK_FEW_TOKENS", 7, [](int v) { return v >= 0 && v <= 7; },
-      "a mask in [0, 7] for block splits at few tokens: 1 tiles of one token per lane when "
+      "ADJOINT_TUNE_BLOCK_FEW_TOKENS", 7, [](int v) { return v >= 0 && v <= 15; },
+      "a mask in [0, 15] for block splits at few tokens: 1 tiles of one token per lane when "
       "tiles of four cannot fill the GPU, 2 a warp per point combines many partials, 4 more "
-      "partials where a warp combines them (default 7: all three); 0 the splits of before");
+      "partials for one tile of many weights, 8 chunks of 64 there (default 7: the first "
+      "three); 0 the splits of before");
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "

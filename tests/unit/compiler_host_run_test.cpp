@@ -1500,7 +1500,8 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 /// where four per lane leave too few blocks (seq=300: T = 64, not 256), a warp combining many
 /// partials (seq=130: G = 64 over 1,040 points), and G past block_max_partials for one tile
 /// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
-/// 0 bytes; the default 16 MB keeps G = 256). Exact f64 sums, so every variant equals the
+/// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64).
+/// Exact f64 sums, so every variant equals the
 /// serial schedule bit for bit; mask 0 is the split of before.
 TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
@@ -1530,8 +1531,15 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   before.block_few_tokens = 0;
   Variant bounded = Variant::block(-1);  // the default weight bound: G = 256 for one token
   bounded.reduction = "serial";
-  expect_host_runs_match(programs, {Variant::schedule(0, "serial", 0), few, before, bounded},
-                         1e-9);
+  Variant chunk64 = few;  // mask bit 8: the wide G's partials in chunks of 64
+  chunk64.block_few_tokens = 15;
+  std::vector<CompiledKernel> wide = compile_kernels(programs.back(), chunk64, "probe");
+  bool found = false;
+  for (const CompiledKernel& k : wide)
+    found = found || k.source.find("chunks of 64 of the") != std::string::npos;
+  EXPECT_TRUE(found);
+  expect_host_runs_match(programs,
+                         {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64}, 1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
