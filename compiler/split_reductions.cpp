@@ -85,12 +85,14 @@ int64_t trips(const ir::ReduceNode& r) {
 /// down to a multiple of `multiple`; 0 when G partials do not fit. Without `tail` G must divide
 /// the extent exactly (the split before tails: an odd token count then got no split at all).
 /// With it the iterations [G * q, extent) left over go to the combine (tail_reduction), as long
-/// as they are no more than one partial's share: the combine stays a small part of the work.
-int64_t iterations_per_partial(int64_t extent, int64_t partials, int64_t multiple, bool tail) {
+/// as they are no more than `tail_ranges` partials' shares (1: the combine stays a small part of
+/// the work; a block split whose combine is a warp per point allows 32).
+int64_t iterations_per_partial(int64_t extent, int64_t partials, int64_t multiple, bool tail,
+                               int64_t tail_ranges = 1) {
   const int64_t q = extent / partials / multiple * multiple;
   if (q < 1) return 0;
   if (!tail) return extent % partials == 0 && extent / partials == q ? q : 0;
-  return extent - partials * q <= q ? q : 0;
+  return extent - partials * q <= q * tail_ranges ? q : 0;
 }
 
 /// The iterations of `r` that its partials leave over: `r` itself with the split axis limited
@@ -244,6 +246,10 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   const bool few_points = points * 32 <= options.target_threads;
   int64_t max_partials = options.block_max_partials;
   int64_t min_iterations = options.block_min_iterations;
+  // A tail of up to 32 ranges where a warp per point will combine (few points): the ranges
+  // rounded to multiples of 8 leave up to 7 G iterations, which capped G at 32 for D = 12000.
+  const bool warp_tail = (options.block_few_tokens & 2) != 0 && few_points;
+  const int64_t tail_ranges = warp_tail ? 32 : 1;
   size_t axis = 0;
   const std::string what = stage.target->name + ": block reduction of " +
                            std::to_string(shape.trips) + " iterations, " + std::to_string(blocks) +
@@ -258,7 +264,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   int token_points = kernel.grid.block_token_points;  // 1: the few-token tiles
   int max_chunk = 32;  // 64: the wide G's chunks (mask bit 8)
   if (options.forced_partials >= 2) {
-    if (iterations_per_partial(extent, options.forced_partials, 8, options.tail) > 0)
+    if (iterations_per_partial(extent, options.forced_partials, 8, options.tail, tail_ranges) > 0)
       partials = options.forced_partials;
     why = "G=" + std::to_string(options.forced_partials) + " forced by ADJOINT_TUNE_REDUCTION_SPLIT";
   } else if (options.forced_partials == 0) {
@@ -267,7 +273,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     auto derive = [&](int64_t tiles) {
       int64_t g = 1;
       while (tiles * g < options.block_target_blocks && g * 2 <= max_partials &&
-             iterations_per_partial(extent, g * 2, 8, options.tail) >= min_iterations)
+             iterations_per_partial(extent, g * 2, 8, options.tail, tail_ranges) >=
+                 min_iterations)
         g *= 2;
       return g;
     };
@@ -305,7 +312,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     return std::nullopt;
   }
   const ir::Axis& split = r.axes[axis];
-  const int64_t range = iterations_per_partial(extent, partials, 8, options.tail);
+  const int64_t range = iterations_per_partial(extent, partials, 8, options.tail, tail_ranges);
   ir::Var g("g"), step(split.var.name_hint() + "_step");
   std::vector<ir::Var> vars{g};
   std::vector<int64_t> shape_of{partials};
@@ -358,7 +365,8 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       points < options.block_warp_combine_points ||
       ((options.block_few_tokens & 2) != 0 && few_points &&
        partials >= options.block_warp_combine_min_partials &&
-       (points < options.block_warp_combine_rows_points || shape.outputs <= 64));
+       (points < options.block_warp_combine_rows_points || shape.outputs <= 64)) ||
+      (warp_tail && extent - partials * range > range);  // a tail longer than a range
   if (warp_combine) rewritten.grid.reduction_lanes = 32;
   ReplaceReduce replace(&r, combined);
   rewritten.stages.front().value = replace.mutate(rewritten.stages.front().value);

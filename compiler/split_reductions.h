@@ -75,7 +75,9 @@ struct ReductionSplitOptions {
   ///      a warp per point where a thread per point would wait on G serial loads with little
   ///      parallelism: fewer than block_warp_combine_rows_points points, or at most 64 outputs
   ///      per token (row_groups then fuses the combine a row per thread, K x G serial loads:
-  ///      3,072 at B1 S256 n4 D4096);
+  ///      3,072 at B1 S256 n4 D4096); and with few points the tail may be up to 32 ranges
+  ///      (the ranges, multiples of 8, leave up to 7 G iterations: G stopped at 32 for
+  ///      D = 12000), a warp per point combining any tail longer than one range;
   ///   4: with few points and one tile short of the target even at block_max_partials, G may
   ///      grow to max_partials with block_min_warp_iterations iterations of the split axis per
   ///      partial, where the weights are at least block_wide_weight_bytes (K x R x 4): more

@@ -1498,7 +1498,8 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 
 /// Block splits at few tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS): tiles of one token per lane
 /// where four per lane leave too few blocks (seq=300: T = 64, not 256), a warp combining many
-/// partials (seq=130: G = 64 over 1,040 points), and G past block_max_partials for one tile
+/// partials (seq=130: G = 64 over 1,040 points), a tail of more than one range that a warp
+/// combines (dim=1000: G = 32 ranges of 24 and a tail of 232), G past block_max_partials for one tile
 /// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
 /// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64).
 /// Exact f64 sums, so every variant equals the
@@ -1507,11 +1508,12 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=1 seq=300 n=2 dim=256 dtype=f64",
                            "mhc_pre batch=1 seq=130 n=2 dim=4096 dtype=f64",
+                           "mhc_pre batch=1 seq=8 n=2 dim=1000 dtype=f64",
                            "mhc_pre batch=1 seq=1 n=2 dim=16384 dtype=f64"}) {
     programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
   }
   const char* expected[] = {"tiles of 64 tokens", "combined by a warp per point (1040 points",
-                            "split into G=512"};
+                            "the tail d in [768, 1000)", "split into G=512"};
   Variant few = Variant::block(-1);
   few.reduction = "serial";
   few.wide_weight_bytes = 0;
