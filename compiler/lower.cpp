@@ -116,6 +116,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 ErrorCode::kInvalidArgument);
   }
   split_options.block_few_tokens = options.block_few_tokens;
+  split_options.block_split_rows = options.block_split_rows;
   split_options.tail = options.split_tail;
   split_options.tiles.group_bytes = options.vector_bytes;
   check_reduction_split_options(split_options);

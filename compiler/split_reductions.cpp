@@ -260,6 +260,21 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     return std::nullopt;
   }
   const int64_t extent = *constant(r.axes[axis].extent);
+  // Rows (block_split_rows): the axis just outside the split axis (mhc's i outside d), of
+  // constant start 0 and extent, that no other axis names, folds into g, so that each partial
+  // reads one row's contiguous range (1 KB of phi at B*S = 1, n = 8, D = 16384 and G = 512)
+  // instead of every row's (128 bytes of each).
+  int64_t rows = 1;
+  if (options.block_split_rows && axis > 0) {
+    const ir::Axis& outer = r.axes[axis - 1];
+    auto start = constant(outer.start), rows_extent = constant(outer.extent);
+    bool named = false;
+    for (const ir::Axis& other : r.axes)
+      named = named || depends_on(other.start, outer.var.get()) ||
+              depends_on(other.extent, outer.var.get());
+    if (start && *start == 0 && rows_extent && *rows_extent > 1 && !named) rows = *rows_extent;
+  }
+  int64_t folded_rows = 1;  // rows folded into g by the derived G (1: none)
   int64_t partials = 1;
   int token_points = kernel.grid.block_token_points;  // 1: the few-token tiles
   int max_chunk = 32;  // 64: the wide G's chunks (mask bit 8)
@@ -270,13 +285,19 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   } else if (options.forced_partials == 0) {
     why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
   } else {
+    // G = R x Gi: R the folded rows (where tiles x rows stays within the target), Gi the
+    // partials of each row, doubling while the blocks stay below the target.
     auto derive = [&](int64_t tiles) {
+      folded_rows = rows > 1 && tiles * rows <= options.block_target_blocks &&
+                            rows <= max_partials ? rows : 1;
+      const int64_t multiple = folded_rows > 1 ? 32 : 8;  // a folded range is the chunk's axis
       int64_t g = 1;
-      while (tiles * g < options.block_target_blocks && g * 2 <= max_partials &&
-             iterations_per_partial(extent, g * 2, 8, options.tail, tail_ranges) >=
+      while (tiles * folded_rows * g < options.block_target_blocks &&
+             folded_rows * g * 2 <= max_partials &&
+             iterations_per_partial(extent, g * 2, multiple, options.tail, tail_ranges) >=
                  min_iterations)
         g *= 2;
-      return g;
+      return folded_rows * g;
     };
     partials = derive(blocks);
     // Tiles of 4 tokens per lane that cannot reach the target with any G: one per lane.
@@ -312,7 +333,9 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     return std::nullopt;
   }
   const ir::Axis& split = r.axes[axis];
-  const int64_t range = iterations_per_partial(extent, partials, 8, options.tail, tail_ranges);
+  const int64_t per_row = partials / folded_rows;  // partials of each folded row
+  const int64_t range =
+      iterations_per_partial(extent, per_row, folded_rows > 1 ? 32 : 8, options.tail, tail_ranges);
   ir::Var g("g"), step(split.var.name_hint() + "_step");
   std::vector<ir::Var> vars{g};
   std::vector<int64_t> shape_of{partials};
@@ -324,12 +347,19 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     shape_of.push_back(extents[j]);
     body = substitute(body, stage.domain[j].var.get(), v);
   }
+  Expr within = g;  // the partial's range within its row
+  if (folded_rows > 1) {
+    body = substitute(body, r.axes[axis - 1].var.get(),
+                      ir::BinaryNode::make(ir::BinaryOp::kDiv, g, index_constant(per_row)));
+    within = ir::BinaryNode::make(ir::BinaryOp::kMod, g, index_constant(per_row));
+  }
   body = substitute(body, split.var.get(),
                     ir::BinaryNode::make(ir::BinaryOp::kAdd,
-                                         ir::BinaryNode::make(ir::BinaryOp::kMul, g,
+                                         ir::BinaryNode::make(ir::BinaryOp::kMul, within,
                                                               index_constant(range)),
                                          step));
   axes[axis] = ir::Axis{step, index_constant(0), index_constant(range)};
+  if (folded_rows > 1) axes.erase(axes.begin() + static_cast<std::ptrdiff_t>(axis) - 1);
   ir::Tensor partial_tensor =
       ir::make_tensor(unique_tensor_name(out, stage.target->name + "_partials"), r.dtype,
                       shape_of, ir::TensorRole::kTemporary);
@@ -351,7 +381,7 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   ir::Var combine("g");
   std::vector<Expr> indices{combine};
   for (const ir::Axis& a : stage.domain) indices.push_back(a.var);
-  const Expr tail = tail_reduction(r, axis, partials * range);
+  const Expr tail = tail_reduction(r, axis, per_row * range);
   Expr combined = with_tail(
       r.op,
       ir::ReduceNode::make(r.op, {ir::Axis{combine, index_constant(0), index_constant(partials)}},
@@ -366,15 +396,24 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       ((options.block_few_tokens & 2) != 0 && few_points &&
        partials >= options.block_warp_combine_min_partials &&
        (points < options.block_warp_combine_rows_points || shape.outputs <= 64)) ||
-      (warp_tail && extent - partials * range > range);  // a tail longer than a range
+      (warp_tail && extent - per_row * range > range);  // a tail longer than a range
   if (warp_combine) rewritten.grid.reduction_lanes = 32;
   ReplaceReduce replace(&r, combined);
   rewritten.stages.front().value = replace.mutate(rewritten.stages.front().value);
+  const std::string row_name = axis > 0 ? r.axes[axis - 1].var.name_hint() : "";
+  const std::string gi = folded_rows > 1 ? "(g % " + std::to_string(per_row) + ")" : "g";
+  const std::string gi1 = folded_rows > 1 ? "(g % " + std::to_string(per_row) + " + 1)" : "(g+1)";
   lines.push_back(what + ": split into G=" + std::to_string(partials) +
-                  " contiguous partials over " + split.var.name_hint() + " (kernel " +
-                  partials_kernel.name + ", partial g reduces " + split.var.name_hint() +
-                  " in [g*" + std::to_string(range) + ", (g+1)*" + std::to_string(range) +
-                  "))" + tail_note(extent, partials * range, split.var.name_hint()) + ", " +
+                  " contiguous partials over " +
+                  (folded_rows > 1 ? row_name + " and " : std::string()) +
+                  split.var.name_hint() + " (kernel " + partials_kernel.name +
+                  ", partial g reduces " +
+                  (folded_rows > 1 ? row_name + " = g / " + std::to_string(per_row) + ", " +
+                                         std::to_string(per_row) + " partials a row; "
+                                     : std::string()) +
+                  split.var.name_hint() + " in [" + gi + "*" + std::to_string(range) + ", " +
+                  gi1 + "*" + std::to_string(range) + "))" +
+                  tail_note(extent, per_row * range, split.var.name_hint()) + ", " +
                   (warp_combine ? "combined by a warp per point (" + std::to_string(points) +
                   " points: lane l sums g = l, l + 32, ..., then the shuffle butterfly)"
                                           : "combined in order g = 0.." + std::to_string(partials - 1)) +

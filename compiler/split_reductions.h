@@ -85,6 +85,11 @@ struct ReductionSplitOptions {
   ///      D = 16384: 42 MB of phi). Weights that stay in L2 (1.5 MB at n = 4, D = 4096) measured
   ///      2-6% slower with it on the H100, so the bound is a third of its 50 MB L2.
   int block_few_tokens = 7;
+  /// Block splits fold the reduced axis just outside the split axis into g (partial g reduces
+  /// row g / Gi, range g % Gi of it), where the tiles times that axis' extent stay within
+  /// block_target_blocks: each partial then reads one row's contiguous range, not a slice of
+  /// every row. ADJOINT_TUNE_BLOCK_SPLIT_ROWS (false: the splits of before).
+  bool block_split_rows = true;
   int64_t block_wide_weight_bytes = int64_t{16} << 20;
   int64_t block_warp_combine_min_partials = 64;
   int64_t block_warp_combine_rows_points = 8192;

@@ -291,6 +291,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "tiles of four cannot fill the GPU, 2 a warp per point combines many partials, 4 more "
       "partials for one tile of many weights, 8 chunks of 64 there (default 7: the first "
       "three); 0 the splits of before");
+  knobs.block_split_rows =
+      integer_knob(
+          "ADJOINT_TUNE_BLOCK_SPLIT_ROWS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (a block split folds the reduced axis outside its split axis into the partials: each "
+          "reads one row's contiguous range) or 0 (each partial reads a slice of every row, "
+          "before)") == 1;
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "
@@ -442,6 +448,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.block_stage_width = knobs.block_stage_width;
   options.block_output_points = knobs.block_output_points;
   options.block_few_tokens = knobs.block_few_tokens;
+  options.block_split_rows = knobs.block_split_rows;
   options.block_shared_vectors = knobs.block_shared_vectors;
   options.split_warp_combine_points = knobs.split_warp_combine_points;
   options.split_warp_combine_stages = knobs.split_warp_combine_stages;
