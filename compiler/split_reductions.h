@@ -88,8 +88,11 @@ struct ReductionSplitOptions {
   /// Block splits fold the reduced axis just outside the split axis into g (partial g reduces
   /// row g / Gi, range g % Gi of it), where the tiles times that axis' extent stay within
   /// block_target_blocks: each partial then reads one row's contiguous range, not a slice of
-  /// every row. ADJOINT_TUNE_BLOCK_SPLIT_ROWS (false: the splits of before).
-  bool block_split_rows = true;
+  /// every row. ADJOINT_TUNE_BLOCK_SPLIT_ROWS, off by default: on the H100 it measured 1.4-1.8x
+  /// faster at B1 S126 n8 D1000 and B3 S77 n6 D2048 and 3-4% at B1 S4096 n4, but 1.2-1.5x
+  /// slower at B2 S2048 n6 D1024 (G = 24 overshooting to 768 blocks), B1 S181 n8 D4096 and
+  /// B1 S1024 n4 D4096 (docs/results/h100-2026-11-27-gemv/rows).
+  bool block_split_rows = false;
   int64_t block_wide_weight_bytes = int64_t{16} << 20;
   int64_t block_warp_combine_min_partials = 64;
   int64_t block_warp_combine_rows_points = 8192;

@@ -113,7 +113,7 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   const BlockReductionShape shape = analyze_block_reduction(partials, any_block_shape());
   EXPECT_EQ(shape.block_axes, (std::vector<int>{0}));
   EXPECT_EQ(kernel_named(split, "mhc_mix").grid.block_tokens, 0);  // the combine
-  EXPECT_NE(notes.at("mhc_mix").find("split into G=32 contiguous partials over i and d"),
+  EXPECT_NE(notes.at("mhc_mix").find("split into G=32 contiguous partials over d"),
             std::string::npos)
       << notes.at("mhc_mix");
   // One token: G = 512 (past block_max_partials: one tile, ADJOINT_TUNE_BLOCK_FEW_TOKENS),
@@ -139,6 +139,16 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   EXPECT_EQ(kernel_named(some_before, "mhc_mix_h_mix_partials").grid.block_tokens, 256);
   EXPECT_EQ(kernel_named(some_before, "mhc_mix").grid.reduction_lanes, 1);
   // ADJOINT_TUNE_REDUCTION_SPLIT=0: no split, the block kernel alone.
+  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1: the 32 partials are 8 ranges of 512 in each of 4 rows.
+  ReductionSplitOptions rows;
+  rows.block_split_rows = true;
+  ScheduleNotes row_notes;
+  split_reductions(p, rows, &row_notes);
+  EXPECT_NE(row_notes.at("mhc_mix").find("split into G=32 contiguous partials over i and d "
+                                         "(kernel mhc_mix_h_mix_partials, partial g reduces i = "
+                                         "g / 8, 8 partials a row; d in [(g % 8)*512"),
+            std::string::npos)
+      << row_notes.at("mhc_mix");
   ReductionSplitOptions never;
   never.forced_partials = 0;
   EXPECT_TRUE(same_program(split_reductions(p, never), p));
@@ -170,11 +180,9 @@ TEST(BlockReductions, CoverageProofAndVerifierRefuseBrokenTiles) {
 }
 
 TEST(BlockReductions, LowerEmitsTheStagedLoop) {
-  // Unsplit (no rows folded into partials: dim=64 leaves d no split of its own), so the block
-  // kernel keeps tiles of 4 tokens per lane.
-  LowerOptions unsplit;
-  unsplit.block_split_rows = false;
-  CompiledProgram c = lower(program("mhc_pre batch=2 seq=300 n=4 dim=64 dtype=f32"), unsplit);
+  // Unsplit (dim=64 leaves d no split, and no rows fold into partials by default), so the
+  // block kernel keeps tiles of 4 tokens per lane.
+  CompiledProgram c = lower(program("mhc_pre batch=2 seq=300 n=4 dim=64 dtype=f32"), {});
   bool found = false;
   for (const CompiledKernel& k : c.kernels) {
     if (k.source.find("Block reduction") == std::string::npos) continue;

@@ -475,7 +475,7 @@ struct Variant {
   /// ReductionSplitOptions::block_wide_weight_bytes; -1 keeps its default (16 MB).
   int64_t wide_weight_bytes = -1;
   /// ReductionSplitOptions::block_split_rows (ADJOINT_TUNE_BLOCK_SPLIT_ROWS).
-  bool split_rows = true;
+  bool split_rows = false;
   /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
   /// warps are fewer than the minimum (the default), or not (the widest group, before).
   bool warp_group_fill = true;
@@ -592,7 +592,7 @@ struct Variant {
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
            (block_few_tokens == 7 ? std::string() : "_ft" + std::to_string(block_few_tokens)) +
            (wide_weight_bytes < 0 ? std::string() : "_wb" + std::to_string(wide_weight_bytes)) +
-           (split_rows ? std::string() : "_nrows") +
+           (split_rows ? "_rows" : "") +
            (split_warp_combine_stages == 256 ? std::string()
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
@@ -1503,9 +1503,10 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 /// Block splits at few tokens (ADJOINT_TUNE_BLOCK_FEW_TOKENS): tiles of one token per lane
 /// where four per lane leave too few blocks (seq=300: T = 64, not 256), a warp combining many
 /// partials (seq=130: G = 64 over 1,040 points), a tail of more than one range that a warp
-/// combines (dim=1000: G = 32, 16 ranges of 32 a row and a tail of 488), G past block_max_partials for one tile
+/// combines (dim=1000: G = 32 ranges of 24 and a tail of 232), G past block_max_partials for one tile
 /// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
-/// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64).
+/// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64);
+/// and each with the rows folded into the partials (ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1).
 /// Exact f64 sums, so every variant equals the
 /// serial schedule bit for bit; mask 0 is the split of before.
 TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
@@ -1517,7 +1518,7 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
     programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
   }
   const char* expected[] = {"tiles of 64 tokens", "combined by a warp per point (1040 points",
-                            "the tail d in [512, 1000)", "split into G=512"};
+                            "the tail d in [768, 1000)", "split into G=512"};
   Variant few = Variant::block(-1);
   few.reduction = "serial";
   few.wide_weight_bytes = 0;
@@ -1544,10 +1545,10 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   for (const CompiledKernel& k : wide)
     found = found || k.source.find("chunks of 64 of the") != std::string::npos;
   EXPECT_TRUE(found);
-  Variant slices = few;  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=0: every partial a slice of each row
-  slices.split_rows = false;
+  Variant rows = few;  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1: each partial one row's range
+  rows.split_rows = true;
   expect_host_runs_match(
-      programs, {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64, slices}, 1e-9);
+      programs, {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64, rows}, 1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
