@@ -285,27 +285,25 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   } else if (options.forced_partials == 0) {
     why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
   } else {
-    // G = R x Gi: R the folded rows (where tiles x rows stays within the target), Gi the
-    // partials of each row, doubling while the blocks stay below the target.
-    auto derive = [&](int64_t tiles) {
-      folded_rows = rows > 1 && tiles * rows <= options.block_target_blocks &&
-                            rows <= max_partials ? rows : 1;
-      const int64_t multiple = folded_rows > 1 ? 32 : 8;  // a folded range is the chunk's axis
+    // G = F x Gi: F the rows folded into g (1, or `rows` with fold), Gi the partials of each
+    // row, doubling while the blocks stay below the target.
+    auto derive = [&](int64_t tiles, bool fold) {
+      const int64_t f = fold ? rows : 1;
+      const int64_t multiple = fold ? 32 : 8;  // a folded range is the chunk's axis
       int64_t g = 1;
-      while (tiles * folded_rows * g < options.block_target_blocks &&
-             folded_rows * g * 2 <= max_partials &&
+      while (tiles * f * g < options.block_target_blocks && f * g * 2 <= max_partials &&
              iterations_per_partial(extent, g * 2, multiple, options.tail, tail_ranges) >=
                  min_iterations)
         g *= 2;
-      return folded_rows * g;
+      return f * g;
     };
-    partials = derive(blocks);
+    partials = derive(blocks, false);
     // Tiles of 4 tokens per lane that cannot reach the target with any G: one per lane.
     if ((options.block_few_tokens & 1) != 0 && kernel.grid.block_token_points > 1 &&
         blocks * partials < options.block_target_blocks) {
       token_points = 1;
       blocks = tile_blocks(kernel.grid.block_tokens / kernel.grid.block_token_points);
-      partials = derive(blocks);
+      partials = derive(blocks, false);
     }
     // One tile (B*S up to a tile) reading many weights: G may grow past block_max_partials, a
     // warp combining them. The weights a block stages: K x R values of 4 bytes or more.
@@ -315,8 +313,19 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
         weight_bytes >= options.block_wide_weight_bytes) {
       max_partials = options.max_partials;
       min_iterations = options.block_min_warp_iterations;
-      partials = derive(blocks);
+      partials = derive(blocks, false);
       if ((options.block_few_tokens & 8) != 0) max_chunk = 64;
+    }
+    // Rows folded into g where the split above leaves the blocks at half the target or less
+    // (D = 1000 allowed 8 ranges of d) and the fold leaves each row a tail of at most 4 ranges.
+    if (rows > 1 && blocks * partials * 2 <= options.block_target_blocks &&
+        blocks * rows <= options.block_target_blocks && rows <= max_partials) {
+      const int64_t folded = derive(blocks, true);
+      const int64_t q = iterations_per_partial(extent, folded / rows, 32, options.tail, tail_ranges);
+      if (folded > partials && q > 0 && extent - folded / rows * q <= 4 * q) {
+        partials = folded;
+        folded_rows = rows;
+      }
     }
     why = blocks >= options.block_target_blocks
               ? "the token tiles alone give " + std::to_string(blocks) + " >= " +
