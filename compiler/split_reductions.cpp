@@ -290,9 +290,10 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
     auto derive = [&](int64_t tiles, bool fold) {
       const int64_t f = fold ? rows : 1;
       const int64_t multiple = fold ? 32 : 8;  // a folded range is the chunk's axis
+      const int64_t tails = fold ? std::min<int64_t>(tail_ranges, 4) : tail_ranges;
       int64_t g = 1;
       while (tiles * f * g < options.block_target_blocks && f * g * 2 <= max_partials &&
-             iterations_per_partial(extent, g * 2, multiple, options.tail, tail_ranges) >=
+             iterations_per_partial(extent, g * 2, multiple, options.tail, tails) >=
                  min_iterations)
         g *= 2;
       return f * g;
@@ -316,13 +317,13 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       partials = derive(blocks, false);
       if ((options.block_few_tokens & 8) != 0) max_chunk = 64;
     }
-    // Rows folded into g where the split above leaves the blocks at half the target or less
-    // (D = 1000 allowed 8 ranges of d) and the fold leaves each row a tail of at most 4 ranges.
-    if (rows > 1 && blocks * partials * 2 <= options.block_target_blocks &&
+    // Rows folded into g (block_split_rows) where the split above leaves the blocks at half
+    // the target or less (D = 1000 allowed 8 ranges of d), each row's tail at most 4 ranges.
+    if (options.block_split_rows && rows > 1 &&
+        blocks * partials * 2 <= options.block_target_blocks &&
         blocks * rows <= options.block_target_blocks && rows <= max_partials) {
       const int64_t folded = derive(blocks, true);
-      const int64_t q = iterations_per_partial(extent, folded / rows, 32, options.tail, tail_ranges);
-      if (folded > partials && q > 0 && extent - folded / rows * q <= 4 * q) {
+      if (folded > partials) {
         partials = folded;
         folded_rows = rows;
       }
@@ -343,8 +344,10 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   }
   const ir::Axis& split = r.axes[axis];
   const int64_t per_row = partials / folded_rows;  // partials of each folded row
-  const int64_t range =
-      iterations_per_partial(extent, per_row, folded_rows > 1 ? 32 : 8, options.tail, tail_ranges);
+  const int64_t range = iterations_per_partial(extent, per_row, folded_rows > 1 ? 32 : 8,
+                                               options.tail,
+                                               folded_rows > 1 ? std::min<int64_t>(tail_ranges, 4)
+                                                               : tail_ranges);
   ir::Var g("g"), step(split.var.name_hint() + "_step");
   std::vector<ir::Var> vars{g};
   std::vector<int64_t> shape_of{partials};
