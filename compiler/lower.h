@@ -150,8 +150,8 @@ struct LowerOptions {
   /// splits at few tokens take tiles of one token per lane (1), warp combines of many partials
   /// (2) and more partials (4). ADJOINT_TUNE_BLOCK_FEW_TOKENS.
   int block_few_tokens = 7;
-  /// ReductionSplitOptions::block_split_rows (ADJOINT_TUNE_BLOCK_SPLIT_ROWS, off by default).
-  bool block_split_rows = false;
+  /// ReductionSplitOptions::block_split_rows (ADJOINT_TUNE_BLOCK_SPLIT_ROWS).
+  bool block_split_rows = true;
   /// BinnedGatherOptions::channels_last_min: the fewest broadcast elements (grid_sampler's
   /// channels) for which a binned gather reads and writes broadcast-innermost copies; 0 never.
   int64_t binned_channels_last_min = 2;

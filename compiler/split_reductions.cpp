@@ -318,8 +318,9 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
       if ((options.block_few_tokens & 8) != 0) max_chunk = 64;
     }
     // Rows folded into g (block_split_rows) where the split above leaves the blocks at half
-    // the target or less (D = 1000 allowed 8 ranges of d), each row's tail at most 4 ranges.
-    if (options.block_split_rows && rows > 1 &&
+    // the target or less (D = 1000 allowed 8 ranges of d) and a token has more than
+    // block_fold_min_outputs outputs, each row's tail at most 4 ranges.
+    if (options.block_split_rows && rows > 1 && shape.outputs > options.block_fold_min_outputs &&
         blocks * partials * 2 <= options.block_target_blocks &&
         blocks * rows <= options.block_target_blocks && rows <= max_partials) {
       const int64_t folded = derive(blocks, true);

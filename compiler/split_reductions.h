@@ -86,13 +86,15 @@ struct ReductionSplitOptions {
   ///      2-6% slower with it on the H100, so the bound is a third of its 50 MB L2.
   int block_few_tokens = 7;
   /// Block splits fold the reduced axis just outside the split axis into g (partial g reduces
-  /// row g / Gi, range g % Gi of it), where the tiles times that axis' extent stay within
-  /// block_target_blocks: each partial then reads one row's contiguous range, not a slice of
-  /// every row. ADJOINT_TUNE_BLOCK_SPLIT_ROWS, off by default: on the H100 it measured 1.4-1.8x
-  /// faster at B1 S126 n8 D1000 and B3 S77 n6 D2048 and 3-4% at B1 S4096 n4, but 1.2-1.5x
-  /// slower at B2 S2048 n6 D1024 (G = 24 overshooting to 768 blocks), B1 S181 n8 D4096 and
-  /// B1 S1024 n4 D4096 (docs/results/h100-2026-11-27-gemv/rows).
-  bool block_split_rows = false;
+  /// row g / Gi, range g % Gi of it, every row's tail at most 4 ranges) where the split over
+  /// the split axis alone leaves the blocks at half block_target_blocks or less and a token has
+  /// more than block_fold_min_outputs outputs: each partial then reads one row's contiguous
+  /// range, and a short split axis (D = 1000, 2000) no longer caps G. On the H100
+  /// (docs/results/h100-2026-11-27-gemv/rows3) 1.4-3.2x faster at n = 6 and 8 with D of 1000 to
+  /// 2048; at n = 4 (24 outputs) neutral to 1.4x slower, hence the bound.
+  /// ADJOINT_TUNE_BLOCK_SPLIT_ROWS (0: the splits of before).
+  bool block_split_rows = true;
+  int64_t block_fold_min_outputs = 32;
   int64_t block_wide_weight_bytes = int64_t{16} << 20;
   int64_t block_warp_combine_min_partials = 64;
   int64_t block_warp_combine_rows_points = 8192;

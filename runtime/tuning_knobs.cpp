@@ -293,10 +293,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "three); 0 the splits of before");
   knobs.block_split_rows =
       integer_knob(
-          "ADJOINT_TUNE_BLOCK_SPLIT_ROWS", 0, [](int v) { return v == 0 || v == 1; },
-          "0 (default: each partial of a block split reads a slice of every row) or 1 (the "
-          "reduced axis outside the split axis folds into the partials: each reads one row's "
-          "contiguous range)") == 1;
+          "ADJOINT_TUNE_BLOCK_SPLIT_ROWS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (default: where a block split leaves few blocks, the reduced axis outside its "
+          "split axis folds into the partials, each reading one row's contiguous range) or 0 "
+          "(each partial reads a slice of every row, before)") == 1;
   knobs.block_stage_width = integer_knob(
       "ADJOINT_TUNE_BLOCK_STAGING", 8, [](int v) { return v == 1 || v == 2 || v == 4 || v == 8; },
       "1, 2, 4 or 8: the most consecutive iterations a block reduction's staging thread loads "

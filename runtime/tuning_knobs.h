@@ -85,7 +85,7 @@ struct TuningKnobs {
   bool block_shared_vectors = true;
   int block_output_points = 0;
   int block_few_tokens = 7;
-  bool block_split_rows = false;
+  bool block_split_rows = true;
   int split_warp_combine_points = 1024;
   int split_warp_combine_stages = 256;
   int binned_channels_last_min = 2;

@@ -139,16 +139,25 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   EXPECT_EQ(kernel_named(some_before, "mhc_mix_h_mix_partials").grid.block_tokens, 256);
   EXPECT_EQ(kernel_named(some_before, "mhc_mix").grid.reduction_lanes, 1);
   // ADJOINT_TUNE_REDUCTION_SPLIT=0: no split, the block kernel alone.
-  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1: the 32 partials are 8 ranges of 512 in each of 4 rows.
-  ReductionSplitOptions rows;
-  rows.block_split_rows = true;
+  // Rows folded into the partials (ADJOINT_TUNE_BLOCK_SPLIT_ROWS): at D = 1000 the split over
+  // d alone takes G = 8 (32 blocks); folding the 8 rows of i gives 64 partials, 8 ranges of 96
+  // a row. Not at n = 4 (24 outputs, block_fold_min_outputs), nor with the knob off.
+  const ir::Program thin =
+      choose_block_reductions(program("mhc_pre batch=1 seq=126 n=8 dim=1000 dtype=bf16"), {});
   ScheduleNotes row_notes;
-  split_reductions(p, rows, &row_notes);
-  EXPECT_NE(row_notes.at("mhc_mix").find("split into G=32 contiguous partials over i and d "
+  split_reductions(thin, {}, &row_notes);
+  EXPECT_NE(row_notes.at("mhc_mix").find("split into G=64 contiguous partials over i and d "
                                          "(kernel mhc_mix_h_mix_partials, partial g reduces i = "
-                                         "g / 8, 8 partials a row; d in [(g % 8)*512"),
+                                         "g / 8, 8 partials a row; d in [(g % 8)*96"),
             std::string::npos)
       << row_notes.at("mhc_mix");
+  ReductionSplitOptions no_rows;
+  no_rows.block_split_rows = false;
+  ScheduleNotes slice_notes;
+  split_reductions(thin, no_rows, &slice_notes);
+  EXPECT_NE(slice_notes.at("mhc_mix").find("split into G=8 contiguous partials over d "),
+            std::string::npos)
+      << slice_notes.at("mhc_mix");
   ReductionSplitOptions never;
   never.forced_partials = 0;
   EXPECT_TRUE(same_program(split_reductions(p, never), p));

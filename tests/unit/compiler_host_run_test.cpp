@@ -475,7 +475,7 @@ struct Variant {
   /// ReductionSplitOptions::block_wide_weight_bytes; -1 keeps its default (16 MB).
   int64_t wide_weight_bytes = -1;
   /// ReductionSplitOptions::block_split_rows (ADJOINT_TUNE_BLOCK_SPLIT_ROWS).
-  bool split_rows = false;
+  bool split_rows = true;
   /// ReductionScheduleOptions::fill_warps: a warp kernel's points per warp halve while its
   /// warps are fewer than the minimum (the default), or not (the widest group, before).
   bool warp_group_fill = true;
@@ -592,7 +592,7 @@ struct Variant {
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
            (block_few_tokens == 7 ? std::string() : "_ft" + std::to_string(block_few_tokens)) +
            (wide_weight_bytes < 0 ? std::string() : "_wb" + std::to_string(wide_weight_bytes)) +
-           (split_rows ? "_rows" : "") +
+           (split_rows ? "" : "_slices") +
            (split_warp_combine_stages == 256 ? std::string()
                                              : "_ws" + std::to_string(split_warp_combine_stages)) +
            (row_groups == 0 ? std::string() : "_rows" + std::to_string(row_groups + 1)) +
@@ -1506,7 +1506,8 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 /// combines (dim=1000: G = 32 ranges of 24 and a tail of 232), G past block_max_partials for one tile
 /// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
 /// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64);
-/// and each with the rows folded into the partials (ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1).
+/// n=6 at dim=200 folds its 6 rows into the partials (ADJOINT_TUNE_BLOCK_SPLIT_ROWS, G = 12),
+/// and every program runs with the knob off too.
 /// Exact f64 sums, so every variant equals the
 /// serial schedule bit for bit; mask 0 is the split of before.
 TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
@@ -1514,11 +1515,12 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   for (const char* spec : {"mhc_pre batch=1 seq=300 n=2 dim=256 dtype=f64",
                            "mhc_pre batch=1 seq=130 n=2 dim=4096 dtype=f64",
                            "mhc_pre batch=1 seq=8 n=2 dim=1000 dtype=f64",
+                           "mhc_pre batch=1 seq=40 n=6 dim=200 dtype=f64",
                            "mhc_pre batch=1 seq=1 n=2 dim=16384 dtype=f64"}) {
     programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
   }
   const char* expected[] = {"tiles of 64 tokens", "combined by a warp per point (1040 points",
-                            "the tail d in [768, 1000)", "split into G=512"};
+                            "the tail d in [768, 1000)", "over i and d", "split into G=512"};
   Variant few = Variant::block(-1);
   few.reduction = "serial";
   few.wide_weight_bytes = 0;
@@ -1545,10 +1547,10 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   for (const CompiledKernel& k : wide)
     found = found || k.source.find("chunks of 64 of the") != std::string::npos;
   EXPECT_TRUE(found);
-  Variant rows = few;  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=1: each partial one row's range
-  rows.split_rows = true;
+  Variant slices = few;  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=0: each partial a slice of every row
+  slices.split_rows = false;
   expect_host_runs_match(
-      programs, {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64, rows}, 1e-9);
+      programs, {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64, slices}, 1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
