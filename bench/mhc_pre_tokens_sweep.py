@@ -18,21 +18,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import harness  # noqa: E402
 from harness import adjoint, torch  # noqa: E402
+from mhc_timing import event_times  # noqa: E402
 
 
 def event_ms(fn, runs):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    fn()
+    fn()
+    return statistics.median(event_times(fn, runs))  # one more warm-up, then CUDA events
 
 
 def main():
