@@ -261,9 +261,9 @@ std::optional<ir::Kernel> split_block_reduction(const ir::Kernel& kernel,
   }
   const int64_t extent = *constant(r.axes[axis].extent);
   // Rows (block_split_rows): the axis just outside the split axis (mhc's i outside d), of
-  // constant start 0 and extent, that no other axis names, folds into g, so that each partial
-  // reads one row's contiguous range (1 KB of phi at B*S = 1, n = 8, D = 16384 and G = 512)
-  // instead of every row's (128 bytes of each).
+  // constant start 0 and extent, that no other axis names, may fold into g (below), so that
+  // each partial reads one row's contiguous range instead of a slice of every row, and a short
+  // split axis (D = 1000) no longer caps G.
   int64_t rows = 1;
   if (options.block_split_rows && axis > 0) {
     const ir::Axis& outer = r.axes[axis - 1];

@@ -11,7 +11,9 @@
 // Kernels with a block reduction schedule (block_reductions.h) split into contiguous ranges
 // instead: partial g reduces iterations [g E/G, (g + 1) E/G) of the split axis, g is the
 // partials kernel's outermost axis, and that kernel keeps the block schedule (g as a block
-// axis), so that each block stages consecutive elements. The combine is the same, except that
+// axis), so that each block stages consecutive elements; where that leaves too few blocks, the
+// reduced axis outside the split axis folds into g as well (block_split_rows: partial g then
+// covers one row's range). The combine is the same, except that
 // with few points (fewer than block_warp_combine_points) a warp combines each point: lanes
 // stride over g and meet in the fixed shuffle butterfly (reduction_schedule.h). Other splits'
 // combines do the same below warp_combine_points.
