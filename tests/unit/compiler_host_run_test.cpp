@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -1411,6 +1412,17 @@ TEST(HostRun, WarpCombinesOfSeveralStages) {
   expect_host_runs_match(programs, {derived, thread}, 2e-2);
 }
 
+/// Whether some kernel's source contains every one of `parts` (probes of a schedule's choice).
+bool some_source_contains(const std::vector<CompiledKernel>& kernels,
+                          std::initializer_list<const char*> parts) {
+  for (const CompiledKernel& k : kernels) {
+    bool all = true;
+    for (const char* part : parts) all = all && k.source.find(part) != std::string::npos;
+    if (all) return true;
+  }
+  return false;
+}
+
 /// The block schedule (block_reductions.h) sums each point in the serial order, so mhc_pre's
 /// outputs are bitwise those of the serial schedule; its h_mix kernel must take it (tails of
 /// token tiles, one output group and several, Mt = 1 and 4).
@@ -1422,12 +1434,9 @@ TEST(HostRun, BlockReductionsOfMhcPreMatchTheSerialScheduleBitForBit) {
                            "mhc_pre batch=1 seq=256 n=2 dim=132 dtype=bf16"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
     Variant block = Variant::block(0);
-    std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), block, "probe");
-    bool found = false;
-    for (const CompiledKernel& k : kernels)
-      found = found || (k.source.find("Block reduction") != std::string::npos &&
-                        k.source.find("h_mix") != std::string::npos);
-    EXPECT_TRUE(found) << spec;
+    EXPECT_TRUE(some_source_contains(compile_kernels(programs.back(), block, "probe"),
+                                     {"Block reduction", "h_mix"}))
+        << spec;
   }
   Variant serial = Variant::schedule(0, "serial", 0);
   std::vector<Variant> variants{serial};
@@ -1484,19 +1493,11 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
   Variant four_outputs = Variant::block(4);  // Mk 4 in the partials kernel too
   four_outputs.reduction = "serial";
   four_outputs.output_points = 4;
-  std::vector<CompiledKernel> mk4 = compile_kernels(programs.back(), four_outputs, "probe");
-  bool mk4_partials = false;
-  for (const CompiledKernel& k : mk4)
-    mk4_partials = mk4_partials || (k.source.find("h_mix_partials") != std::string::npos &&
-                                    k.source.find("double acc[1][4];") != std::string::npos);
-  EXPECT_TRUE(mk4_partials);
+  EXPECT_TRUE(some_source_contains(compile_kernels(programs.back(), four_outputs, "probe"),
+                                   {"h_mix_partials", "double acc[1][4];"}));
   variants.push_back(four_outputs);
-  std::vector<CompiledKernel> kernels = compile_kernels(programs.back(), scalar_reads, "probe");
-  bool partials_block = false;
-  for (const CompiledKernel& k : kernels)
-    partials_block = partials_block || (k.source.find("Block reduction") != std::string::npos &&
-                                        k.source.find("h_mix_partials") != std::string::npos);
-  EXPECT_TRUE(partials_block);
+  EXPECT_TRUE(some_source_contains(compile_kernels(programs.back(), scalar_reads, "probe"),
+                                   {"Block reduction", "h_mix_partials"}));
   expect_host_runs_match(programs, variants, 1e-9);
 }
 
@@ -1507,8 +1508,7 @@ TEST(HostRun, SplitBlockReductionsMatchTheSerialScheduleBitForBit) {
 /// (seq=1, dim=16384: G = 512 of 32 iterations, its 1 MB of weights let through by a bound of
 /// 0 bytes; the default 16 MB keeps G = 256; mask 15 stages those partials in chunks of 64);
 /// n=6 at dim=200 folds its 6 rows into the partials (ADJOINT_TUNE_BLOCK_SPLIT_ROWS, G = 12),
-/// and every program runs with the knob off too.
-/// Exact f64 sums, so every variant equals the
+/// and every program runs with the knob off too. Exact f64 sums, so every variant equals the
 /// serial schedule bit for bit; mask 0 is the split of before.
 TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   std::vector<ir::Program> programs;
@@ -1542,11 +1542,8 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   bounded.reduction = "serial";
   Variant chunk64 = few;  // mask bit 8: the wide G's partials in chunks of 64
   chunk64.block_few_tokens = 15;
-  std::vector<CompiledKernel> wide = compile_kernels(programs.back(), chunk64, "probe");
-  bool found = false;
-  for (const CompiledKernel& k : wide)
-    found = found || k.source.find("chunks of 64 of the") != std::string::npos;
-  EXPECT_TRUE(found);
+  EXPECT_TRUE(some_source_contains(compile_kernels(programs.back(), chunk64, "probe"),
+                                   {"chunks of 64 of the"}));
   Variant slices = few;  // ADJOINT_TUNE_BLOCK_SPLIT_ROWS=0: each partial a slice of every row
   slices.split_rows = false;
   expect_host_runs_match(
