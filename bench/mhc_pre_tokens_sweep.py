@@ -1,7 +1,9 @@
 """Kernel time of mhc_pre (the forward) over token counts, for comparing the compiler's
-schedule choices at few tokens (run it once per ADJOINT_TUNE_* setting, each in its own process:
-knobs are read once per process). Prints one JSON line per shape: "ms", the median over --runs of one launch between two CUDA
-events, and "batch_ms", the time of 20 launches back to back over 20 (the launch overhead of
+schedule choices at few tokens (run it once per ADJOINT_TUNE_* setting, each in its own
+process: knobs are read once per process). tests/gpu/mhc_pre_forward_check.py --shapes times
+the same forward with parity against f64; this one takes --op (any mHC op of B, S, n, D) and
+also times single launches. Prints one JSON line per shape: "ms", the median over --runs of one
+launch between two CUDA events, and "batch_ms", the time of 20 launches back to back over 20 (the launch overhead of
 the host hidden where the GPU is the slower), and "bitwise" (two launches equal).
 Not collected by pytest.
 
