@@ -113,7 +113,9 @@ float half_bits_to_float(uint16_t h) {
 
 uint16_t float_to_bfloat16_bits(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // nan
+  // Every NaN becomes the one quiet NaN 0x7fff (what cvt.rn.bf16.f32 gives; sign and payload
+  // are not kept), as every f16 NaN becomes a quiet NaN of its sign.
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
   uint32_t rounding = 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + rounding) >> 16);
 }

@@ -286,10 +286,9 @@ std::vector<std::string> nvrtc_options_from_environment() {
   // (templates/adjoint_types.cuh, ADJOINT_BF16_CVT): 1, the default, adds nothing.
   if (const char* cvt = std::getenv("ADJOINT_TUNE_BF16_CVT"); cvt && *cvt) {
     const std::string value = cvt;
-    if (value != "0" && value != "1" && value != "2") {
-      throw Error("ADJOINT_TUNE_BF16_CVT: expected 1 (the hardware's cvt.rn.bf16.f32, a NaN "
-                  "keeping the integer code's bits; the default), 0 (the integer rounding, the "
-                  "kernels of before) or 2 (experiment: the hardware's NaN), got '" + value + "'",
+    if (value != "0" && value != "1") {
+      throw Error("ADJOINT_TUNE_BF16_CVT: expected 1 (the hardware's cvt.rn.bf16.f32, the "
+                  "default) or 0 (the integer rounding; the same bits), got '" + value + "'",
                   ErrorCode::kInvalidArgument);
     }
     if (value != "1") options.push_back("-DADJOINT_BF16_CVT=" + value);

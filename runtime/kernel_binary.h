@@ -72,10 +72,10 @@ struct BinaryRequest {
 };
 
 /// The extra NVRTC options ADJOINT_TUNE_NVRTC_OPTIONS asks for, split at spaces (unset or
-/// empty: none), e.g. "-Ofc=mid", then -DADJOINT_BF16_CVT=0 or =2 when ADJOINT_TUNE_BF16_CVT
-/// says 0 or 2 (unset, empty or 1: nothing, the template's default). Read on every call; throws
+/// empty: none), e.g. "-Ofc=mid", then -DADJOINT_BF16_CVT=0 when ADJOINT_TUNE_BF16_CVT says 0
+/// (unset, empty or 1: nothing, the template's default). Read on every call; throws
 /// adjoint::Error (kInvalidArgument) naming the variable when a word does not start with '-' or
-/// ADJOINT_TUNE_BF16_CVT is not 0, 1 or 2.
+/// ADJOINT_TUNE_BF16_CVT is not 0 or 1.
 std::vector<std::string> nvrtc_options_from_environment();
 
 /// The compile thread count ADJOINT_COMPILE_THREADS asks for: unset, empty or 0 means the

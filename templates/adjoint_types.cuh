@@ -61,9 +61,10 @@ ADJOINT_HOST_DEVICE Int floor_mod(Int a, Int b) {
 
 // --- bfloat16 rounding: exact integer arithmetic --------------------------------------------
 
-/// The bits of x rounded to the nearest bfloat16, ties to even; NaN stays a (quiet) NaN.
+/// The bits of x rounded to the nearest bfloat16, ties to even; every NaN becomes the quiet NaN
+/// 0x7fff, as cvt.rn.bf16.f32 gives it (its sign and payload are not kept).
 ADJOINT_HOST_DEVICE unsigned short bfloat16_bits_from_float_bits(unsigned int u) {
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((u >> 16) | 0x0040u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<unsigned short>(u >> 16);
 }
@@ -165,14 +166,11 @@ ADJOINT_DEVICE half from_float<half>(float f) {
 /// ADJOINT_BF16_CVT picks how a GPU of sm_80 or later rounds float to bfloat16 (NVRTC
 /// -DADJOINT_BF16_CVT=..., which ADJOINT_TUNE_BF16_CVT sets; docs/runtime.md):
 /// 1 (default): the hardware's round-to-nearest-even, `cvt.rn.bf16.f32` (F2FP; ptxas pairs two
-///   values an instruction, against the integer code's five operations a value), with a NaN
-///   given the integer code's bits (its sign and payload, made quiet: a compare and a select).
-///   Same bits as the integer code for every float: finite values (subnormals included, no
-///   flush) and infinities round alike, overflow goes to infinity in both
+///   values an instruction, against the integer code's five operations a value). Same bits as
+///   the integer code for every float: finite values (subnormals included, no flush) and
+///   infinities round alike, overflow goes to infinity, and every NaN gives 0x7fff in both
 ///   (tests/gpu/bf16_rounding_check.cu compares all 2^32 inputs on the GPU).
-/// 0: the integer code (bfloat16_bits_from_float_bits), the kernels of before.
-/// 2 (experiment): the hardware's NaN (0x7fff) instead of the integer code's: not the
-///   interpreter's bits for a NaN.
+/// 0: the integer code (bfloat16_bits_from_float_bits).
 /// Host emulation and GPUs before sm_80 always take the integer code.
 #ifndef ADJOINT_BF16_CVT
 #define ADJOINT_BF16_CVT 1
@@ -182,9 +180,6 @@ ADJOINT_DEVICE bfloat16 from_float<bfloat16>(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && ADJOINT_BF16_CVT != 0
   unsigned short bits;
   asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(f));
-#if ADJOINT_BF16_CVT != 2
-  if (f != f) bits = static_cast<unsigned short>((__float_as_uint(f) >> 16) | 0x0040u);
-#endif
   return bfloat16{bits};
 #else
   return bfloat16{bfloat16_bits_from_float_bits(__float_as_uint(f))};

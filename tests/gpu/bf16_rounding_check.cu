@@ -1,14 +1,14 @@
 // Exhaustive GPU check of templates/adjoint_types.cuh's float -> bfloat16 rounding: every one of
 // the 2^32 float bit patterns through from_float<bfloat16> as the generated kernels compile it
-// on sm_80 and later (ADJOINT_BF16_CVT, default 1: the hardware's cvt.rn.bf16.f32 with the
-// integer code's NaN bits) against the integer code (bfloat16_bits_from_float_bits, what the
-// interpreter and host emulation compute). Counts mismatches per class of input (NaN, infinity,
+// on sm_80 and later (ADJOINT_BF16_CVT, default 1: the hardware's cvt.rn.bf16.f32) against the
+// integer code (bfloat16_bits_from_float_bits, what the interpreter and host emulation compute;
+// every NaN 0x7fff). Counts mismatches per class of input (NaN, infinity,
 // zero, subnormal, normal) and prints the first few. Exit status 0 when all 2^32 agree.
 //
 //   nvcc -std=c++17 -O2 --fmad=false -arch=sm_90 -Itemplates tests/gpu/bf16_rounding_check.cu \
-//        -o bf16_rounding_check        # add -DADJOINT_BF16_CVT=0 or =2 for the other forms
+//        -o bf16_rounding_check        # add -DADJOINT_BF16_CVT=0 for the integer code itself
 //
-// Not collected by pytest (it needs nvcc to build; the device has none).
+// Not collected by pytest: build it here with nvcc and carry the binary.
 #include <cstdio>
 
 #include "adjoint_types.cuh"

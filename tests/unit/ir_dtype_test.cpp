@@ -78,6 +78,13 @@ TEST(IrDType, BFloat16RoundsToNearestEven) {
   EXPECT_EQ(float_to_bfloat16_bits(std::bit_cast<float>(0x7f7f7fffu)), 0x7f7f);
   EXPECT_EQ(float_to_bfloat16_bits(std::bit_cast<float>(0x7f7f8000u)), 0x7f80);  // tie: inf
   EXPECT_EQ(float_to_bfloat16_bits(std::numeric_limits<float>::max()), 0x7f80);
+  // Every NaN, quiet or signalling, of either sign and any payload, is the quiet NaN 0x7fff
+  // (what the GPU's cvt.rn.bf16.f32 gives); round_to keeps it a NaN.
+  for (uint32_t nan : {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu,
+                       0xffffffffu, 0x7fbfffffu}) {
+    EXPECT_EQ(float_to_bfloat16_bits(std::bit_cast<float>(nan)), 0x7fff) << std::hex << nan;
+  }
+  EXPECT_TRUE(std::isnan(round_to(DType::kBF16, std::numeric_limits<double>::quiet_NaN())));
   EXPECT_EQ(float_to_bfloat16_bits(-kInf), 0xff80);
   // NaN stays NaN (a signaling NaN's payload would otherwise round to infinity).
   uint16_t nan = float_to_bfloat16_bits(std::bit_cast<float>(0x7f800001u));
