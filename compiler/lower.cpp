@@ -217,6 +217,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "records, got " + std::to_string(options.binned_subbucket_records),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.scan_gather_work_max < 0 || options.scan_gather_length_max < 0) {
+    throw Error("LowerOptions.scan_gather_work_max / scan_gather_length_max: expected 0 (never) "
+                "or a number of records, got " + std::to_string(options.scan_gather_work_max) +
+                    " / " + std::to_string(options.scan_gather_length_max),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.binned_gather_chunk < -1) {
     throw Error("LowerOptions.binned_gather_chunk: expected -1 (derived), 0 (never) or a number "
                 "of slots, "
@@ -251,7 +257,13 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     passes.run("unfuse_fma_sums", source, [&](const ir::Program&) { return input; });
   ir::Program p = input;
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
-  p = passes.run("lower_scatter_to_gather", p, lower_scatter_to_gather);
+  ScanGatherOptions scan_options;
+  if (options.determinism == Determinism::kDefault) {
+    scan_options.work_max = options.scan_gather_work_max;
+    scan_options.length_max = options.scan_gather_length_max;
+  }
+  p = passes.run("lower_scatter_to_gather", p,
+                 [&](const ir::Program& x) { return lower_scatter_to_gather(x, scan_options); });
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)

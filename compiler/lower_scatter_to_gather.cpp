@@ -17,7 +17,8 @@ namespace {
 
 using ir::Expr;
 
-enum class IndexKind { kIdentity, kConstant, kMapped };
+/// kScanned: any other index, tested per record (ScanGatherOptions).
+enum class IndexKind { kIdentity, kConstant, kMapped, kScanned };
 
 /// How one target index is produced from the scatter's domain.
 struct TargetIndex {
@@ -82,12 +83,24 @@ std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarN
   return image;
 }
 
-/// Classifies every target index, or nullopt when the scatter cannot be inverted.
+/// Classifies every target index, or nullopt when the scatter cannot be inverted. With `scan`,
+/// an index that has no other form is kScanned, kept only while the scan stays within bounds.
 std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
-                                                       const std::vector<int64_t>& extents) {
+                                                       const std::vector<int64_t>& extents,
+                                                       const ScanGatherOptions& scan) {
   const std::vector<int64_t>& shape = stage.target->shape;
+  const bool may_scan = scan.work_max > 0 && scan.length_max > 0;
   std::vector<bool> used(stage.domain.size(), false);
   std::vector<TargetIndex> plan;
+  bool scanned = false;
+  auto scan_instead = [&](TargetIndex t) {
+    if (!may_scan) return false;
+    t.kind = IndexKind::kScanned;
+    t.domain_axis = -1;
+    plan.push_back(t);
+    scanned = true;
+    return true;
+  };
   for (size_t k = 0; k < stage.indices.size(); ++k) {
     const Expr& index = stage.indices[k];
     TargetIndex t;
@@ -100,20 +113,38 @@ std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
     }
     const ir::VarNode* var = single_variable(index);
     int j = var ? domain_position(stage, var) : -1;
-    if (j < 0 || used[j]) return std::nullopt;
-    used[j] = true;
-    t.domain_axis = j;
+    if (j < 0 || used[j]) {
+      if (scan_instead(t)) continue;
+      return std::nullopt;
+    }
     if (index.as<ir::VarNode>()) {
       if (extents[j] > shape[k]) return std::nullopt;
       t.kind = IndexKind::kIdentity;
     } else {
       auto image = monotone_image(index, var, extents[j], shape[k]);
-      if (!image) return std::nullopt;
+      std::optional<PreimageWindow> window;
+      if (image) window = fit_preimage_window(preimage_starts(*image, shape[k]), extents[j]);
+      if (!window || window->slack() > kMaxGatherWindowSlack) {
+        if (scan_instead(t)) continue;
+        return std::nullopt;
+      }
       t.kind = IndexKind::kMapped;
-      t.window = fit_preimage_window(preimage_starts(*image, shape[k]), extents[j]);
-      if (t.window.slack() > kMaxGatherWindowSlack) return std::nullopt;
+      t.window = *window;
     }
+    used[j] = true;
+    t.domain_axis = j;
     plan.push_back(t);
+  }
+  if (scanned) {
+    // Records per element: every domain variable that no identity or mapped index takes (a
+    // mapped index keeps its window). Work: that times the target's elements.
+    int64_t length = 1, elements = 1;
+    for (size_t j = 0; j < extents.size(); ++j) {
+      if (!used[j]) length *= extents[j];
+      if (length > scan.length_max) return std::nullopt;
+    }
+    for (int64_t e : shape) elements *= e;
+    if (elements > scan.work_max / length) return std::nullopt;
   }
   return plan;
 }
@@ -146,7 +177,8 @@ ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>&
     if (t.kind == IndexKind::kIdentity && extents[t.domain_axis] < target->shape[k]) {
       conjoin(guard, tk < Expr(extents[t.domain_axis]));
     }
-    if (t.kind == IndexKind::kMapped && !t.window.exact) conjoin(mask, scatter.indices[k] == tk);
+    if ((t.kind == IndexKind::kMapped && !t.window.exact) || t.kind == IndexKind::kScanned)
+      conjoin(mask, scatter.indices[k] == tk);
   }
   if (scatter.condition.defined()) conjoin(mask, scatter.condition);
 
@@ -168,7 +200,7 @@ ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>&
   return ir::compute(target, ir::over(target, target_vars), value);
 }
 
-std::optional<ir::Stage> invert(const ir::Stage& stage) {
+std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions& scan) {
   std::vector<int64_t> extents;
   for (const ir::Axis& axis : stage.domain) {
     auto* c = axis.extent.as<ir::IntConstNode>();
@@ -176,14 +208,14 @@ std::optional<ir::Stage> invert(const ir::Stage& stage) {
     extents.push_back(c->value);
   }
   if (stage.indices.size() != static_cast<size_t>(stage.target->rank())) return std::nullopt;
-  auto plan = plan_inversion(stage, extents);
+  auto plan = plan_inversion(stage, extents, scan);
   if (!plan) return std::nullopt;
   return build_gather(stage, *plan, extents);
 }
 
 }  // namespace
 
-ir::Program lower_scatter_to_gather(const ir::Program& program) {
+ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGatherOptions& scan) {
   std::map<const ir::TensorNode*, int> writers;
   for (const ir::Kernel& kernel : program.kernels) {
     for (const ir::Stage& stage : kernel.stages) ++writers[stage.target.get()];
@@ -198,7 +230,7 @@ ir::Program lower_scatter_to_gather(const ir::Program& program) {
     for (const ir::Stage& stage : kernel.stages) {
       std::optional<ir::Stage> gather;
       if (stage.kind == ir::StageKind::kScatterAdd && writers[stage.target.get()] == 1)
-        gather = invert(stage);
+        gather = invert(stage, scan);
       if (gather) {
         gathers.push_back(*gather);
       } else {
@@ -218,6 +250,10 @@ ir::Program lower_scatter_to_gather(const ir::Program& program) {
     }
   }
   return changed ? out : program;
+}
+
+ir::Program lower_scatter_to_gather(const ir::Program& program) {
+  return lower_scatter_to_gather(program, ScanGatherOptions{});
 }
 
 }  // namespace adjoint::compiler

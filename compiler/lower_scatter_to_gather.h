@@ -28,7 +28,22 @@ namespace adjoint::compiler {
 /// judged worse than atomics.
 inline constexpr int64_t kMaxGatherWindowSlack = 4;
 
-/// Returns `program` with every invertible scatter_add rewritten as a gather.
+/// Small data-dependent scatters gathered by scanning (docs/compiler.md, "Scanned gather"):
+/// a target index that is none of the forms above (grid_sampler's cells, which load the grid)
+/// becomes the membership test `index == t` over the whole extent of every domain variable no
+/// other index takes, so each target element scans the records of its identity axes' slice
+/// (grid_sampler: its batch's points and taps) in domain order: one kernel, no temporaries, no
+/// atomics, the interpreter's order of every sum. Only where that scan is short: at most
+/// `length_max` records per element and `work_max` records x target elements in all (0: never).
+struct ScanGatherOptions {
+  int64_t work_max = 0;
+  int64_t length_max = 0;
+};
+
+/// Returns `program` with every invertible scatter_add rewritten as a gather (and, within
+/// `scan`'s bounds, every other scatter_add that is its target's only writer).
+ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGatherOptions& scan);
+/// The same without scanned gathers.
 ir::Program lower_scatter_to_gather(const ir::Program& program);
 
 }  // namespace adjoint::compiler

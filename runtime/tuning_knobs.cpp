@@ -184,6 +184,13 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
   knobs.binned_channels_last_min = integer_knob(
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
+  knobs.scan_gather_work_max = integer_knob(
+      "ADJOINT_TUNE_SCAN_GATHER", 1 << 22, [](int v) { return v >= 0; },
+      "0 (never) or the most target elements x records per element for which a data-dependent "
+      "scatter becomes one gather kernel that scans its records");
+  knobs.scan_gather_length_max = integer_knob(
+      "ADJOINT_TUNE_SCAN_GATHER_LENGTH", 4096, [](int v) { return v >= 0; },
+      "0 (never) or the most records per element that a scanned gather reads");
   knobs.binned_gather_chunk = integer_knob(
       "ADJOINT_TUNE_BINNED_GATHER_CHUNK", -1, [](int v) { return v >= -1 && v <= (1 << 20); },
       "-1 (derived from the records per cell: 64, or fewer where buckets are crowded), 0 (one "
@@ -454,6 +461,8 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.split_warp_combine_stages = knobs.split_warp_combine_stages;
   options.binned_channels_last_min = knobs.binned_channels_last_min;
   options.binned_gather_chunk = knobs.binned_gather_chunk;
+  options.scan_gather_work_max = knobs.scan_gather_work_max;
+  options.scan_gather_length_max = knobs.scan_gather_length_max;
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;
   options.binned_taps_walks_wide_max = knobs.binned_taps_walks_wide_max;
   options.binned_scan_digits = knobs.binned_scan_digits;
