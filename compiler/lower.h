@@ -171,10 +171,9 @@ struct LowerOptions {
   /// scatters whose target elements x records per element are at most scan_gather_work_max, with
   /// at most scan_gather_length_max records per element, become one gather kernel that scans
   /// the records (docs/compiler.md "Scanned gather"); 0 never (ADJOINT_TUNE_SCAN_GATHER,
-  /// ADJOINT_TUNE_SCAN_GATHER_LENGTH). Off here (the compiler's tests see the binned gather at
-  /// small sizes); the runtime's knobs default to 2^22 and 4096.
-  int64_t scan_gather_work_max = 0;
-  int64_t scan_gather_length_max = 0;
+  /// ADJOINT_TUNE_SCAN_GATHER_LENGTH).
+  int64_t scan_gather_work_max = int64_t{1} << 24;
+  int64_t scan_gather_length_max = 128;
   /// BinnedGatherOptions::taps_walks_max: the most taps x broadcast elements (grid_sampler's
   /// taps x channels) for which a binned gather bins one record per point and walks a bucket
   /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).

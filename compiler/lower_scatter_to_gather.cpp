@@ -144,7 +144,7 @@ std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
       if (length > scan.length_max) return std::nullopt;
     }
     for (int64_t e : shape) elements *= e;
-    if (elements > scan.work_max / length) return std::nullopt;
+    if (length > 0 && elements > scan.work_max / length) return std::nullopt;  // none: zeros
   }
   return plan;
 }

@@ -185,11 +185,11 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   knobs.scan_gather_work_max = integer_knob(
-      "ADJOINT_TUNE_SCAN_GATHER", 1 << 22, [](int v) { return v >= 0; },
+      "ADJOINT_TUNE_SCAN_GATHER", 1 << 24, [](int v) { return v >= 0; },
       "0 (never) or the most target elements x records per element for which a data-dependent "
       "scatter becomes one gather kernel that scans its records");
   knobs.scan_gather_length_max = integer_knob(
-      "ADJOINT_TUNE_SCAN_GATHER_LENGTH", 4096, [](int v) { return v >= 0; },
+      "ADJOINT_TUNE_SCAN_GATHER_LENGTH", 128, [](int v) { return v >= 0; },
       "0 (never) or the most records per element that a scanned gather reads");
   knobs.binned_gather_chunk = integer_knob(
       "ADJOINT_TUNE_BINNED_GATHER_CHUNK", -1, [](int v) { return v >= -1 && v <= (1 << 20); },
