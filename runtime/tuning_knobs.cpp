@@ -185,9 +185,10 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   knobs.scan_gather_work_max = integer_knob(
-      "ADJOINT_TUNE_SCAN_GATHER", 1 << 24, [](int v) { return v >= 0; },
-      "0 (never) or the most target elements x records per element for which a data-dependent "
-      "scatter becomes one gather kernel that scans its records");
+      "ADJOINT_TUNE_SCAN_GATHER", 0, [](int v) { return v >= 0; },
+      "0 (never, the default) or the most target elements x records per element for which a "
+      "data-dependent scatter becomes one gather kernel that scans its records (16777216 "
+      "measured)");
   knobs.scan_gather_length_max = integer_knob(
       "ADJOINT_TUNE_SCAN_GATHER_LENGTH", 128, [](int v) { return v >= 0; },
       "0 (never) or the most records per element that a scanned gather reads");
