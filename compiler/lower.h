@@ -2,7 +2,7 @@
 // translation units the runtime can compile and launch:
 //
 //   [unfuse_fma_sums, only with LowerOptions::fused_multiply_add off]
-//          -> verify -> simplify -> lower_scatter_to_gather -> simplify
+//          -> verify -> simplify -> lower_scatter_to_gather (scanned gathers within ScanGatherOptions) -> simplify
 //          -> lower_scatter_to_binned_gather (Determinism::kDefault only) -> lower_scatter_to_atomics
 //          -> lay_out_gathered_reductions_for_lanes -> copy_gathered_rows_innermost
 //          -> split_reductions -> derive_grid -> narrow_index_math
