@@ -217,6 +217,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                 "records, got " + std::to_string(options.binned_subbucket_records),
                 ErrorCode::kInvalidArgument);
   }
+  if (options.scan_gather_unroll_budget < 0 || options.scan_gather_unroll_budget > (int64_t{1} << 20)) {
+    throw Error("LowerOptions.scan_gather_unroll_budget: expected 0 (none) or a number of IR "
+                "nodes in [1, 1048576], got " + std::to_string(options.scan_gather_unroll_budget),
+                ErrorCode::kInvalidArgument);
+  }
   if (options.scan_gather_work_max < 0 || options.scan_gather_length_max < 0) {
     throw Error("LowerOptions.scan_gather_work_max / scan_gather_length_max: expected 0 (never) "
                 "or a number of records, got " + std::to_string(options.scan_gather_work_max) +
@@ -258,6 +263,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ir::Program p = input;
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ScanGatherOptions scan_options;
+  std::set<std::string> scanned_kernels;  // kept out of row groups below
+  scan_options.scanned_kernels = &scanned_kernels;
   if (options.determinism == Determinism::kDefault) {
     scan_options.work_max = options.scan_gather_work_max;
     scan_options.length_max = options.scan_gather_length_max;
@@ -318,6 +325,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   });
   for (const auto& [kernel, tensor] : claims) row_options.excluded_kernels.insert(kernel);
   for (const auto& [kernel, tensor] : stores) row_options.excluded_kernels.insert(kernel);
+  row_options.excluded_kernels.insert(scanned_kernels.begin(), scanned_kernels.end());
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
   });
@@ -400,6 +408,9 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
+    if (scanned_kernels.count(kernel.name) &&
+        (options.unroll_budget == 0 || options.unroll_budget > options.scan_gather_unroll_budget))
+      emit_options.unroll.budget = options.scan_gather_unroll_budget;  // 0: NVVM's unrolling
     emit_options.stage_loops = options.stage_loops;
     emit_options.row_stage_unroll_loads = options.row_stage_unroll_loads;
     emit_options.outer_size = options.outer_size;

@@ -171,10 +171,13 @@ struct LowerOptions {
   /// scatters whose target elements x records per element are at most scan_gather_work_max, with
   /// at most scan_gather_length_max records per element, become one gather kernel that scans
   /// the records (docs/compiler.md "Scanned gather"); 0 never (ADJOINT_TUNE_SCAN_GATHER,
-  /// ADJOINT_TUNE_SCAN_GATHER_LENGTH). Off by default: on the H100 it won at the smallest
-  /// sizes but its fully unrolled scans compile slower (docs/compiler.md "Scanned gather").
-  int64_t scan_gather_work_max = 0;
+  /// ADJOINT_TUNE_SCAN_GATHER_LENGTH).
+  int64_t scan_gather_work_max = int64_t{1} << 24;
   int64_t scan_gather_length_max = 128;
+  /// The unroll budget (unroll_policy.h) of the scanned gathers' kernels, IR nodes: NVVM's
+  /// complete unrolling of their scans gave 72 KB cubins for 80 records
+  /// (ADJOINT_TUNE_SCAN_GATHER_UNROLL; 0: no budget of their own).
+  int64_t scan_gather_unroll_budget = 512;
   /// BinnedGatherOptions::taps_walks_max: the most taps x broadcast elements (grid_sampler's
   /// taps x channels) for which a binned gather bins one record per point and walks a bucket
   /// per tap (binned_taps.h); 0 keeps every tap a record (ADJOINT_TUNE_BINNED_TAPS).

@@ -200,7 +200,8 @@ ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>&
   return ir::compute(target, ir::over(target, target_vars), value);
 }
 
-std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions& scan) {
+std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions& scan,
+                                bool* scanned = nullptr) {
   std::vector<int64_t> extents;
   for (const ir::Axis& axis : stage.domain) {
     auto* c = axis.extent.as<ir::IntConstNode>();
@@ -210,6 +211,9 @@ std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions&
   if (stage.indices.size() != static_cast<size_t>(stage.target->rank())) return std::nullopt;
   auto plan = plan_inversion(stage, extents, scan);
   if (!plan) return std::nullopt;
+  if (scanned) {
+    for (const TargetIndex& t : *plan) *scanned = *scanned || t.kind == IndexKind::kScanned;
+  }
   return build_gather(stage, *plan, extents);
 }
 
@@ -227,12 +231,15 @@ ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGather
     ir::Kernel kept = kernel;
     kept.stages.clear();
     std::vector<ir::Stage> gathers;
+    std::vector<bool> scanned;
     for (const ir::Stage& stage : kernel.stages) {
       std::optional<ir::Stage> gather;
+      bool by_scan = false;
       if (stage.kind == ir::StageKind::kScatterAdd && writers[stage.target.get()] == 1)
-        gather = invert(stage, scan);
+        gather = invert(stage, scan, &by_scan);
       if (gather) {
         gathers.push_back(*gather);
+        scanned.push_back(by_scan);
       } else {
         kept.stages.push_back(stage);
       }
@@ -244,9 +251,11 @@ ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGather
     changed = true;
     if (!kept.stages.empty()) out.kernels.push_back(kept);
     const bool keeps_name = kept.stages.empty() && gathers.size() == 1;
-    for (const ir::Stage& gather : gathers) {
+    for (size_t g = 0; g < gathers.size(); ++g) {
+      const ir::Stage& gather = gathers[g];
       out.kernels.push_back(ir::Kernel{
           keeps_name ? kernel.name : kernel.name + "_" + gather.target->name, {gather}, {}});
+      if (scanned[g] && scan.scanned_kernels) scan.scanned_kernels->insert(out.kernels.back().name);
     }
   }
   return changed ? out : program;

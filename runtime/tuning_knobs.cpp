@@ -185,13 +185,16 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BINNED_CHANNELS_LAST", 2, [](int v) { return v >= 0; },
       "0 (never) or the fewest broadcast elements for a broadcast-innermost binned gather");
   knobs.scan_gather_work_max = integer_knob(
-      "ADJOINT_TUNE_SCAN_GATHER", 0, [](int v) { return v >= 0; },
-      "0 (never, the default) or the most target elements x records per element for which a "
-      "data-dependent scatter becomes one gather kernel that scans its records (16777216 "
-      "measured)");
+      "ADJOINT_TUNE_SCAN_GATHER", 1 << 24, [](int v) { return v >= 0; },
+      "0 (never) or the most target elements x records per element for which a data-dependent "
+      "scatter becomes one gather kernel that scans its records (default 16777216)");
   knobs.scan_gather_length_max = integer_knob(
       "ADJOINT_TUNE_SCAN_GATHER_LENGTH", 128, [](int v) { return v >= 0; },
       "0 (never) or the most records per element that a scanned gather reads");
+  knobs.scan_gather_unroll_budget = integer_knob(
+      "ADJOINT_TUNE_SCAN_GATHER_UNROLL", 512, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "0 (no budget of their own) or the unroll budget, in IR nodes up to 1048576, of the "
+      "scanned gathers' kernels");
   knobs.binned_gather_chunk = integer_knob(
       "ADJOINT_TUNE_BINNED_GATHER_CHUNK", -1, [](int v) { return v >= -1 && v <= (1 << 20); },
       "-1 (derived from the records per cell: 64, or fewer where buckets are crowded), 0 (one "
@@ -464,6 +467,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_gather_chunk = knobs.binned_gather_chunk;
   options.scan_gather_work_max = knobs.scan_gather_work_max;
   options.scan_gather_length_max = knobs.scan_gather_length_max;
+  options.scan_gather_unroll_budget = knobs.scan_gather_unroll_budget;
   options.binned_taps_walks_max = knobs.binned_taps_walks_max;
   options.binned_taps_walks_wide_max = knobs.binned_taps_walks_wide_max;
   options.binned_scan_digits = knobs.binned_scan_digits;

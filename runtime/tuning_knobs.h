@@ -90,8 +90,9 @@ struct TuningKnobs {
   int split_warp_combine_stages = 256;
   int binned_channels_last_min = 2;
   int binned_gather_chunk = -1;
-  int scan_gather_work_max = 0;
+  int scan_gather_work_max = 1 << 24;
   int scan_gather_length_max = 128;
+  int scan_gather_unroll_budget = 512;
   int binned_taps_walks_max = 16;
   int binned_taps_walks_wide_max = 64;
   bool binned_scan_digits = true;
