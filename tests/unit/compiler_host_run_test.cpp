@@ -2129,13 +2129,9 @@ ir::HostBuffers rounding_inputs(const ir::Program& p, unsigned seed) {
   return in;
 }
 
-/// Data-dependent scatters of every grid_sampler mode, 2-d and 3-d, as binned gathers. The
-/// first run is the atomics lowering, which on the host adds in thread order, that is in
-/// record order for every destination: within rounding of the interpreter (it sums in f64).
-/// The binned gathers at three block sizes must equal it bit for bit, which they do only when
-/// every bucket is summed in record order: the fill claims slots counting down, so the sort
-/// kernel has to put each bucket back in order.
-TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
+/// Small grid_sampler programs of three modes (bilinear zeros f32, bicubic reflection f64,
+/// nearest border bf16) that the binned and the scanned gather tests both run.
+std::vector<ir::Program> three_mode_grid_samplers() {
   std::vector<ir::Program> programs;
   for (const char* spec :
        {"grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=4,6 "
@@ -2143,8 +2139,22 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
         "grid_sampler_2d_backward dtype=f64 input_size=1,2,4,4 output_size=5,3 "
         "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
         "grid_sampler_2d_backward dtype=bf16 input_size=2,2,3,1 output_size=4,4 "
-        "interpolation_mode=nearest padding_mode=border align_corners=false",
-        "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
+        "interpolation_mode=nearest padding_mode=border align_corners=false"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  return programs;
+}
+
+/// Data-dependent scatters of every grid_sampler mode, 2-d and 3-d, as binned gathers. The
+/// first run is the atomics lowering, which on the host adds in thread order, that is in
+/// record order for every destination: within rounding of the interpreter (it sums in f64).
+/// The binned gathers at three block sizes must equal it bit for bit, which they do only when
+/// every bucket is summed in record order: the fill claims slots counting down, so the sort
+/// kernel has to put each bucket back in order.
+TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
+  std::vector<ir::Program> programs = three_mode_grid_samplers();
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
         "interpolation_mode=bilinear padding_mode=border align_corners=true output_mask=1,0",
         "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
         "interpolation_mode=bilinear padding_mode=reflection align_corners=false",
@@ -2181,15 +2191,9 @@ TEST(HostRun, BinnedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
 /// on uniform grids and on grids far outside (border: every record of a row at one edge cell),
 /// in every mode, 2-d and 3-d. The kernels hold no bins and no atomics.
 TEST(HostRun, ScannedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
-  std::vector<ir::Program> programs;
+  std::vector<ir::Program> programs = three_mode_grid_samplers();
   for (const char* spec :
-       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=4,6 "
-        "interpolation_mode=bilinear padding_mode=zeros align_corners=false",
-        "grid_sampler_2d_backward dtype=f64 input_size=1,2,4,4 output_size=5,3 "
-        "interpolation_mode=bicubic padding_mode=reflection align_corners=true",
-        "grid_sampler_2d_backward dtype=bf16 input_size=2,2,3,1 output_size=4,4 "
-        "interpolation_mode=nearest padding_mode=border align_corners=false",
-        "grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
+       {"grid_sampler_2d_backward dtype=f16 input_size=1,3,6,5 output_size=7,2 "
         "interpolation_mode=bicubic padding_mode=border align_corners=true output_mask=1,0",
         "grid_sampler_3d_backward dtype=f32 input_size=1,2,3,4,5 output_size=3,2,4 "
         "interpolation_mode=bilinear padding_mode=reflection align_corners=false",

@@ -115,6 +115,9 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_TILE_ACCUMULATORS", "64"},
       {"ADJOINT_TUNE_BINNED_REREAD_STREAMING", "1"},
       {"ADJOINT_TUNE_GATHERED_ROWS_SPARSE", "1"},
+      {"ADJOINT_TUNE_SCAN_GATHER", "0"},
+      {"ADJOINT_TUNE_SCAN_GATHER_LENGTH", "64"},
+      {"ADJOINT_TUNE_SCAN_GATHER_UNROLL", "0"},
   }));
   EXPECT_FALSE(knobs.streaming_loads);
   EXPECT_TRUE(knobs.streaming_stores);
@@ -122,6 +125,9 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   compiler::LowerOptions options;
   apply_tuning_knobs(knobs, options);
   EXPECT_EQ(options.binned_gather_chunk, -1);
+  EXPECT_EQ(options.scan_gather_work_max, 0);
+  EXPECT_EQ(options.scan_gather_length_max, 64);
+  EXPECT_EQ(options.scan_gather_unroll_budget, 0);
   EXPECT_EQ(options.binned_subbucket_records, 0);
   EXPECT_FALSE(options.binned_packed_keys);
   EXPECT_FALSE(options.binned_ranked_count);
