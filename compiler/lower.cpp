@@ -263,7 +263,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ir::Program p = input;
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
   ScanGatherOptions scan_options;
-  std::set<std::string> scanned_kernels;  // kept out of row groups below
+  ScheduleNotes scanned_kernels;  // kept out of row groups below; their dumps say why
   scan_options.scanned_kernels = &scanned_kernels;
   if (options.determinism == Determinism::kDefault) {
     scan_options.work_max = options.scan_gather_work_max;
@@ -325,7 +325,10 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   });
   for (const auto& [kernel, tensor] : claims) row_options.excluded_kernels.insert(kernel);
   for (const auto& [kernel, tensor] : stores) row_options.excluded_kernels.insert(kernel);
-  row_options.excluded_kernels.insert(scanned_kernels.begin(), scanned_kernels.end());
+  for (const auto& [kernel, note] : scanned_kernels) {
+    row_options.excluded_kernels.insert(kernel);
+    layout_notes[kernel] += (layout_notes[kernel].empty() ? "" : "\n") + note;
+  }
   p = passes.run("choose_reduction_schedules", p, [&](const ir::Program& x) {
     return choose_reduction_schedules(x, schedule_options, &cooperative_notes);
   });

@@ -201,7 +201,7 @@ ir::Stage build_gather(const ir::Stage& scatter, const std::vector<TargetIndex>&
 }
 
 std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions& scan,
-                                bool* scanned = nullptr) {
+                                std::string* scanned = nullptr) {
   std::vector<int64_t> extents;
   for (const ir::Axis& axis : stage.domain) {
     auto* c = axis.extent.as<ir::IntConstNode>();
@@ -212,7 +212,23 @@ std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions&
   auto plan = plan_inversion(stage, extents, scan);
   if (!plan) return std::nullopt;
   if (scanned) {
-    for (const TargetIndex& t : *plan) *scanned = *scanned || t.kind == IndexKind::kScanned;
+    bool any = false;
+    for (const TargetIndex& t : *plan) any = any || t.kind == IndexKind::kScanned;
+    if (any) {
+      int64_t length = 1, elements = 1;
+      for (size_t j = 0; j < extents.size(); ++j) {
+        bool taken = false;
+        for (const TargetIndex& t : *plan) taken = taken || t.domain_axis == static_cast<int>(j);
+        if (!taken) length *= extents[j];
+      }
+      for (int64_t e : stage.target->shape) elements *= e;
+      *scanned = "scanned gather: each of the " + std::to_string(elements) + " elements of " +
+                 stage.target->name + " tests " + std::to_string(length) +
+                 " records in domain order (at most " + std::to_string(scan.length_max) +
+                 ", ADJOINT_TUNE_SCAN_GATHER_LENGTH; " + std::to_string(elements * length) +
+                 " in all, at most " + std::to_string(scan.work_max) +
+                 ", ADJOINT_TUNE_SCAN_GATHER): no bins, no atomics";
+    }
   }
   return build_gather(stage, *plan, extents);
 }
@@ -231,10 +247,10 @@ ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGather
     ir::Kernel kept = kernel;
     kept.stages.clear();
     std::vector<ir::Stage> gathers;
-    std::vector<bool> scanned;
+    std::vector<std::string> scanned;  // the dump's line of each scanned gather, else empty
     for (const ir::Stage& stage : kernel.stages) {
       std::optional<ir::Stage> gather;
-      bool by_scan = false;
+      std::string by_scan;
       if (stage.kind == ir::StageKind::kScatterAdd && writers[stage.target.get()] == 1)
         gather = invert(stage, scan, &by_scan);
       if (gather) {
@@ -255,7 +271,8 @@ ir::Program lower_scatter_to_gather(const ir::Program& program, const ScanGather
       const ir::Stage& gather = gathers[g];
       out.kernels.push_back(ir::Kernel{
           keeps_name ? kernel.name : kernel.name + "_" + gather.target->name, {gather}, {}});
-      if (scanned[g] && scan.scanned_kernels) scan.scanned_kernels->insert(out.kernels.back().name);
+      if (!scanned[g].empty() && scan.scanned_kernels)
+        (*scan.scanned_kernels)[out.kernels.back().name] = scanned[g];
     }
   }
   return changed ? out : program;

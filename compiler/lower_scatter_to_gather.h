@@ -20,7 +20,7 @@
 // Scatters that do not qualify are left for lower_scatter_to_atomics.
 #pragma once
 
-#include <set>
+#include <map>
 #include <string>
 
 #include "ir/program.h"
@@ -41,10 +41,10 @@ inline constexpr int64_t kMaxGatherWindowSlack = 4;
 struct ScanGatherOptions {
   int64_t work_max = 0;
   int64_t length_max = 0;
-  /// When set, receives the names of the kernels that hold a scanned gather (lower() keeps
-  /// them out of row groups: fused with their producers, their unrolled scans compiled for
-  /// seconds).
-  std::set<std::string>* scanned_kernels = nullptr;
+  /// When set, receives the kernels that hold a scanned gather, each with the line its dump
+  /// gives the choice (lower() keeps them out of row groups: fused with their producers, their
+  /// scans compiled for seconds).
+  std::map<std::string, std::string>* scanned_kernels = nullptr;
 };
 
 /// Returns `program` with every invertible scatter_add rewritten as a gather (and, within
