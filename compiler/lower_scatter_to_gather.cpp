@@ -83,6 +83,25 @@ std::optional<std::vector<int64_t>> monotone_image(const Expr& f, const ir::VarN
   return image;
 }
 
+/// A scanned gather's records per element (the product of the extents of the domain variables
+/// that no identity or mapped index takes; a mapped one keeps its window) and its target's
+/// elements. The product stops growing past `length_cap`, so it cannot overflow.
+struct ScanSize {
+  int64_t length = 1;
+  int64_t elements = 1;
+};
+ScanSize scan_size(const std::vector<TargetIndex>& plan, const std::vector<int64_t>& extents,
+                   const std::vector<int64_t>& shape, int64_t length_cap) {
+  ScanSize size;
+  for (size_t j = 0; j < extents.size() && size.length <= length_cap; ++j) {
+    bool taken = false;
+    for (const TargetIndex& t : plan) taken = taken || t.domain_axis == static_cast<int>(j);
+    if (!taken) size.length *= extents[j];
+  }
+  for (int64_t e : shape) size.elements *= e;
+  return size;
+}
+
 /// Classifies every target index, or nullopt when the scatter cannot be inverted. With `scan`,
 /// an index that has no other form is kScanned, kept only while the scan stays within bounds.
 std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
@@ -136,15 +155,9 @@ std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
     plan.push_back(t);
   }
   if (scanned) {
-    // Records per element: every domain variable that no identity or mapped index takes (a
-    // mapped index keeps its window). Work: that times the target's elements.
-    int64_t length = 1, elements = 1;
-    for (size_t j = 0; j < extents.size(); ++j) {
-      if (!used[j]) length *= extents[j];
-      if (length > scan.length_max) return std::nullopt;
-    }
-    for (int64_t e : shape) elements *= e;
-    if (length > 0 && elements > scan.work_max / length) return std::nullopt;  // none: zeros
+    const ScanSize size = scan_size(plan, extents, shape, scan.length_max);
+    if (size.length > scan.length_max) return std::nullopt;
+    if (size.length > 0 && size.elements > scan.work_max / size.length) return std::nullopt;
   }
   return plan;
 }
@@ -215,17 +228,12 @@ std::optional<ir::Stage> invert(const ir::Stage& stage, const ScanGatherOptions&
     bool any = false;
     for (const TargetIndex& t : *plan) any = any || t.kind == IndexKind::kScanned;
     if (any) {
-      int64_t length = 1, elements = 1;
-      for (size_t j = 0; j < extents.size(); ++j) {
-        bool taken = false;
-        for (const TargetIndex& t : *plan) taken = taken || t.domain_axis == static_cast<int>(j);
-        if (!taken) length *= extents[j];
-      }
-      for (int64_t e : stage.target->shape) elements *= e;
-      *scanned = "scanned gather: each of the " + std::to_string(elements) + " elements of " +
-                 stage.target->name + " tests " + std::to_string(length) +
+      const ScanSize size = scan_size(*plan, extents, stage.target->shape, scan.length_max);
+      *scanned = "scanned gather: each of the " + std::to_string(size.elements) +
+                 " elements of " + stage.target->name + " tests " + std::to_string(size.length) +
                  " records in domain order (at most " + std::to_string(scan.length_max) +
-                 ", ADJOINT_TUNE_SCAN_GATHER_LENGTH; " + std::to_string(elements * length) +
+                 ", ADJOINT_TUNE_SCAN_GATHER_LENGTH; " +
+                 std::to_string(size.elements * size.length) +
                  " in all, at most " + std::to_string(scan.work_max) +
                  ", ADJOINT_TUNE_SCAN_GATHER): no bins, no atomics";
     }
