@@ -411,9 +411,10 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
-    if (scanned_kernels.count(kernel.name) &&
+    // A scanned gather's own budget, where it is tighter than the program's (0: none).
+    if (scanned_kernels.count(kernel.name) && options.scan_gather_unroll_budget > 0 &&
         (options.unroll_budget == 0 || options.unroll_budget > options.scan_gather_unroll_budget))
-      emit_options.unroll.budget = options.scan_gather_unroll_budget;  // 0: NVVM's unrolling
+      emit_options.unroll.budget = options.scan_gather_unroll_budget;
     emit_options.stage_loops = options.stage_loops;
     emit_options.row_stage_unroll_loads = options.row_stage_unroll_loads;
     emit_options.outer_size = options.outer_size;

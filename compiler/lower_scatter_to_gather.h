@@ -17,7 +17,9 @@
 // accumulation dtype and one conversion in the kernel; interpreting the result gives the same
 // values as the original program (bit for bit when the target dtype is the accumulation dtype).
 // A scatter that shares its kernel with other stages moves to a new kernel right after it.
-// Scatters that do not qualify are left for lower_scatter_to_atomics.
+// With ScanGatherOptions, a small scatter whose indices have none of these forms is gathered too,
+// by scanning its records (below). Scatters that do not qualify are left for
+// lower_scatter_to_binned_gather and lower_scatter_to_atomics.
 #pragma once
 
 #include <map>
