@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "compiler/program_utils.h"
 #include "compiler/simplify.h"
@@ -32,9 +34,40 @@ bool tap_only(const Expr& e, const ir::VarNode* tap) {
 
 Expr as_i64(const Expr& e) { return e.dtype() == DType::kI64 ? e : ir::cast(DType::kI64, e); }
 
-/// Splits one index component into base + shift, or returns false.
+/// The value of a float constant, or nothing.
+std::optional<double> float_constant(const Expr& e) {
+  auto* c = e.as<ir::FloatConstNode>();
+  return c ? std::optional<double>(c->value) : std::nullopt;
+}
+
+/// How a clamped component clamps: `min(max(x, 0), hi)` or `max(min(x, hi), 0)` (which differ
+/// for a NaN x: 0 and hi).
+enum class Clamp { kNone, kMinOfMax, kMaxOfMin };
+
+/// `x` of `min(max(x, 0), hi)` or `max(min(x, hi), 0)` with float constants, and hi; or
+/// nothing.
+std::optional<std::pair<Expr, double>> clamp_to_zero(const Expr& e) {
+  auto* outer = e.as<ir::BinaryNode>();
+  if (!outer || (outer->op != ir::BinaryOp::kMin && outer->op != ir::BinaryOp::kMax))
+    return std::nullopt;
+  const ir::BinaryOp inner_op =
+      outer->op == ir::BinaryOp::kMin ? ir::BinaryOp::kMax : ir::BinaryOp::kMin;
+  auto* inner = outer->a.as<ir::BinaryNode>();
+  if (!inner || inner->op != inner_op) return std::nullopt;
+  const auto outer_bound = float_constant(outer->b), inner_bound = float_constant(inner->b);
+  if (!outer_bound || !inner_bound) return std::nullopt;
+  const double lo = outer->op == ir::BinaryOp::kMax ? *outer_bound : *inner_bound;
+  const double hi = outer->op == ir::BinaryOp::kMin ? *outer_bound : *inner_bound;
+  if (lo != 0.0) return std::nullopt;
+  return std::make_pair(inner->a, hi);
+}
+
+/// Splits one index component into base + shift, or returns false. `clamp` says whether and
+/// how the component is clamp(base + shift, 0, extent - 1) (base then the float floor, not
+/// cast).
 bool split_component(const Expr& index, const ir::VarNode* tap, int64_t extent, Expr& base,
-                     Expr& shift) {
+                     Expr& shift, Clamp& clamp) {
+  clamp = Clamp::kNone;
   if (!depends_on(index, tap)) {
     base = index;
     shift = Expr(int64_t{0});
@@ -56,11 +89,22 @@ bool split_component(const Expr& index, const ir::VarNode* tap, int64_t extent, 
     }
     return false;
   }
-  // i64(base_f + f(shift)): exact in bounds when the extent is small (binned_taps.h).
+  // i64(floor(b) + f(shift)): exact in bounds when the extent is small (binned_taps.h);
+  // i64(min(max(floor(b) + f(shift), 0), extent - 1)): clamped.
   auto* cast = index.as<ir::CastNode>();
   if (!cast || !ir::is_integer(index.dtype()) || extent >= kExactFloatExtent) return false;
-  auto* add = cast->value.as<ir::BinaryNode>();
-  if (!add || add->op != ir::BinaryOp::kAdd || !ir::is_float(cast->value.dtype())) return false;
+  Expr sum = cast->value;
+  if (auto clamped = clamp_to_zero(sum)) {
+    if (clamped->second != static_cast<double>(extent - 1)) return false;
+    clamp = sum.as<ir::BinaryNode>()->op == ir::BinaryOp::kMin ? Clamp::kMinOfMax
+                                                               : Clamp::kMaxOfMin;
+    sum = clamped->first;
+  }
+  // Whole floats below 2^22 add exactly in f32 and f64, not in f16 or bf16.
+  auto* add = sum.as<ir::BinaryNode>();
+  if (!add || add->op != ir::BinaryOp::kAdd ||
+      (sum.dtype() != DType::kF32 && sum.dtype() != DType::kF64))
+    return false;
   for (int side = 0; side < 2; ++side) {
     const Expr& b = side == 0 ? add->a : add->b;
     const Expr& s = side == 0 ? add->b : add->a;
@@ -68,7 +112,11 @@ bool split_component(const Expr& index, const ir::VarNode* tap, int64_t extent, 
     if (depends_on(b, tap) || !s_cast || !ir::is_integer(s_cast->value.dtype()) ||
         !tap_only(s_cast->value, tap))
       continue;
-    base = ir::cast(index.dtype(), b);
+    // The base must be whole (a floor): i64(b + s) is i64(b) + s only then (i64 truncates:
+    // i64(-0.5 + 1) is 0, i64(-0.5) + 1 is 1), and i64(clamp(b + s)) is i64(clamp(b)) + s.
+    auto* floor = b.as<ir::UnaryNode>();
+    if (!floor || floor->op != ir::UnaryOp::kFloor) return false;
+    base = clamp != Clamp::kNone ? b : ir::cast(index.dtype(), b);
     shift = s_cast->value;
     return true;
   }
@@ -91,7 +139,8 @@ std::optional<BinnedTaps> find_binned_taps(const ir::Stage& stage,
     bool ok = true, shifts = false;
     for (int j = 0; j < rank && ok; ++j) {
       Expr base, shift;
-      ok = split_component(stage.indices[j], tap, stage.target->shape[j], base, shift);
+      Clamp clamp = Clamp::kNone;
+      ok = split_component(stage.indices[j], tap, stage.target->shape[j], base, shift, clamp);
       if (!ok) break;
       int64_t lo = 0, hi = 0;
       for (int64_t k = 0; k < taps.taps && ok; ++k) {
@@ -102,7 +151,19 @@ std::optional<BinnedTaps> find_binned_taps(const ir::Stage& stage,
         lo = k == 0 ? v->value : std::min(lo, v->value);
         hi = k == 0 ? v->value : std::max(hi, v->value);
       }
+      if (!ok) break;
       shifts |= lo != hi;
+      if (clamp != Clamp::kNone) {
+        // Bases past [-hi, extent - 1 - lo] send every tap to the edge that the range's end
+        // sends it to (binned_taps.h): the clamped base, a whole float, converts exactly. The
+        // same nesting as the index's, so that a NaN base goes to the index's edge.
+        const DType f = base.dtype();
+        const Expr low = ir::constant(f, static_cast<double>(-hi));
+        const Expr high = ir::constant(f, static_cast<double>(stage.target->shape[j] - 1 - lo));
+        base = clamp == Clamp::kMinOfMax ? ir::min(ir::max(base, low), high)
+                                         : ir::max(ir::min(base, high), low);
+      }
+      taps.clamped.push_back(clamp != Clamp::kNone);
       taps.base.push_back(as_i64(base));
       taps.shift.push_back(as_i64(shift));
       taps.min_shift.push_back(lo);

@@ -276,6 +276,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
   LaneScanKernels lane_scans;  // ... whose offsets are scanned on warp lanes
   RereadRowKernels reread_kernels;  // ... that walk records whose reads other records share
+  RolledLoopKernels rolled_kernels;  // ... whose run-time loops stay rolled (the edges' walks)
   StoreScatterTargets stores;  // their fill and sort kernels write distinct slots
   BinnedGatherOptions binned_options;
   binned_options.channels_last_min = options.binned_channels_last_min;
@@ -300,8 +301,14 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,
                                             &grid_options.whole_axis_kernels,
-                                            &counting_claims, &lane_scans, &reread_kernels);
+                                            &counting_claims, &lane_scans, &reread_kernels,
+                                            &rolled_kernels);
     });
+  }
+  for (const std::string& kernel : rolled_kernels) {
+    layout_notes[kernel] += std::string(layout_notes[kernel].empty() ? "" : "\n") +
+                            "unroll: loops with run-time trip counts rolled (#pragma unroll 1): "
+                            "a few rows of bucket walks per tap on two edges' elements";
   }
   // The lane scans keep one point per thread, in whole warps: no other schedule, no vectors.
   for (const std::string& kernel : lane_scans) {
@@ -411,6 +418,7 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
     emit_options.tile_point_fallback = options.tile_point_fallback;
     emit_options.tile_min_blocks = options.tile_min_blocks;
     emit_options.unroll = UnrollPolicy{options.unroll_budget, options.runtime_unroll};
+    if (rolled_kernels.count(kernel.name)) emit_options.unroll.runtime_factor = 1;
     // A scanned gather's own budget, where it is tighter than the program's (0: none).
     if (scanned_kernels.count(kernel.name) && options.scan_gather_unroll_budget > 0 &&
         (options.unroll_budget == 0 || options.unroll_budget > options.scan_gather_unroll_budget))

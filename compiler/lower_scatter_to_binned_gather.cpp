@@ -105,6 +105,18 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
   }
   std::optional<BinnedTaps> taps = find_binned_taps(stage, b.record_axes, kMaxTaps);
   if (!taps) return b;
+  // The gather walks a clamped innermost component's key range as one span and one other
+  // clamped component's range key by key (grid_sampler's bicubic: y and x); more it does not.
+  int inner = -1, clamped_outer = 0;
+  for (int j = 0; j < rank; ++j) {
+    if (!b.component_axis[j]) inner = j;
+  }
+  for (int j = 0; j < rank; ++j) clamped_outer += taps->clamped[j] && j != inner ? 1 : 0;
+  if (clamped_outer > 1) {
+    b.note = "binned taps: records (" + std::to_string(clamped_outer) +
+             " clamped index components besides the innermost: the gather walks one)";
+    return b;
+  }
   // The gather would walk taps x broadcast elements buckets per cell, where the records
   // layout walks broadcast elements buckets of taps records each: worth it only for few.
   const int64_t walks = taps->taps * b.broadcast_elements;
@@ -165,6 +177,12 @@ std::optional<Binning> plan_binning(const ir::Stage& stage, const BinnedGatherOp
                       " points >= " + std::to_string(b.cells) + " cells, " +
                       std::to_string(elements) + " elements") +
            "): " + std::to_string(s.records) + " records instead of " + std::to_string(b.records);
+  int clamped = 0;
+  for (int j = 0; j < rank; ++j) clamped += taps->clamped[j] ? 1 : 0;
+  if (clamped > 0)
+    s.note += "; " + std::to_string(clamped) +
+              " clamped index component(s): bases past the taps' reach keyed at the edge, edge "
+              "elements walk a range of keys";
   return s;
 }
 
@@ -236,7 +254,7 @@ Expr record_condition(const Binning& b, const ir::Stage& stage) {
   if (!b.taps) return stage.condition.defined() ? stage.condition : true_;
   Expr in_range;
   for (int j = 0; j < stage.target->rank(); ++j) {
-    if (b.component_axis[j]) continue;
+    if (b.component_axis[j] || b.taps->clamped[j]) continue;  // a clamped key is in range
     const Expr k = key_component(b, j, b.taps->base[j], Expr(int64_t{0}));
     const Expr c = k >= Expr(int64_t{0}) && k < Expr(b.key_extent[j]);
     in_range = in_range.defined() ? (in_range && c) : c;
@@ -627,56 +645,72 @@ class Rewriter {
     return offsets;
   }
 
-  /// The chunked walk of the header: appends the bin_chunk_sums kernel (the sum of `body` over
-  /// every interior chunk of `chunk` slots, for every broadcast index) and returns the gather's
-  /// sum for the bucket [begin, end): (head + middle) + tail, or one sequential walk where the
-  /// bucket contains no aligned chunk.
-  Expr chunked_walk(const ir::Stage& stage, const Binning& b, const Expr& key,
+  /// The chunk sums of the header's chunked walk: appends the bin_chunk_sums kernel (the sum
+  /// of `body` over every interior chunk of `chunk` slots, for every broadcast index) and
+  /// returns its tensor, [chunk, tap (with taps in the gather), broadcast components].
+  /// With taps in the gather and a clamped innermost component (`inner`), an edge element's
+  /// walk spans the buckets of its row's first or last keys: chunks that lie within those
+  /// spans have sums too.
+  Tensor chunk_sums(const ir::Stage& stage, const Binning& b, const Expr& key,
                     const Tensor& offset, const Tensor& sorted, const Expr& filled,
-                    const Expr& body, const Var& q, const Expr& begin, const Expr& end,
-                    const std::vector<Var>& vars, int64_t chunk, int64_t sub,
-                    const std::string& prefix, std::vector<ir::Kernel>& kernels) {
-    // With taps in the gather, every chunk has a sum per tap: [chunk, tap, broadcast...].
-    std::optional<Var> tap;
-    if (b.taps) tap = stage.domain[b.taps->axis].var;
+                    const Expr& body, const Var& q, const std::vector<Var>& vars, int64_t chunk,
+                    int64_t sub, const std::string& prefix, int inner,
+                    std::vector<ir::Kernel>& kernels) {
     const Tensor& target = stage.target;
     const int64_t chunks = b.records / chunk;
     const Expr c = Expr(chunk);
-    // Chunk sums, [chunk, broadcast components in target order].
     std::vector<int64_t> shape = {chunks};
     std::vector<Var> chunk_vars;
     Var g("g"), k("k");
     chunk_vars.push_back(g);
-    std::vector<Expr> broadcast_indices;
-    if (tap) {
+    if (b.taps) {
       shape.push_back(b.taps->taps);
-      chunk_vars.push_back(*tap);
+      chunk_vars.push_back(stage.domain[b.taps->axis].var);
     }
     for (int j = 0; j < target->rank(); ++j) {
       if (!b.component_axis[j]) continue;
       shape.push_back(target->shape[j]);
       chunk_vars.push_back(vars[j]);
-      broadcast_indices.push_back(vars[j]);
     }
     Tensor sums = temporary(prefix + "_chunk_sums", shape, stage.accumulation);
-    {
-      const Expr first = Expr(g) * c;
-      const Expr record = within(at(sorted, first), 0, b.records - 1);
-      const Expr first_cell =
-          within(as_i64(decode_records(b, stage, key, record)), 0, b.cells - 1);
-      const Expr interior =
-          first + c <= filled &&
-          within(at(offset, scaled(first_cell, sub)), 0, b.records) <= first &&
-          first + c <=
-              within(at(offset, scaled(first_cell + Expr(int64_t{1}), sub)), 0, b.records);
-      const Expr value =
-          ir::sum({ir::range(k, first, ir::select(interior, c, Expr(int64_t{0})))},
-                  substitute(body, q.get(), Expr(k)), stage.accumulation);
-      kernels.push_back(ir::Kernel{sums->name,
-                                   {ir::compute(sums, ir::over(chunk_vars, shape), value)},
-                                   {}});
+    const Expr first = Expr(g) * c;
+    const Expr record = within(at(sorted, first), 0, b.records - 1);
+    const Expr first_cell = within(as_i64(decode_records(b, stage, key, record)), 0, b.cells - 1);
+    // Whether the chunk starts and ends within the slots of the keys from `lo` to `hi`.
+    auto starts_within = [&](const Expr& lo) {
+      return within(at(offset, scaled(lo, sub)), 0, b.records) <= first;
+    };
+    auto ends_within = [&](const Expr& hi) {
+      return first + c <= within(at(offset, scaled(hi + Expr(int64_t{1}), sub)), 0, b.records);
+    };
+    const Expr filled_chunk = first + c <= filled;
+    Expr interior = (filled_chunk && starts_within(first_cell)) && ends_within(first_cell);
+    if (b.taps && inner >= 0 && b.taps->clamped[inner]) {
+      // The row's low edge span, keys [0, max - min], and its high one, [extent - 1, end).
+      const int64_t row_keys = b.key_extent[inner];
+      const int64_t reach = b.taps->max_shift[inner] - b.taps->min_shift[inner];
+      const Expr row = first_cell - first_cell % Expr(row_keys);
+      const Expr high = row + Expr(target->shape[inner] - 1);
+      interior = filled_chunk &&
+                 ((starts_within(first_cell) && ends_within(first_cell)) ||
+                  (starts_within(row) && ends_within(row + Expr(reach))) ||
+                  (starts_within(high) && ends_within(row + Expr(row_keys - 1))));
     }
-    // The element's walk.
+    const Expr value = ir::sum({ir::range(k, first, ir::select(interior, c, Expr(int64_t{0})))},
+                               substitute(body, q.get(), Expr(k)), stage.accumulation);
+    kernels.push_back(
+        ir::Kernel{sums->name, {ir::compute(sums, ir::over(chunk_vars, shape), value)}, {}});
+    return sums;
+  }
+
+  /// The gather's sum for the bucket [begin, end) of the header's chunked walk: (head +
+  /// middle) + tail with the chunk sums `sums`, or one sequential walk where the bucket
+  /// contains no aligned chunk.
+  Expr chunked_walk(const ir::Stage& stage, const Binning& b, const Tensor& sums,
+                    const Expr& body, const Var& q, const Expr& begin, const Expr& end,
+                    const std::vector<Var>& vars, int64_t chunk) {
+    const Tensor& target = stage.target;
+    const Expr c = Expr(chunk);
     const Expr first_full = (begin + Expr(chunk - 1)) / c;
     const Expr last_full = end / c;
     const Expr has_middle = first_full < last_full;
@@ -686,8 +720,10 @@ class Rewriter {
         ir::select(has_middle, last_full - first_full, Expr(int64_t{0}));
     Var m("m"), t("t");
     std::vector<Expr> sum_indices = {Expr(m)};
-    if (tap) sum_indices.push_back(*tap);
-    sum_indices.insert(sum_indices.end(), broadcast_indices.begin(), broadcast_indices.end());
+    if (b.taps) sum_indices.push_back(stage.domain[b.taps->axis].var);
+    for (int j = 0; j < target->rank(); ++j) {
+      if (b.component_axis[j]) sum_indices.push_back(vars[j]);
+    }
     const Expr head = ir::sum({ir::range(q, begin, head_end - begin)}, body, stage.accumulation);
     const Expr middle = ir::sum({ir::range(m, first_full, middle_count)},
                                 ir::load(sums, sum_indices), stage.accumulation);
@@ -703,7 +739,7 @@ class Rewriter {
                ScheduleNotes* notes, LaneKernels* lane_kernels,
                WholeAxisKernels* whole_axis_kernels, CountingClaims* counting_claims,
                LaneScanKernels* lane_scan_kernels,
-               RereadRowKernels* reread_kernels) {
+               RereadRowKernels* reread_kernels, RolledLoopKernels* rolled_kernels) {
     const Tensor& target = stage.target;
     const std::string prefix = target->name + "_bin";
     // The kernels that walk the records' values (RereadRowKernels), named where they are
@@ -966,20 +1002,46 @@ class Rewriter {
     body = decode_records(b, stage, body, within(at(sorted, Expr(q)), 0, b.records - 1));
     if (body.dtype() != stage.accumulation) body = ir::cast(stage.accumulation, body);
     // The bucket an element reads: its own cell, or with taps in the gather, per tap, the cell
-    // of the base that this tap shifts onto the element.
-    Expr cell = cell_of(b, target, indices);
-    if (b.taps) {
-      bool first = true;
+    // of the base that this tap shifts onto the element. With clamped components (binned_taps.h)
+    // an element on an edge reads, per tap, a range of keys in each clamped component: the
+    // innermost component's range is one span of slots (its keys are consecutive), and an outer
+    // one's range is its own key plus keys below it (low edge) or above it (high edge).
+    const Expr zero = Expr(int64_t{0});
+    const Expr next = Expr(int64_t{1});
+    int inner = -1;  // the innermost non-broadcast component (the key's fastest)
+    for (int j = 0; j < target->rank(); ++j) {
+      if (!b.component_axis[j]) inner = j;
+    }
+    int outer_clamped = -1;
+    std::vector<Expr> first_key(target->rank()), last_key(target->rank());
+    for (int j = 0; j < target->rank(); ++j) {
+      if (b.component_axis[j]) continue;
+      if (!b.taps) {
+        first_key[j] = last_key[j] = indices[j];
+        continue;
+      }
+      const Expr k = key_component(b, j, Expr(vars[j]), b.taps->shift[j]);
+      first_key[j] = last_key[j] = k;
+      if (!b.taps->clamped[j]) continue;
+      if (j != inner) {
+        outer_clamped = j;  // plan_binning allows one
+        continue;
+      }
+      first_key[j] = ir::select(Expr(vars[j]) == zero, zero, k);
+      last_key[j] = ir::select(Expr(vars[j]) == Expr(target->shape[j] - 1),
+                               Expr(b.key_extent[j] - 1), k);
+    }
+    // The linear key of the components `keys` (row-major over the non-broadcast ones).
+    auto linear_key = [&](const std::vector<Expr>& keys) {
+      if (!b.taps) return cell_of(b, target, indices);
+      Expr key;
       for (int j = 0; j < target->rank(); ++j) {
         if (b.component_axis[j]) continue;
-        const Expr k = key_component(b, j, Expr(vars[j]), b.taps->shift[j]);
-        cell = first ? k : cell * Expr(b.key_extent[j]) + k;
-        first = false;
+        const int64_t extent = b.taps ? b.key_extent[j] : target->shape[j];
+        key = key.defined() ? key * Expr(extent) + keys[j] : keys[j];
       }
-      cell = simplify(cell);
-    }
-    const Expr begin = within(at(offset, scaled(cell, sub)), 0, b.records);
-    const Expr end = within(at(offset, scaled(cell + Expr(int64_t{1}), sub)), 0, b.records);
+      return simplify(key);
+    };
     const int64_t chunk = walk_chunk(b, options);
     if (notes && options.gather_chunk < 0 && chunk != 64) {
       add_schedule_note(*notes, prefix + "_count",
@@ -989,24 +1051,76 @@ class Rewriter {
                             " cells: a walk of about C + L / C terms for buckets of L, "
                             "ADJOINT_TUNE_BINNED_GATHER_CHUNK)");
     }
-    Expr total;
-    if (chunk <= 0 || b.records < chunk) {
-      total = ir::sum({ir::range(q, begin, end - begin)}, body, stage.accumulation);
-    } else {
-      total = chunked_walk(stage, b, key, offset, sorted, filled, body, q, begin, end, vars,
-                           chunk, sub, prefix, kernels);
-    }
+    const bool chunked = chunk > 0 && b.records >= chunk;
+    Tensor sums;
+    if (chunked)
+      sums = chunk_sums(stage, b, key, offset, sorted, filled, body, q, vars, chunk, sub, prefix,
+                        inner, kernels);
+    // The walk of the slots of the keys from `first` to `last` (in one span).
+    auto walk_of = [&](const std::vector<Expr>& first, const std::vector<Expr>& last) {
+      const Expr begin = within(at(offset, scaled(linear_key(first), sub)), 0, b.records);
+      const Expr end =
+          within(at(offset, scaled(linear_key(last) + next, sub)), 0, b.records);
+      return chunked ? chunked_walk(stage, b, sums, body, q, begin, end, vars, chunk)
+                     : ir::sum({ir::range(q, begin, end - begin)}, body, stage.accumulation);
+    };
     // Taps in the gather: the taps in order, each its bucket's sum, written out as adds
     // ((w(0) + w(1)) + w(2)) ...: the bits of a sum from +0 (no bucket sum is -0, as each
     // starts from +0), but no constant-trip reduction for the schedule passes to tile (a
     // thread tile over the batch made the bicubic gather serial in 32 batch points).
-    if (b.taps) {
-      Expr walk = total;
-      total = Expr();
+    auto over_taps = [&](const Expr& walk) {
+      if (!b.taps) return walk;
+      Expr sum;
       for (int64_t k = 0; k < b.taps->taps; ++k) {
         Expr w = simplify(substitute(walk, tap->get(), Expr(k)));
-        if (k > 0) w = FreshReduceVars().mutate(w);
-        total = total.defined() ? total + w : w;
+        if (auto* c = w.as<ir::FloatConstNode>(); c && c->value == 0.0 && sum.defined())
+          continue;  // a tap with no keys here (an edge kernel's)
+        if (sum.defined()) w = FreshReduceVars().mutate(w);
+        sum = sum.defined() ? sum + w : w;
+      }
+      return sum;
+    };
+    Expr total = over_taps(walk_of(first_key, last_key));
+    if (outer_clamped >= 0) {
+      // The outer clamped component's other keys on its edges, each a span like the first:
+      // on the low edge the max_shift - shift keys below the own one (from key 0), on the
+      // high edge the shift - min_shift above it; at most max_shift - min_shift per tap. Their
+      // sums over the taps are a kernel of its own over the two edges' elements (few, and the
+      // gather's code stays one span per tap), which the gather adds on its edges. The edge is
+      // a domain axis there (0 low, 1 high), so that the row loops keep run-time trip counts
+      // of at most max_shift - min_shift, which the emitter leaves rolled (and so does it the
+      // walks in them: RolledLoopKernels).
+      const int j = outer_clamped;
+      const int64_t extent = target->shape[j];
+      const Expr high_edge = Expr(extent - 1);
+      std::vector<Var> edge_vars = vars;
+      const Var side(vars[j].name_hint() + "_edge");
+      edge_vars[j] = side;
+      const Expr low = Expr(side) == zero;
+      const Expr shift = b.taps->shift[j];
+      Var row("key" + std::to_string(j) + "_edge");
+      std::vector<Expr> first = first_key, last = last_key;
+      first[j] = last[j] = row;
+      Expr rows = ir::sum({ir::range(row, ir::select(low, zero, first_key[j] + next),
+                                     ir::select(low, Expr(b.taps->max_shift[j]) - shift,
+                                                shift - Expr(b.taps->min_shift[j])))},
+                          walk_of(first, last), stage.accumulation);
+      rows = substitute(rows, vars[j].get(), ir::select(low, zero, high_edge));
+      for (size_t v = 0; v < vars.size(); ++v) {
+        if (static_cast<int>(v) != j) rows = substitute(rows, vars[v].get(), edge_vars[v]);
+      }
+      std::vector<int64_t> shape = target->shape;
+      shape[j] = 2;
+      Tensor edges = temporary(prefix + "_edges", shape, stage.accumulation);
+      kernels.push_back(ir::Kernel{
+          edges->name, {ir::compute(edges, ir::over(edge_vars, shape), over_taps(rows))}, {}});
+      if (rolled_kernels) rolled_kernels->insert(edges->name);
+      for (int64_t e = 0; e < 2; ++e) {
+        std::vector<Expr> edge_index(vars.begin(), vars.end());
+        edge_index[j] = Expr(e);
+        total = total + ir::select(Expr(vars[j]) == (e == 0 ? zero : high_edge),
+                                   ir::load(edges, edge_index),
+                                   ir::constant(stage.accumulation, 0.0));
       }
     }
     if (total.dtype() != target->dtype) total = ir::cast(target->dtype, total);
@@ -1093,7 +1207,8 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            WholeAxisKernels* whole_axis_kernels,
                                            CountingClaims* counting_claims,
                                            LaneScanKernels* lane_scan_kernels,
-                                           RereadRowKernels* reread_kernels) {
+                                           RereadRowKernels* reread_kernels,
+                                           RolledLoopKernels* rolled_kernels) {
   ir::Program out = program;
   out.kernels.clear();
   Rewriter rewriter(out);
@@ -1112,7 +1227,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
     }
     rewriter.rewrite(kernel, kernel.stages[0], *plan, out.kernels, claims, options, stores,
                      notes, lane_kernels, whole_axis_kernels, counting_claims,
-                     lane_scan_kernels, reread_kernels);
+                     lane_scan_kernels, reread_kernels, rolled_kernels);
     changed = true;
   }
   return changed ? out : program;

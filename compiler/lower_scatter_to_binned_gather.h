@@ -79,6 +79,15 @@
 //   T[t] = (walk(tap 0) + walk(tap 1)) + ...   (written out: no constant-trip reduction)
 // Deterministic and launch-independent like the rest, but not the records layout's order
 // (there a bucket holds a point's taps in record order), so not its bits.
+// Clamped taps (binned_taps.h: T[.., clamp(floor(y) + tap / 4 - 1, 0, H - 1), ..], bicubic
+// under border padding): the key is the base clamped to the taps' reach, and an element on an
+// edge receives per tap from a range of keys: the innermost component's range is one span of
+// slots [bin_offset[first key], bin_offset[last key + 1]) (the one bucket off the edges), and
+// one outer clamped component's extra keys on its edges are summed by
+//   <T>_bin_edges        per element of the two edges ([.., 2, ..]: low, high) and tap, the
+//                        rows past the element's own key, each a span as above
+// which the gather adds after its taps on those edges; chunk sums also cover the chunks inside
+// a row's edge spans. Order: per tap the first span, then on an edge the other rows in key order.
 // Sub-buckets (BinnedGatherOptions::subbucket_records = K > 0): the sort ranks a record among
 // its whole bucket, the square of the bucket's size, which a small input sampled by a large grid
 // makes huge (every cell thousands of records). Where the records exceed 2K x cells, the count,
@@ -229,6 +238,12 @@ using LaneScanKernels = std::set<std::string>;
 /// streaming hint on their span loads when LowerOptions::binned_reread_streaming is false.
 using RereadRowKernels = std::set<std::string>;
 
+/// Kernels whose loops with run-time trip counts the emitter keeps rolled
+/// (UnrollPolicy::runtime_factor 1): `<T>_bin_edges` (clamped taps), which walks a few rows of
+/// buckets per tap for the elements of two edges only; unrolled by NVVM it was a 498 KB cubin
+/// and seconds of NVRTC time, rolled 118 KB.
+using RolledLoopKernels = std::set<std::string>;
+
 /// Returns `program` with every eligible scatter-add rewritten into binning and gather kernels;
 /// fills `claims` (may be null) for the fill kernels it adds, and `stores` (may be null) for
 /// the fill and sort kernels. Without `stores` those scatters stay atomic adds into zeroed
@@ -241,6 +256,7 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
                                            WholeAxisKernels* whole_axis_kernels = nullptr,
                                            CountingClaims* counting_claims = nullptr,
                                            LaneScanKernels* lane_scan_kernels = nullptr,
-                                           RereadRowKernels* reread_kernels = nullptr);
+                                           RereadRowKernels* reread_kernels = nullptr,
+                                           RolledLoopKernels* rolled_kernels = nullptr);
 
 }  // namespace adjoint::compiler

@@ -92,6 +92,13 @@ FEW_CHANNEL_CASES = [Case((2, 3, 128, 128), (96, 96), mode, padding, False, dtyp
      for dtype in ("f32", "bf16")]
 
 
+# Bicubic under border padding with as many points as cells and 3 channels: the binned gather
+# takes its taps with clamped keys (compiler/binned_taps.h), the grid's points past the border
+# binned at the edge keys and every edge element walking a range of them.
+CLAMPED_TAP_CASES = [Case((2, 3, 128, 128), (128, 128), "bicubic", "border", align, dtype)
+                     for align in (False, True) for dtype in ("f32", "bf16")]
+
+
 def matrix():
     cases = []
     for dtype in ("f16", "bf16", "f32", "f64"):
@@ -103,7 +110,8 @@ def matrix():
         for mode in MODES:
             for padding in PADDINGS:
                 cases.append(Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype))
-    for case in WIDE_CASES + NEAREST_WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES:
+    for case in (WIDE_CASES + NEAREST_WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES +
+                 CLAMPED_TAP_CASES):
         cases.append(case)
     for mode in MODES:
         cases.append(Case((2, 4, 9, 7), (6, 10), mode, "border", True, "f32", (False, True)))

@@ -2752,12 +2752,12 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
     EXPECT_EQ(valid->shape, (std::vector<int64_t>{30, 3}));
   }
   // Every program's scatter but bicubic reflection's takes the taps (the gather walks a bucket
-  // per tap); reflection and border padding fold each bicubic tap's index on its own, which
-  // is no shift of a base.
+  // per tap); reflection folds each bicubic tap's index on its own, which is no shift of a
+  // base (border's clamp is: BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges).
   for (const ir::Program& program : programs) {
     if (program.attributes.count("interpolation_mode") &&
         program.attributes.at("interpolation_mode") == "bicubic" &&
-        program.attributes.at("padding_mode") != "zeros")
+        program.attributes.at("padding_mode") == "reflection")
       continue;
     ClaimSlotTensors claims;
     BinnedGatherOptions options;
@@ -2802,6 +2802,65 @@ TEST(HostRun, BinnedGatherWithTapsInTheGatherIsIndependentOfTheLaunch) {
     if (t->name.find("_bin_factor") != std::string::npos) {
       EXPECT_EQ(t->rank(), 1) << t->name;
     }
+  }
+}
+
+/// grid_sampler inputs whose every grid coordinate is `kCoordinate` (k/16 values elsewhere):
+/// far outside the input, every point of a batch clamps to one corner under border padding.
+template <int kCoordinate>
+ir::HostBuffers constant_grid_inputs(const ir::Program& p, unsigned seed) {
+  ir::HostBuffers in = exact_inputs(p, seed);
+  for (double& v : in.at("grid")) v = kCoordinate;
+  return in;
+}
+
+/// Clamped taps (binned_taps.h): bicubic under border padding clamps each tap's index to the
+/// input, so its bases are keyed clamped to the taps' reach and an edge element walks, per
+/// tap, a range of keys. The grids of exact_inputs reach +-8 (most points outside), the
+/// constant grids put a batch's every point in one bucket at a corner (chunked walks) or in
+/// the middle. Within rounding of the interpreter; bit for bit at every block size, both
+/// layouts and without chunks.
+TEST(HostRun, BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges) {
+  std::vector<ir::Program> programs;
+  for (const char* spec :
+       {"grid_sampler_2d_backward dtype=f32 input_size=2,3,5,7 output_size=4,6 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=false",
+        "grid_sampler_2d_backward dtype=f64 input_size=1,2,1,6 output_size=3,5 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true",
+        "grid_sampler_2d_backward dtype=bf16 input_size=2,1,4,1 output_size=5,4 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=false",
+        "grid_sampler_2d_backward dtype=f16 input_size=1,2,9,8 output_size=12,11 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true output_mask=1,0"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& program : programs) {
+    ClaimSlotTensors claims;
+    BinnedGatherOptions options;
+    options.taps_walks_max = 1 << 20;
+    ScheduleNotes notes;
+    ir::Program lowered =
+        lower_scatter_to_binned_gather(simplify(program), &claims, options, nullptr, &notes);
+    bool taps = false;
+    for (const ir::Tensor& t : lowered.temporaries) {
+      taps |= t->name.find("_bin_factor") != std::string::npos && t->rank() == 2;
+    }
+    EXPECT_TRUE(taps) << ir::to_string(lowered);
+    std::string dump;
+    for (const auto& [kernel, note] : notes) dump += note + "\n";
+    EXPECT_NE(dump.find("2 clamped index component(s)"), std::string::npos) << dump;
+  }
+  // The chunk size is part of the order (chunks of 64, of 4, none): each its own set.
+  for (const std::vector<Variant>& variants :
+       {std::vector<Variant>{Variant::binned_taps(256), Variant::binned_taps(32),
+                             Variant::binned_taps(1024, 64, 1), Variant::binned_taps(64, 64, 1)},
+        std::vector<Variant>{Variant::binned_taps(96, 4), Variant::binned_taps(256, 4, 1)},
+        std::vector<Variant>{Variant::binned_taps(128, 0), Variant::binned_taps(32, 0, 1)}}) {
+    expect_host_runs_match(programs, variants, 2e-2);
+    expect_host_runs_match(programs, variants, 2e-2, constant_grid_inputs<3>);
+    if (variants.front().gather_chunk != 64) continue;
+    expect_host_runs_match(programs, variants, 2e-2, rounding_inputs);
+    expect_host_runs_match(programs, variants, 2e-2, constant_grid_inputs<-5>);
+    expect_host_runs_match(programs, variants, 2e-2, one_cell_inputs<false>);
   }
 }
 
