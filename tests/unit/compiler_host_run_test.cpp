@@ -2816,10 +2816,11 @@ ir::HostBuffers constant_grid_inputs(const ir::Program& p, unsigned seed) {
 
 /// Clamped taps (binned_taps.h): bicubic under border padding clamps each tap's index to the
 /// input, so its bases are keyed clamped to the taps' reach and an edge element walks, per
-/// tap, a range of keys. The grids of exact_inputs reach +-8 (most points outside), the
-/// constant grids put a batch's every point in one bucket at a corner (chunked walks) or in
-/// the middle. Within rounding of the interpreter; bit for bit at every block size, both
-/// layouts and without chunks.
+/// tap, a range of keys. The grids of exact_inputs reach +-8 (most points outside); the
+/// constant grids far outside put a batch's every point in one corner bucket (walks that take
+/// chunk sums, on the edge kernel's rows too), one_cell_inputs in one bucket inside. Within
+/// rounding of the interpreter, and bit for bit across block sizes and both layouts at one
+/// chunk size (the chunk is part of the order: chunks of 64, of 4 and none are three sets).
 TEST(HostRun, BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges) {
   std::vector<ir::Program> programs;
   for (const char* spec :
