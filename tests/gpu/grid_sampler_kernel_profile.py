@@ -1,12 +1,12 @@
-"""Per-kernel GPU times of grid_sampler_2d_backward on issue 10's three shapes: for each mode
-and dtype named on the command line (default bilinear, nearest, bicubic; zeros padding; f32 and
+"""Per-kernel GPU times of grid_sampler_2d_backward on issue 10's three shapes: for each mode,
+padding and dtype named on the command line (default bilinear, nearest, bicubic; zeros; f32 and
 bf16), five launches of the default (deterministic) and allow_atomics programs and of
 aten::grid_sampler_2d_backward under torch.profiler (CUPTI sees the driver-API launches), the
 mean time of every kernel printed by name. Shows which kernel of the binned gather a change
 moved. Not collected by pytest.
 
     python3 tests/gpu/grid_sampler_kernel_profile.py [--modes bilinear,...] [--dtypes f32,...]
-        [--shapes 0,1,2 | --shape-list NxCxHxW:HoxWo,...] [--one-cell]
+        [--shapes 0,1,2 | --shape-list NxCxHxW:HoxWo,...] [--paddings zeros,...] [--one-cell]
 The layout knobs (ADJOINT_TUNE_BINNED_CHANNELS_LAST, ADJOINT_TUNE_GATHERED_ROWS) apply as set.
 Programmatic launches are off (ADJOINT_TUNE_PROGRAMMATIC_LAUNCH=0) unless set: a kernel launched
 early waits inside its own duration, so with them the per-kernel times overlap.
@@ -28,6 +28,7 @@ from harness import adjoint, torch  # noqa: E402
 SHAPES = [((8, 64, 128, 128), (128, 128)), ((4, 32, 256, 256), (256, 256)),
           ((32, 3, 224, 224), (224, 224))]
 MODE_INT = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+PADDING_INT = {"zeros": 0, "border": 1, "reflection": 2}
 
 
 def kernel_means(run):
@@ -47,7 +48,7 @@ def kernel_means(run):
     return means
 
 
-def print_profiles(title, text, op, mode, grad_output, inputs, grid):
+def print_profiles(title, text, op, mode, grad_output, inputs, grid, padding="zeros"):
     """The per-kernel means of the default and allow_atomics programs of `text` and of ATen's
     `op` (grid_sampler_2d_backward or grid_sampler_3d_backward) on the same tensors."""
     for determinism in ("default", "allow_atomics"):
@@ -58,14 +59,14 @@ def print_profiles(title, text, op, mode, grad_output, inputs, grid):
         for key, us in means.items():
             print("  %8.1f us  %s" % (us, key.replace(op + "_", "")[:80]))
     aten = getattr(torch.ops.aten, op)
-    means = kernel_means(lambda: aten(grad_output, inputs, grid, MODE_INT[mode], 0, False,
-                                      [True, True]))
+    means = kernel_means(lambda: aten(grad_output, inputs, grid, MODE_INT[mode],
+                                      PADDING_INT[padding], False, [True, True]))
     print("== %s  aten: %.1f us (%s)" % (title, sum(means.values()),
                                          ", ".join("%.1f %s" % (v, k[:40])
                                                    for k, v in means.items())))
 
 
-def profile(input_size, grid_size, mode, dtype_name, one_cell=False):
+def profile(input_size, grid_size, mode, dtype_name, one_cell=False, padding="zeros"):
     dtype = harness.DTYPES[dtype_name]
     n, c, h, w = input_size
     grad_output = harness.random_tensor([n, c] + list(grid_size), dtype, 1)
@@ -74,10 +75,12 @@ def profile(input_size, grid_size, mode, dtype_name, one_cell=False):
     if one_cell:  # the worst case of the binning: every point samples the same place
         grid = torch.full_like(grid, 0.1)
     text = adjoint.spec.grid_sampler_2d_backward(dtype_name, list(input_size), list(grid_size),
-                                                 mode, "zeros", False, [True, True])
-    title = "%s%s %s %s->%s" % ("one-cell " if one_cell else "", mode, dtype_name,
+                                                 mode, padding, False, [True, True])
+    title = "%s%s%s %s %s->%s" % ("one-cell " if one_cell else "", mode,
+                                  "" if padding == "zeros" else " " + padding, dtype_name,
                                 "x".join(map(str, input_size)), "x".join(map(str, grid_size)))
-    print_profiles(title, text, "grid_sampler_2d_backward", mode, grad_output, inputs, grid)
+    print_profiles(title, text, "grid_sampler_2d_backward", mode, grad_output, inputs, grid,
+                   padding)
 
 
 def profile_3d(mode, dtype_name):
@@ -101,6 +104,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--modes", default="bilinear,nearest,bicubic")
     parser.add_argument("--dtypes", default="f32,bf16")
+    parser.add_argument("--paddings", default="zeros", help="2-d shapes only")
     parser.add_argument("--shapes", default="0,1,2", help="indices into SHAPES")
     parser.add_argument("--shape-list", default="",
                         help="shapes instead of --shapes: NxCxHxW:H_outxW_out, comma separated")
@@ -122,8 +126,9 @@ def main():
     for input_size, grid_size in shapes:
         for mode in args.modes.split(","):
             for dtype_name in args.dtypes.split(","):
-                profile(input_size, grid_size, mode, dtype_name)
-                torch.cuda.empty_cache()
+                for padding in args.paddings.split(","):
+                    profile(input_size, grid_size, mode, dtype_name, padding=padding)
+                    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
