@@ -1037,8 +1037,7 @@ class Rewriter {
       Expr key;
       for (int j = 0; j < target->rank(); ++j) {
         if (b.component_axis[j]) continue;
-        const int64_t extent = b.taps ? b.key_extent[j] : target->shape[j];
-        key = key.defined() ? key * Expr(extent) + keys[j] : keys[j];
+        key = key.defined() ? key * Expr(b.key_extent[j]) + keys[j] : keys[j];
       }
       return simplify(key);
     };

@@ -87,7 +87,8 @@
 //   <T>_bin_edges        per element of the two edges ([.., 2, ..]: low, high) and tap, the
 //                        rows past the element's own key, each a span as above
 // which the gather adds after its taps on those edges; chunk sums also cover the chunks inside
-// a row's edge spans. Order: per tap the first span, then on an edge the other rows in key order.
+// a row's edge spans. Order: the taps' own spans in tap order, then on an edge the edges' sum
+// (per tap in tap order, its extra rows in increasing key order).
 // Sub-buckets (BinnedGatherOptions::subbucket_records = K > 0): the sort ranks a record among
 // its whole bucket, the square of the bucket's size, which a small input sampled by a large grid
 // makes huge (every cell thousands of records). Where the records exceed 2K x cells, the count,

@@ -2814,11 +2814,27 @@ ir::HostBuffers constant_grid_inputs(const ir::Program& p, unsigned seed) {
   return in;
 }
 
+/// grid_sampler inputs whose points sit on the right edge cell (x = 1: floor(ix) = W - 1 with
+/// either align_corners) and far right of it (x = 3) in turn, all far below (y = 3): the x walks
+/// of the high edge element span several keys of the row's high edge range [W - 1, end), so
+/// their chunks are summed only through the high edge span's condition.
+ir::HostBuffers high_edge_inputs(const ir::Program& p, unsigned seed) {
+  ir::HostBuffers in = exact_inputs(p, seed);
+  std::vector<double>& grid = in.at("grid");
+  for (size_t i = 0; i + 1 < grid.size(); i += 2) {
+    grid[i] = (i / 2) % 2 ? 3.0 : 1.0;
+    grid[i + 1] = 3.0;
+  }
+  return in;
+}
+
 /// Clamped taps (binned_taps.h): bicubic under border padding clamps each tap's index to the
 /// input, so its bases are keyed clamped to the taps' reach and an edge element walks, per
 /// tap, a range of keys. The grids of exact_inputs reach +-8 (most points outside); the
 /// constant grids far outside put a batch's every point in one corner bucket (walks that take
-/// chunk sums, on the edge kernel's rows too), one_cell_inputs in one bucket inside. Within
+/// chunk sums, on the edge kernel's rows too), high_edge_inputs on the right edge and beyond
+/// (chunks that only the high edge span's condition sums), one_cell_inputs in one bucket
+/// inside; extents of 1, 2 and 3 are narrower than the taps' reach of 4. Within
 /// rounding of the interpreter, and bit for bit across block sizes and both layouts at one
 /// chunk size (the chunk is part of the order: chunks of 64, of 4 and none are three sets).
 TEST(HostRun, BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges) {
@@ -2831,7 +2847,9 @@ TEST(HostRun, BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges) {
         "grid_sampler_2d_backward dtype=bf16 input_size=2,1,4,1 output_size=5,4 "
         "interpolation_mode=bicubic padding_mode=border align_corners=false",
         "grid_sampler_2d_backward dtype=f16 input_size=1,2,9,8 output_size=12,11 "
-        "interpolation_mode=bicubic padding_mode=border align_corners=true output_mask=1,0"}) {
+        "interpolation_mode=bicubic padding_mode=border align_corners=true output_mask=1,0",
+        "grid_sampler_2d_backward dtype=f32 input_size=1,2,2,3 output_size=5,3 "
+        "interpolation_mode=bicubic padding_mode=border align_corners=true"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   for (const ir::Program& program : programs) {
@@ -2858,6 +2876,7 @@ TEST(HostRun, BinnedGatherOfClampedTapsWalksKeyRangesAtTheEdges) {
         std::vector<Variant>{Variant::binned_taps(128, 0), Variant::binned_taps(32, 0, 1)}}) {
     expect_host_runs_match(programs, variants, 2e-2);
     expect_host_runs_match(programs, variants, 2e-2, constant_grid_inputs<3>);
+    expect_host_runs_match(programs, variants, 2e-2, high_edge_inputs);
     if (variants.front().gather_chunk != 64) continue;
     expect_host_runs_match(programs, variants, 2e-2, rounding_inputs);
     expect_host_runs_match(programs, variants, 2e-2, constant_grid_inputs<-5>);
