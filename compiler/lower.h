@@ -146,9 +146,10 @@ struct LowerOptions {
   /// BlockReductionOptions::output_points: Mk, the outputs per thread of a block reduction's
   /// tile (0: derived). ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
   int block_output_points = 0;
-  /// ReductionSplitOptions::block_few_tokens, a mask in [0, 7] (split_reductions.h): block
+  /// ReductionSplitOptions::block_few_tokens, a mask in [0, 15] (split_reductions.h): block
   /// splits at few tokens take tiles of one token per lane (1), warp combines of many partials
-  /// (2) and more partials (4). ADJOINT_TUNE_BLOCK_FEW_TOKENS.
+  /// (2), more partials (4) and, off by default, chunks of 64 under rule 4 (8).
+  /// ADJOINT_TUNE_BLOCK_FEW_TOKENS.
   int block_few_tokens = 7;
   /// ReductionSplitOptions::block_split_rows (ADJOINT_TUNE_BLOCK_SPLIT_ROWS).
   bool block_split_rows = true;

@@ -85,7 +85,9 @@ struct ReductionSplitOptions {
   ///      partial, where the weights are at least block_wide_weight_bytes (K x R x 4): more
   ///      blocks in flight for a GEMV that streams its weights from DRAM (B*S = 1, n = 8,
   ///      D = 16384: 42 MB of phi). Weights that stay in L2 (1.5 MB at n = 4, D = 4096) measured
-  ///      2-6% slower with it on the H100, so the bound is a third of its 50 MB L2.
+  ///      2-6% slower with it on the H100, so the bound is a third of its 50 MB L2;
+  ///   8: (off by default: measured mixed) rule 4's split in chunks of 64 (docs/compiler.md
+  ///      "Block reductions at few tokens").
   int block_few_tokens = 7;
   /// Block splits fold the reduced axis just outside the split axis into g (partial g reduces
   /// row g / Gi, range g % Gi of it, every row's tail at most 4 ranges) where the split over

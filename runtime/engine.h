@@ -157,7 +157,7 @@ class Engine {
   /// Programs in the in-memory cache (loaded, failed or being built).
   size_t cached_programs() const;
 
-  /// The dynamic-shape policy (runtime/dynamic_policy.h): ADJOINT_DYNAMIC at start, default auto.
+  /// The dynamic-shape policy (runtime/dynamic_policy.h): ADJOINT_DYNAMIC at start, default batch.
   void set_dynamic_mode(DynamicMode mode) { dynamic_mode_ = mode; }
   DynamicMode dynamic_mode() const { return dynamic_mode_; }
   CompileStats compile_stats() const;

@@ -3,7 +3,9 @@
 // per process, they change the emitted source (so the disk cache and packages, keyed by source,
 // keep the variants apart) or how the runtime launches. An invalid value is an adjoint::Error
 // naming the variable, what it accepts and what it got, on every use. This is the one place
-// that reads them: the compiler gets its knobs as LowerOptions, the ops as ops::BuildOptions.
+// that reads them (but for the compile knobs ADJOINT_TUNE_SPLIT_COMPILE, _NVRTC_OPTIONS,
+// _BF16_CVT (runtime/kernel_binary.cpp) and _COMPILE_HUGE_PAGES (compile_huge_pages.cpp),
+// read where each build compiles): the compiler gets its knobs as LowerOptions, the ops as ops::BuildOptions.
 #pragma once
 
 #include <functional>
@@ -20,8 +22,8 @@ struct TuningKnobs {
   int block_size = 0;
   int vector_bytes = 0;
   int binned_whole_axis_records_max = 2;
-  bool streaming_loads = false;
-  bool streaming_stores = false;
+  bool streaming_loads = true;
+  bool streaming_stores = true;
   /// ADJOINT_TUNE_BINNED_REREAD_STREAMING (LowerOptions::binned_reread_streaming).
   bool binned_reread_streaming = false;
   int reduction_split = -1;
