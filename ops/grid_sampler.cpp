@@ -12,6 +12,7 @@
 
 #include "ir/builder.h"
 #include "ir/error.h"
+#include "ops/grid_sampler_attributes.h"
 #include "ops/grid_sampler_coords.h"
 
 namespace adjoint::ops {
@@ -26,11 +27,6 @@ using ir::Var;
 constexpr const char* kOpName = "grid_sampler_2d_backward";
 /// Keys' cubic convolution parameter, as ATen's bicubic upsampling and grid_sample use it.
 constexpr double kCubicA = -0.75;
-
-[[noreturn]] void bad_attribute(const std::string& attribute, const std::string& what) {
-  throw Error(std::string(kOpName) + ": attribute '" + attribute + "': " + what,
-              ErrorCode::kInvalidArgument);
-}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return "[" + format_ints(shape) + "]";
@@ -280,24 +276,6 @@ void add_grad_grid_kernel(ir::ProgramBuilder& b, const Sampler& s, const Tensor&
   b.kernel("grad_grid", {ir::compute(grad_grid, std::move(domain), value)});
 }
 
-/// Reads an int list attribute of `count` sizes, each at least 1.
-std::vector<int64_t> read_sizes(const Specialization& spec, const std::string& attribute,
-                                size_t count, const std::string& layout) {
-  std::vector<int64_t> sizes = spec.get_ints(attribute);
-  if (sizes.size() != count) {
-    bad_attribute(attribute, "expected " + std::to_string(count) + " sizes " + layout + ", got '" +
-                                 spec.raw(attribute) + "'");
-  }
-  for (int64_t s : sizes) {
-    if (s < 1) {
-      bad_attribute(attribute, "expected sizes of at least 1 (" + layout + "), got '" +
-                                   spec.raw(attribute) + "'");
-    }
-  }
-  check_sizes_addressable(spec.op_name(), "attribute '" + attribute + "'", sizes);
-  return sizes;
-}
-
 ir::Program build_from_spec(const Specialization& spec) {
   return build_grid_sampler_2d_backward(grid_sampler_2d_params(spec));
 }
@@ -321,25 +299,8 @@ OpDefinition grid_sampler_2d_backward_definition() {
        "bilinear",
        "how the input is sampled",
        {"bilinear", "nearest", "bicubic"}},
-      {"padding_mode",
-       K::kChoice,
-       "zeros",
-       "what samples outside the input read",
-       {"zeros", "border", "reflection"}},
-      {"align_corners",
-       K::kBool,
-       "false",
-       "true: -1 and 1 are the centers of the corner pixels; false: their outer edges",
-       {}},
-      {"output_mask",
-       K::kIntList,
-       "1,1",
-       "which gradients are wanted (grad_input, grad_grid); grad_grid is always produced",
-       {}},
-      input_strides_attribute("grad_output"),
-      input_strides_attribute("input"),
-      input_strides_attribute("grid"),
   };
+  for (AttrSpec& a : grid_sampler_shared_attributes()) op.attributes.push_back(std::move(a));
   op.build = built_from_attributes(build_from_spec);
   op.examples = {
       "grid_sampler_2d_backward dtype=f32 input_size=1,2,5,7 output_size=4,3 "
@@ -367,8 +328,8 @@ std::vector<OpDefinition> grid_sampler_ops() {
 GridSampler2dParams grid_sampler_2d_params(const Specialization& spec) {
   GridSampler2dParams p;
   p.dtype = spec.get_dtype("dtype");
-  std::vector<int64_t> in = read_sizes(spec, "input_size", 4, "N,C,H,W");
-  std::vector<int64_t> out = read_sizes(spec, "output_size", 2, "H_out,W_out");
+  std::vector<int64_t> in = read_grid_sampler_sizes(spec, "input_size", 4, "N,C,H,W");
+  std::vector<int64_t> out = read_grid_sampler_sizes(spec, "output_size", 2, "H_out,W_out");
   p.batch = in[0];
   p.channels = in[1];
   p.input_height = in[2];
@@ -378,14 +339,7 @@ GridSampler2dParams grid_sampler_2d_params(const Specialization& spec) {
   p.interpolation = parse_interpolation(spec.get_choice("interpolation_mode"));
   p.padding = parse_padding(spec.get_choice("padding_mode"));
   p.align_corners = spec.get_bool("align_corners");
-  std::vector<int64_t> mask = spec.get_ints("output_mask");
-  bool valid_mask = mask.size() == 2;
-  for (int64_t m : mask) valid_mask = valid_mask && (m == 0 || m == 1);
-  if (!valid_mask) {
-    bad_attribute("output_mask", "expected two 0/1 values (grad_input, grad_grid), got '" +
-                                     spec.raw("output_mask") + "'");
-  }
-  p.compute_grad_input = mask[0] == 1;
+  p.compute_grad_input = read_grid_sampler_output_mask(spec);
   p.grad_output_strides = input_strides(spec, "grad_output", grad_output_shape(p), {});
   p.input_strides = input_strides(spec, "input", input_shape(p), {});
   p.grid_strides = input_strides(spec, "grid", grid_shape(p), {});
