@@ -288,11 +288,11 @@ OpDefinition grid_sampler_2d_backward_definition() {
       "gradients of 2-D grid_sample w.r.t. input and grid, as aten::grid_sampler_2d_backward";
   op.attributes = {
       {"dtype", K::kDType, "f32", "dtype of every tensor", {"f16", "bf16", "f32", "f64"}},
-      {"input_size", K::kIntList, std::nullopt, "N,C,H,W of input and grad_input", {}},
+      {"input_size", K::kIntList, std::nullopt, "N,C,H,W of input and grad_input; N and C may be 0, H and W not (as in ATen)", {}},
       {"output_size",
        K::kIntList,
        std::nullopt,
-       "H_out,W_out: grid is N,H_out,W_out,2 and grad_output N,C,H_out,W_out",
+       "H_out,W_out: grid is N,H_out,W_out,2 and grad_output N,C,H_out,W_out; either may be 0",
        {}},
       {"interpolation_mode",
        K::kChoice,
@@ -328,8 +328,8 @@ std::vector<OpDefinition> grid_sampler_ops() {
 GridSampler2dParams grid_sampler_2d_params(const Specialization& spec) {
   GridSampler2dParams p;
   p.dtype = spec.get_dtype("dtype");
-  std::vector<int64_t> in = read_grid_sampler_sizes(spec, "input_size", 4, "N,C,H,W");
-  std::vector<int64_t> out = read_grid_sampler_sizes(spec, "output_size", 2, "H_out,W_out");
+  std::vector<int64_t> in = read_grid_sampler_sizes(spec, "input_size", 4, "N,C,H,W", 2);
+  std::vector<int64_t> out = read_grid_sampler_sizes(spec, "output_size", 2, "H_out,W_out", 2);
   p.batch = in[0];
   p.channels = in[1];
   p.input_height = in[2];

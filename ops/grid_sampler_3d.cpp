@@ -233,11 +233,13 @@ OpDefinition grid_sampler_3d_backward_definition() {
       "gradients of 3-D grid_sample w.r.t. input and grid, as aten::grid_sampler_3d_backward";
   op.attributes = {
       {"dtype", K::kDType, "f32", "dtype of every tensor", {"f16", "bf16", "f32", "f64"}},
-      {"input_size", K::kIntList, std::nullopt, "N,C,D,H,W of input and grad_input", {}},
+      {"input_size", K::kIntList, std::nullopt, "N,C,D,H,W of input and grad_input; N and C may be 0, D, H and W not (as in ATen)",
+       {}},
       {"output_size",
        K::kIntList,
        std::nullopt,
-       "D_out,H_out,W_out: grid is N,D_out,H_out,W_out,3 and grad_output N,C,D_out,H_out,W_out",
+       "D_out,H_out,W_out: grid is N,D_out,H_out,W_out,3 and grad_output N,C,D_out,H_out,W_out; "
+       "any may be 0",
        {}},
       {"interpolation_mode",
        K::kChoice,
@@ -271,9 +273,9 @@ std::vector<OpDefinition> grid_sampler_3d_ops() {
 GridSampler3dParams grid_sampler_3d_params(const Specialization& spec) {
   GridSampler3dParams p;
   p.dtype = spec.get_dtype("dtype");
-  std::vector<int64_t> in = read_grid_sampler_sizes(spec, "input_size", 5, "N,C,D,H,W");
+  std::vector<int64_t> in = read_grid_sampler_sizes(spec, "input_size", 5, "N,C,D,H,W", 2);
   std::vector<int64_t> out =
-      read_grid_sampler_sizes(spec, "output_size", 3, "D_out,H_out,W_out");
+      read_grid_sampler_sizes(spec, "output_size", 3, "D_out,H_out,W_out", 3);
   p.batch = in[0];
   p.channels = in[1];
   p.input_depth = in[2];

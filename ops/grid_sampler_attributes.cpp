@@ -14,14 +14,27 @@ void bad_grid_sampler_attribute(const std::string& op, const std::string& attrib
 
 std::vector<int64_t> read_grid_sampler_sizes(const Specialization& spec,
                                              const std::string& attribute, size_t count,
-                                             const std::string& layout) {
+                                             const std::string& layout, size_t empty_before) {
   std::vector<int64_t> sizes = spec.get_ints(attribute);
   bool valid = sizes.size() == count;
-  for (int64_t size : sizes) valid = valid && size >= 1;
+  for (size_t i = 0; valid && i < sizes.size(); ++i) valid = sizes[i] >= (i < empty_before ? 0 : 1);
   if (!valid) {
+    // "N and C at least 0, the others at least 1", naming the first sizes from `layout`.
+    std::string minimum = empty_before == 0 ? "each at least 1" : "each at least 0";
+    if (empty_before > 0 && empty_before < count) {
+      std::string names;
+      size_t begin = 0;
+      for (size_t i = 0; i < empty_before; ++i) {
+        const size_t end = layout.find(',', begin);
+        names += (i == 0 ? "" : i + 1 == empty_before ? " and " : ", ") +
+                 layout.substr(begin, end - begin);
+        begin = end + 1;
+      }
+      minimum = names + " at least 0, the others at least 1";
+    }
     bad_grid_sampler_attribute(spec.op_name(), attribute,
-                               "expected " + std::to_string(count) + " sizes of at least 1 (" +
-                                   layout + "), got '" + spec.raw(attribute) + "'");
+                               "expected " + std::to_string(count) + " sizes (" + layout + "), " +
+                                   minimum + ", got '" + spec.raw(attribute) + "'");
   }
   check_sizes_addressable(spec.op_name(), "attribute '" + attribute + "'", sizes);
   return sizes;

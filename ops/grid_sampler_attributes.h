@@ -16,11 +16,13 @@ namespace adjoint::ops {
 [[noreturn]] void bad_grid_sampler_attribute(const std::string& op, const std::string& attribute,
                                              const std::string& what);
 
-/// The int list `attribute` of `count` sizes, each at least 1 and addressable (`layout` names
-/// them in the error, e.g. "N,C,H,W").
+/// The int list `attribute` of `count` addressable sizes (`layout` names them in the error,
+/// e.g. "N,C,H,W"): those before index `empty_before` may be 0, the others are at least 1.
+/// ATen's rule: the batch, the channels and the grid's sizes may be empty, the input's
+/// spatial sizes may not.
 std::vector<int64_t> read_grid_sampler_sizes(const Specialization& spec,
                                              const std::string& attribute, size_t count,
-                                             const std::string& layout);
+                                             const std::string& layout, size_t empty_before);
 
 /// output_mask's first value: whether grad_input is wanted (two 0/1 values, else an error).
 bool read_grid_sampler_output_mask(const Specialization& spec);

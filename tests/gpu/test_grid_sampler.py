@@ -12,7 +12,8 @@ channels-last gather with its fused store and grad_grid on lanes, and nearest at
 cell (NEAREST_WIDE_CASES) the same gather below 2 records per cell; small inputs under large grids
 (SMALL_INPUT_CASES) the binned sort's sub-buckets; 3 and 4 channels on 2^15 cells
 (FEW_CHANNEL_CASES) the bilinear gather that walks a cell's buckets once for all its channels
-(whole-axis groups at 3) and writes grad_input itself (direct stores). Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
+(whole-axis groups at 3) and writes grad_input itself (direct stores); empty batches, channels
+and grids (EMPTY_CASES). Edge cases (test_edge_parity): grids exactly on pixel centres, pixel
 edges and +-1 and well outside [-1, 1] (special_grid, shared with the 3-d suite), on inputs of
 size 1 in each axis, in every mode x padding x align_corners x dtype: there a one-sided
 derivative taken on the other side of a pixel from ATen's shows as an O(1) grad_grid error.
@@ -99,6 +100,16 @@ CLAMPED_TAP_CASES = [Case((2, 3, 128, 128), (128, 128), "bicubic", "border", ali
                      for align in (False, True) for dtype in ("f32", "bf16")]
 
 
+# Empty batches, channels and grids, which ATen accepts (its input's spatial sizes may not be
+# empty): nothing to compute, or zeros that adjoint must write into outputs it did not allocate
+# zeroed (grad_input where no point reaches it, grad_grid where no channel adds to it).
+EMPTY_CASES = [Case(input_size, output_size, mode, "border", False, dtype)
+               for input_size, output_size in (((0, 3, 9, 11), (7, 5)), ((2, 0, 9, 11), (7, 5)),
+                                               ((2, 3, 9, 11), (0, 5)), ((2, 3, 9, 11), (7, 0)))
+               for mode in MODES for dtype in ("f32", "bf16")] + \
+    [Case((2, 3, 9, 11), (0, 5), "bilinear", "zeros", False, "f32", determinism="allow_atomics")]
+
+
 def matrix():
     cases = []
     for dtype in ("f16", "bf16", "f32", "f64"):
@@ -111,7 +122,7 @@ def matrix():
             for padding in PADDINGS:
                 cases.append(Case((2, 16, 12, 20), (40, 36), mode, padding, False, dtype))
     for case in (WIDE_CASES + NEAREST_WIDE_CASES + SMALL_INPUT_CASES + FEW_CHANNEL_CASES +
-                 CLAMPED_TAP_CASES):
+                 CLAMPED_TAP_CASES + EMPTY_CASES):
         cases.append(case)
     for mode in MODES:
         cases.append(Case((2, 4, 9, 7), (6, 10), mode, "border", True, "f32", (False, True)))
@@ -169,7 +180,8 @@ def _parity(case):
     ref_input, ref_grid = reference(case, grad_output, input, grid)
     tolerance = harness.NORM_TOL[case.dtype]
     assert grad_grid.dtype == DTYPES[case.dtype] and grad_grid.shape == grid.shape
-    term_scale = input.double().abs().max().item() * grad_output.double().abs().max().item()
+    term_scale = (input.double().abs().max().item() * grad_output.double().abs().max().item()
+                  if input.numel() and grad_output.numel() else 0.0)
     errors = {"grad_grid": check_against_terms(repr(case) + " grad_grid", grad_grid, ref_grid,
                                                tolerance, term_scale)}
     if case.output_mask[0]:

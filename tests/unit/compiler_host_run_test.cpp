@@ -765,6 +765,9 @@ class HostTensor {
   void write(const std::vector<double>& values) {
     for (size_t i = 0; i < values.size(); ++i) set(i, values[i]);
   }
+  /// Every byte 0xff (NaN in the float dtypes): what an output the GPU caller allocated
+  /// without zeroing may hold.
+  void poison() { std::fill(storage_.begin(), storage_.end(), static_cast<unsigned char>(0xff)); }
   std::vector<double> read() {
     std::vector<double> values;
     for (int64_t i = 0; i < tensor_->storage_elements(); ++i)
@@ -867,9 +870,12 @@ class HostLibrary {
   }
 
   /// Runs a program's kernels in order on buffers bound by name; `misalign` moves every
-  /// buffer one element off its 64-byte alignment.
+  /// buffer one element off its 64-byte alignment. Buffers start zeroed, but with
+  /// `poison_outputs` the outputs start as 0xff bytes, as an output the caller did not zero may
+  /// on the GPU; not in a run with atomics, whose targets the runtime zeroes first (lower()'s
+  /// CompiledKernel::zero_before, which these kernels, emitted one by one, do not carry).
   ir::HostBuffers run(const HostProgram& hp, const ir::HostBuffers& inputs, bool misalign,
-                      ir::HostBuffers* temporaries = nullptr) {
+                      ir::HostBuffers* temporaries = nullptr, bool poison_outputs = false) {
     std::map<std::string, std::unique_ptr<HostTensor>> tensors;
     for (const auto* list : {&hp.program.inputs, &hp.program.outputs, &hp.program.temporaries,
                              &hp.added_temporaries}) {
@@ -878,6 +884,11 @@ class HostLibrary {
         tensors[t->name] = std::make_unique<HostTensor>(t, offset);
         if (inputs.count(t->name)) tensors[t->name]->write(inputs.at(t->name));
       }
+    }
+    bool atomics = false;
+    for (const CompiledKernel& k : hp.kernels) atomics |= k.uses_atomics;
+    if (poison_outputs && !atomics) {
+      for (const ir::Tensor& t : hp.program.outputs) tensors.at(t->name)->poison();
     }
     for (const CompiledKernel& k : hp.kernels) {
       std::vector<void*> args;
@@ -2214,6 +2225,58 @@ TEST(HostRun, ScannedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
   // The same sums in the same order as the atomics lowering on the host: bit for bit.
   expect_host_runs_match(programs, {Variant(1), Variant::scanned_gather(256)}, 1e-2,
                          rounding_inputs);
+}
+
+/// Empty batches, channels and grids (ATen accepts them; ops/grid_sampler_attributes.h): the
+/// kernels of an empty domain get empty grids (the runtime skips them) and the rest write
+/// zeros, grad_input where no grid point reaches it and grad_grid where no channel adds to it,
+/// under the atomics, binned, taps and scanned lowerings alike (and within the ASan build's
+/// bounds: no kernel reads an empty tensor).
+TEST(HostRun, EmptyGridSamplersWriteZerosOrNothing) {
+  std::vector<ir::Program> programs;
+  for (const char* shape : {"input_size=0,3,4,5 output_size=3,2", "input_size=2,0,4,5 output_size=3,2",
+                            "input_size=2,3,4,5 output_size=0,2", "input_size=2,3,4,5 output_size=3,0"}) {
+    for (const char* mode : {"interpolation_mode=bilinear padding_mode=zeros",
+                             "interpolation_mode=nearest padding_mode=reflection",
+                             "interpolation_mode=bicubic padding_mode=border"}) {
+      programs.push_back(ops::parse_specialization(std::string("grid_sampler_2d_backward dtype=f32 ") +
+                                                   shape + " " + mode)
+                             .build_program());
+    }
+  }
+  for (const char* spec :
+       {"grid_sampler_3d_backward dtype=bf16 input_size=1,0,2,3,4 output_size=2,2,2 "
+        "interpolation_mode=bilinear padding_mode=border",
+        "grid_sampler_3d_backward dtype=f64 input_size=1,2,2,3,4 output_size=2,0,2 "
+        "interpolation_mode=nearest padding_mode=zeros"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& p : programs) {
+    const ir::HostBuffers expected = ir::interpret(p, exact_inputs(p, 1));
+    for (const ir::Tensor& t : p.outputs) {
+      for (double v : expected.at(t->name)) ASSERT_EQ(v, 0.0) << ir::to_string(p) << t->name;
+    }
+  }
+  const std::vector<Variant> variants = {Variant(1), Variant::binned_gather(256),
+                                         Variant::binned_taps(32), Variant::scanned_gather(128)};
+  expect_host_runs_match(programs, variants, 0);
+  // The zeros are written, not found: outputs that start as NaN bytes come back zero (the
+  // atomics run keeps zeroed outputs: the runtime zeroes its targets).
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+  HostLibrary library;
+  std::string error;
+  const std::vector<HostProgram> runs = build_host_runs(programs, variants, "e", library, error);
+  ASSERT_TRUE(error.empty()) << error;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const ir::Program& p = programs[r / variants.size()];
+    const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
+    for (const ir::Tensor& t : p.outputs) {
+      for (double v : got.at(t->name)) {
+        ASSERT_EQ(v, 0.0) << ir::to_string(p) << "variant " << variants[r % variants.size()].label()
+                          << ": " << t->name;
+      }
+    }
+  }
 }
 
 /// Nearest sampling, about one record per cell, with 4 or more channels whose copies are cheap:

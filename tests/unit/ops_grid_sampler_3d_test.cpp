@@ -101,8 +101,13 @@ TEST(GridSampler3dOp, RejectsBadAttributesNamingThem) {
   EXPECT_NE(rank.find("N,C,D,H,W"), std::string::npos) << rank;
   std::string out = expect_error(base + "input_size=1,2,3,5,7 output_size=4,3");
   EXPECT_NE(out.find("D_out,H_out,W_out"), std::string::npos) << out;
-  EXPECT_NE(expect_error(base + "input_size=1,2,0,5,7 output_size=2,4,3").find("at least 1"),
-            std::string::npos);
+  // ATen's rule: the input's spatial sizes may not be empty (the batch, channels and grid may).
+  for (const char* sizes : {"input_size=1,2,0,5,7 output_size=2,4,3",
+                            "input_size=1,2,3,5,0 output_size=2,4,3",
+                            "input_size=1,-2,3,5,7 output_size=2,4,3"}) {
+    const std::string what = expect_error(base + sizes);
+    EXPECT_NE(what.find("at least"), std::string::npos) << what;
+  }
   for (const char* mask : {"1", "1,1,1", "2,1"}) {
     std::string what =
         expect_error(base + "input_size=1,2,3,5,7 output_size=2,4,3 output_mask=" + mask);
@@ -249,6 +254,30 @@ TEST(GridSampler3dReference, EveryModePaddingAlignmentAndDtype) {
           for (const auto& [in, out] : shapes) {
             expect_matches_reference({dtype, in, out, mode, padding, align}, 7);
           }
+        }
+      }
+    }
+  }
+}
+
+/// Empty batches, channels and grids (ATen accepts them): nothing to compute, or grad_input all
+/// zeros (no grid point reaches it) and grad_grid all zeros (no channel contributes), as the
+/// reference says.
+TEST(GridSampler3dReference, EmptyBatchChannelsAndGridsGiveZerosOrNothing) {
+  const std::pair<const char*, const char*> shapes[] = {
+      {"0,2,3,5,4", "2,3,2"}, {"2,0,3,5,4", "2,3,2"}, {"1,2,3,5,4", "0,3,2"},
+      {"1,2,3,5,4", "2,0,2"}, {"1,2,3,5,4", "2,3,0"}};
+  for (const char* mode : kModes) {
+    for (const char* padding : kPaddings) {
+      for (const auto& [in, out] : shapes) {
+        Case c{"f32", in, out, mode, padding, false};
+        EXPECT_EQ(expect_matches_reference(c, 3), 2u) << c.text();
+        ops::Specialization spec = c.spec();
+        ir::Program program = spec.build_program();
+        ir::HostBuffers got =
+            ir::interpret(program, reference::make_inputs(spec, program, 3));
+        for (const ir::Tensor& t : program.outputs) {
+          for (double v : got.at(t->name)) ASSERT_EQ(v, 0.0) << c.text() << ": " << t->name;
         }
       }
     }

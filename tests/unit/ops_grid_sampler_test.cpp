@@ -105,8 +105,12 @@ TEST(GridSamplerOp, RejectsBadAttributesNamingThem) {
             std::string::npos);
   EXPECT_NE(expect_error(base + "input_size=1,2,5,7 output_size=4").find("H_out,W_out"),
             std::string::npos);
-  EXPECT_NE(expect_error(base + "input_size=1,0,5,7 output_size=4,3").find("at least 1"),
-            std::string::npos);
+  // ATen's rule: the input's spatial sizes may not be empty (the batch, channels and grid may).
+  for (const char* sizes : {"input_size=1,2,0,7 output_size=4,3", "input_size=1,2,5,0 output_size=4,3",
+                            "input_size=-1,2,5,7 output_size=4,3", "input_size=1,2,5,7 output_size=-1,3"}) {
+    const std::string what = expect_error(base + sizes);
+    EXPECT_NE(what.find("at least"), std::string::npos) << what;
+  }
   EXPECT_NE(expect_error(base + "input_size=1,2,5,7 output_size=4,3 interpolation_mode=linear")
                 .find("bilinear, nearest, bicubic"),
             std::string::npos);
@@ -298,6 +302,31 @@ TEST(GridSamplerReference, EveryModePaddingAlignmentAndDtype) {
         for (bool align : {false, true}) {
           for (const Shape& shape : shapes) {
             expect_matches_reference({dtype, shape, mode, padding, align}, 7);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Empty batches, channels and grids (ATen accepts them): nothing to compute, or grad_input all
+/// zeros (no grid point reaches it) and grad_grid all zeros (no channel contributes), as the
+/// reference says, in every mode and padding.
+TEST(GridSamplerReference, EmptyBatchChannelsAndGridsGiveZerosOrNothing) {
+  const Shape shapes[] = {{"0,2,5,7", "4,3"}, {"2,0,5,7", "4,3"}, {"2,3,5,7", "0,3"},
+                          {"2,3,5,7", "4,0"}, {"0,0,1,1", "0,0"}};
+  for (const char* dtype : {"f32", "bf16"}) {
+    for (const char* mode : kModes) {
+      for (const char* padding : kPaddings) {
+        for (const Shape& shape : shapes) {
+          Case c{dtype, shape, mode, padding, true};
+          EXPECT_EQ(expect_matches_reference(c, 5), 2u) << c.text();
+          ops::Specialization spec = c.spec();
+          ir::Program program = spec.build_program();
+          ir::HostBuffers got =
+              ir::interpret(program, reference::make_inputs(spec, program, 5));
+          for (const ir::Tensor& t : program.outputs) {
+            for (double v : got.at(t->name)) ASSERT_EQ(v, 0.0) << c.text() << ": " << t->name;
           }
         }
       }
