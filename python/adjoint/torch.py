@@ -179,4 +179,5 @@ def enabled():
             disable()
 
 
-__all__ = ["disable", "enable", "enabled", "fallthrough_counts", "is_enabled", "kernels"]
+__all__ = ["DETERMINISTIC_FROM_CHANNELS", "disable", "enable", "enabled", "fallthrough_counts",
+           "faster_determinism", "is_enabled", "kernels"]

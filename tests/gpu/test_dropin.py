@@ -84,6 +84,28 @@ def test_grid_sample_backward_matches_pytorch(dtype, mode, padding, align):
         assert_close(g, w, dtype)
 
 
+@pytest.mark.parametrize("mode,channels,expected", [
+    ("bilinear", 16, "default"), ("nearest", 32, "default"), ("bicubic", 8, "default"),
+    ("bilinear", 15, "allow_atomics"), ("nearest", 16, "allow_atomics")])
+def test_grid_sample_backward_without_determinism_takes_the_faster_program(mode, channels,
+                                                                          expected):
+    # Not asked for determinism, the drop-in runs the deterministic program from 16 channels
+    # bilinear, 32 nearest and 8 bicubic (adjoint.torch.DETERMINISTIC_FROM_CHANNELS), the
+    # atomics one below: both must give PyTorch's gradients.
+    torch.manual_seed(1)
+    x = torch.randn(2, channels, 11, 13, device=DEVICE)
+    grid = torch.rand(2, 7, 5, 2, device=DEVICE) * 2.4 - 1.2
+    grad = torch.randn(2, channels, 7, 5, device=DEVICE)
+    assert dropin.faster_determinism("grid_sampler_2d_backward", x, mode) == expected
+    want = grid_sample_grads(x, grid, grad, mode, "border", False)
+    dropin.fallthrough_counts.clear()
+    with dropin.enabled():
+        got = grid_sample_grads(x, grid, grad, mode, "border", False)
+        assert not dropin.fallthrough_counts, dropin.fallthrough_counts
+    for g, w in zip(got, want):
+        assert_close(g, w, torch.float32)
+
+
 def test_strided_grad_output_runs_adjoint_and_expanded_falls_through():
     # A sliced grad_output runs adjoint's kernel specialized for its strides, read in place.
     base = torch.randn(2, 3, 40, 64, device=DEVICE)

@@ -9,7 +9,8 @@ bf16; output_mask [False, True]; the atomics opt-in; edge cases (grids on voxel 
 +-1 and well outside [-1, 1], inputs of size 1 in D, H, W and all three) in every mode x padding
 x align_corners x dtype; 3 channels on a 32^3 grid (LARGE_CASES); nearest with 16 channels at
 one record per cell (NEAREST_WIDE_CASES: the channels-last gather); bitwise determinism over 3
-runs for every program that claims it; and bicubic refused with an error naming the argument.
+runs for every program that claims it; empty batches, channels and grids into NaN-filled outputs
+(test_empty_parity); and bicubic refused with an error naming the argument.
 """
 
 import harness
@@ -124,6 +125,31 @@ def run_adjoint(case, grad_output, input, grid):
     outputs = adjoint.run(case.spec(), {"grad_output": grad_output, "input": input, "grid": grid},
                           determinism=case.determinism)
     return outputs.get("grad_input"), outputs["grad_grid"]
+
+
+# Empty batches, channels and grids, which ATen accepts (its input's spatial sizes may not be
+# empty), as in the 2-d suite.
+EMPTY_CASES = [Case(input_size, output_size, mode, "zeros", True, dtype)
+               for input_size, output_size in (((0, 2, 3, 4, 5), (2, 3, 2)),
+                                               ((2, 0, 3, 4, 5), (2, 3, 2)),
+                                               ((2, 2, 3, 4, 5), (2, 0, 2)))
+               for mode in MODES for dtype in ("f32", "bf16")]
+
+
+@pytest.mark.parametrize("case", EMPTY_CASES, ids=repr)
+def test_empty_parity(case):
+    """Outputs given filled with NaN: what adjoint does not write stays NaN and fails the
+    comparison with ATen's zeros."""
+    grad_output, input, grid = case.inputs(seed=3)
+    nan = float("nan")
+    outputs = adjoint.run(case.spec(), {"grad_output": grad_output, "input": input, "grid": grid,
+                                        "grad_input": torch.full_like(input, nan),
+                                        "grad_grid": torch.full_like(grid, nan)})
+    ref_input, ref_grid = reference(case, grad_output, input, grid)
+    tolerance = harness.NORM_TOL[case.dtype]
+    errors = {name: harness.check_normalized("%r %s" % (case, name), outputs[name], ref, tolerance)
+              for name, ref in (("grad_input", ref_input), ("grad_grid", ref_grid))}
+    harness.record("grid_sampler_3d", repr(case), **errors)
 
 
 @pytest.mark.parametrize("case", matrix(), ids=repr)
