@@ -22,6 +22,7 @@
 #include "ops/grid_sampler.h"
 #include "reference/reference.h"
 #include "support/gradcheck.h"
+#include "support/zero_outputs.h"
 
 namespace adjoint {
 namespace {
@@ -325,9 +326,7 @@ TEST(GridSamplerReference, EmptyBatchChannelsAndGridsGiveZerosOrNothing) {
           ir::Program program = spec.build_program();
           ir::HostBuffers got =
               ir::interpret(program, reference::make_inputs(spec, program, 5));
-          for (const ir::Tensor& t : program.outputs) {
-            for (double v : got.at(t->name)) ASSERT_EQ(v, 0.0) << c.text() << ": " << t->name;
-          }
+          EXPECT_EQ(testing::first_nonzero_output(program, got), "") << c.text();
         }
       }
     }
