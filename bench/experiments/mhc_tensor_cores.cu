@@ -1,0 +1,515 @@
+// An experiment, not part of the library: how fast can mhc_pre_backward's two contractions run
+// on tensor cores, and how exact are they? It measures on the GPU (nvcc -O3 -arch=sm_90), in one
+// process, hand-written kernels of the two contractions that dominate mhc_pre_backward
+// (docs/mhc.md "Where mhc_pre_backward stands"), against an f64 reference of the same formulas:
+//   dx[t,c]    = gamma[c]·Σ_k dh_mix[t,k]·phi[k,c] − coef[t]·x[t,c] + h_pre[t,c/D]·grad_h_in[t,c%D]
+//   xmix[k,c]  = Σ_t dh_mix[t,k]·x[t,c]          (x_mix's partials before the combine; dphi and
+//                                                  dgamma are cheap functions of it)
+// with t over B·S tokens, c over n·D, k over n²+2n (DESIGN.md). Variants:
+//   dx   fp32      one thread per 8 outputs, an FMA chain over k in order (the ALU floor's form)
+//   dx   tf32x1    mma.sync m16n8k8 TF32, inputs rounded to TF32 once
+//   dx   tf32x3    the same with the split a = hi + lo of both operands: hi·hi + hi·lo + lo·hi
+//   xmix tf32x2    x is bf16, exact in TF32, so only dh_mix is split: lo·x + hi·x
+// Each prints its median kernel time over 30 launches, the effective bandwidth of its minimum
+// bytes, and the worst error of its f32 results against the f64 reference (relative to the largest
+// reference value). The copy bandwidth is measured in the same run. Usage:
+//   mhc_tensor_cores B S n D
+// Determinism: each output is computed by one thread in a fixed order (mma's own order is fixed
+// by the hardware), so every variant gives the same bits every run; the program checks that too.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#define CHECK(call)                                                                   \
+  do {                                                                                \
+    cudaError_t e_ = (call);                                                          \
+    if (e_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
+                   cudaGetErrorString(e_));                                           \
+      std::exit(1);                                                                   \
+    }                                                                                 \
+  } while (0)
+
+namespace {
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) {
+  return __uint_as_float(bits16 << 16);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+struct DxArgs {
+  const float* dh_mix;        // [T, K]
+  const float* phi;           // [K, C]
+  const float* gamma;         // [C]
+  const __nv_bfloat16* x;     // [T, C]
+  const __nv_bfloat16* ghin;  // [T, D]
+  const float* h_pre;         // [T, n]
+  const float* coef;          // [T]
+  __nv_bfloat16* dx;          // [T, C]
+  float* dx_f32;              // [T, C] or null
+  int T, n, D, K;
+};
+
+// The elementwise part of dx for 8 consecutive c of token t, given mm = Σ_k dh_mix·phi.
+__device__ __forceinline__ void dx_epilogue8(const DxArgs& a, int t, int c, const float (&mm)[8]) {
+  const int C = a.n * a.D;
+  const int i = c / a.D, d = c - i * a.D;
+  uint4 xv = *reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c);
+  uint4 gv = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
+  float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
+  float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
+  const float hp = a.h_pre[static_cast<size_t>(t) * a.n + i], cf = a.coef[t];
+  const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
+  const float gm[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+  float out[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t xbits = (xw[j / 2] >> (16 * (j % 2))) & 0xffff;
+    const uint32_t gbits = (gw[j / 2] >> (16 * (j % 2))) & 0xffff;
+    out[j] = fmaf(gm[j], mm[j], fmaf(-cf, bf16_bits_to_float(xbits), hp * bf16_bits_to_float(gbits)));
+  }
+  uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
+                       pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
+  *reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c) = o;
+  if (a.dx_f32) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) a.dx_f32[static_cast<size_t>(t) * C + c + j] = out[j];
+  }
+}
+
+// FP32 on the ALUs: a thread makes 8 consecutive c of one token, k in order.
+__global__ void __launch_bounds__(256) dx_fp32(DxArgs a) {
+  const int C = a.n * a.D;
+  const size_t groups = static_cast<size_t>(a.T) * (C / 8);
+  for (size_t g = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int t = static_cast<int>(g / (C / 8)), c = static_cast<int>(g % (C / 8)) * 8;
+    float mm[8] = {};
+    for (int k = 0; k < a.K; ++k) {
+      const float h = a.dh_mix[static_cast<size_t>(t) * a.K + k];
+      const float* p = a.phi + static_cast<size_t>(k) * C + c;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mm[j] = fmaf(h, p[j], mm[j]);
+    }
+    dx_epilogue8(a, t, c, mm);
+  }
+}
+
+// Tensor cores. A block of 4 warps owns BN consecutive c; it stages phi's fragments for them in
+// shared memory once (hi and lo TF32 halves, one 16-byte load per fragment pair), then each warp
+// walks token tiles of 16 on its own: K/8 steps of BN/8 mma each, the 16 x BN accumulators
+// through shared memory, and the epilogue in rows of 8 consecutive c (16-byte loads and stores).
+template <int K, int BN, bool kSplit>
+__global__ void __launch_bounds__(128) dx_mma(DxArgs a) {
+  constexpr int KS = K / 8, NT = BN / 8, STRIDE = BN + 8;
+  extern __shared__ uint4 smem[];
+  uint4* bfrag = smem;                                                 // [KS][NT][32]
+  float* acc_s = reinterpret_cast<float*>(bfrag + KS * NT * 32);       // [4][16][STRIDE]
+  const int C = a.n * a.D, c0 = blockIdx.x * BN;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
+    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
+    const int g = l >> 2, tg = l & 3;
+    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
+    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
+    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
+    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
+                          to_tf32(v1 - __uint_as_float(h1)));
+  }
+  __syncthreads();
+  float* my_acc = acc_s + warp * 16 * STRIDE;
+  constexpr int kLanesPerRow = BN / 8, kRowsPerStep = 32 / kLanesPerRow;
+  for (int t0 = (blockIdx.y * 4 + warp) * 16; t0 < a.T; t0 += gridDim.y * 64) {
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
+      const float* r1 = r0 + 8 * K;
+      const float av[4] = {r0[tig], r1[tig], r0[tig + 4], r1[tig + 4]};
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ah[j] = to_tf32(av[j]);
+        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
+        if (kSplit) {
+          mma_tf32(acc[nt], al, b.x, b.y);
+          mma_tf32(acc[nt], ah, b.z, b.w);
+        }
+        mma_tf32(acc[nt], ah, b.x, b.y);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][2], acc[nt][3]);
+    }
+    __syncwarp();
+    const int cc = (lane % kLanesPerRow) * 8;
+    for (int r = lane / kLanesPerRow; r < 16; r += kRowsPerStep) {
+      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
+      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
+      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+      dx_epilogue8(a, t0 + r, c0 + cc, mm);
+    }
+    __syncwarp();
+  }
+}
+
+// x_mix's partials on tensor cores: out[p][k][c] = Σ_{t in chunk p} dh_mix[t,k]·x[t,c]. M = k (K
+// padded to a multiple of 16, the pad rows zero), N = c, the mma's k = tokens. A block of 4 warps
+// owns 32 c per warp (4 n-tiles); it walks its chunk of tokens 8 at a time: A (dh_mix, split into
+// hi and lo TF32) read from global (L1/L2), B (x) read as bf16 and widened exactly.
+template <int K>
+__global__ void __launch_bounds__(128) xmix_mma(const float* __restrict__ dh_mix,
+                                                const __nv_bfloat16* __restrict__ x,
+                                                float* __restrict__ out, int T, int C,
+                                                int chunk) {
+  constexpr int MT = (K + 15) / 16;  // m-tiles of 16 k
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  const int cw = (blockIdx.x * 4 + warp) * 32;  // this warp's 32 c
+  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
+  const uint16_t* xb = reinterpret_cast<const uint16_t*>(x);
+  float acc[MT][4][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+  for (int t = tb; t < te; t += 8) {
+    // B: b0 = x[t+tig][c], b1 = x[t+tig+4][c], c = cw + nt*8 + gid.
+    uint32_t b[4][2];
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int c = cw + nt * 8 + gid;
+      b[nt][0] = static_cast<uint32_t>(xb[static_cast<size_t>(t + tig) * C + c]) << 16;
+      b[nt][1] = static_cast<uint32_t>(xb[static_cast<size_t>(t + tig + 4) * C + c]) << 16;
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      // A[row = k][col = token]: a0 (k=gid, t=tig), a1 (k=gid+8, t=tig), a2 (k=gid, t=tig+4),
+      // a3 (k=gid+8, t=tig+4).
+      const int k0 = m * 16 + gid, k1 = k0 + 8;
+      const float av[4] = {
+          k0 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k0] : 0.f,
+          k1 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k1] : 0.f,
+          k0 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k0] : 0.f,
+          k1 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k1] : 0.f};
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ah[j] = to_tf32(av[j]);
+        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        mma_tf32(acc[m][nt], al, b[nt][0], b[nt][1]);
+        mma_tf32(acc[m][nt], ah, b[nt][0], b[nt][1]);
+      }
+    }
+  }
+  // C[row = k][col = c]: c0 (k=gid, c=2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig), c3 (gid+8, 2tig+1).
+  float* o = out + static_cast<size_t>(p) * K * C;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int k0 = m * 16 + gid, c = cw + nt * 8 + 2 * tig;
+      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + c]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
+      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + c]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
+    }
+}
+
+// The same partials on the ALUs, for the error comparison (not tuned): one thread per (k, c).
+__global__ void xmix_fp32(const float* dh_mix, const __nv_bfloat16* x, float* out, int T, int C,
+                          int K, int chunk) {
+  const size_t n = static_cast<size_t>(K) * C;
+  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(e / C), c = static_cast<int>(e % C);
+    float s = 0.f;
+    for (int t = tb; t < te; ++t)
+      s = fmaf(dh_mix[static_cast<size_t>(t) * K + k], __bfloat162float(x[static_cast<size_t>(t) * C + c]), s);
+    out[static_cast<size_t>(p) * n + e] = s;
+  }
+}
+
+__global__ void dx_reference(DxArgs a, double* ref) {
+  const int C = a.n * a.D;
+  const size_t total = static_cast<size_t>(a.T) * C;
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int t = static_cast<int>(e / C), c = static_cast<int>(e % C);
+    const int i = c / a.D, d = c - i * a.D;
+    double mm = 0;
+    for (int k = 0; k < a.K; ++k)
+      mm += static_cast<double>(a.dh_mix[static_cast<size_t>(t) * a.K + k]) * a.phi[static_cast<size_t>(k) * C + c];
+    ref[e] = a.gamma[c] * mm - static_cast<double>(a.coef[t]) * __bfloat162float(a.x[e]) +
+             static_cast<double>(a.h_pre[static_cast<size_t>(t) * a.n + i]) *
+                 __bfloat162float(a.ghin[static_cast<size_t>(t) * a.D + d]);
+  }
+}
+
+__global__ void xmix_reference(const float* dh_mix, const __nv_bfloat16* x, double* ref, int T,
+                               int C, int K, int chunk, int p) {
+  const size_t n = static_cast<size_t>(K) * C;
+  const int tb = p * chunk, te = min(T, tb + chunk);
+  for (size_t e = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; e < n;
+       e += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int k = static_cast<int>(e / C), c = static_cast<int>(e % C);
+    double s = 0;
+    for (int t = tb; t < te; ++t)
+      s += static_cast<double>(dh_mix[static_cast<size_t>(t) * K + k]) * __bfloat162float(x[static_cast<size_t>(t) * C + c]);
+    ref[e] = s;
+  }
+}
+
+template <typename Launch>
+float median_ms(Launch launch, int runs = 30) {
+  cudaEvent_t b, e;
+  CHECK(cudaEventCreate(&b));
+  CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < 5; ++i) launch();
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < runs; ++i) {
+    CHECK(cudaEventRecord(b));
+    launch();
+    CHECK(cudaEventRecord(e));
+    CHECK(cudaEventSynchronize(e));
+    float v;
+    CHECK(cudaEventElapsedTime(&v, b, e));
+    ms.push_back(v);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+template <typename T>
+T* upload(const std::vector<T>& h) {
+  T* d;
+  CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
+  CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+template <typename T>
+std::vector<T> download(const T* d, size_t n) {
+  std::vector<T> h(n);
+  CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// Worst |got - ref| over the largest |ref|.
+double worst_error(const std::vector<float>& got, const std::vector<double>& ref) {
+  double big = 0, err = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    big = std::max(big, std::fabs(ref[i]));
+    err = std::max(err, std::fabs(got[i] - ref[i]));
+  }
+  return big > 0 ? err / big : err;
+}
+
+uint64_t digest(const void* d, size_t bytes) {
+  std::vector<unsigned char> h(bytes);
+  CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+  uint64_t v = 1469598103934665603ull;
+  for (unsigned char c : h) v = (v ^ c) * 1099511628211ull;
+  return v;
+}
+
+template <int K>
+void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
+  const int T = B * S, C = n * D;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> dh_mix(static_cast<size_t>(T) * K), phi(static_cast<size_t>(K) * C), gamma(C),
+      h_pre(static_cast<size_t>(T) * n), coef(T);
+  std::vector<__nv_bfloat16> x(static_cast<size_t>(T) * C), ghin(static_cast<size_t>(T) * D);
+  for (auto& v : dh_mix) v = 0.05f * nd(rng);
+  for (auto& v : phi) v = nd(rng) / std::sqrt(static_cast<float>(C));
+  for (auto& v : gamma) v = 1.f + 0.1f * nd(rng);
+  for (auto& v : h_pre) v = 0.5f + 0.2f * nd(rng);
+  for (auto& v : coef) v = 1e-3f * nd(rng);
+  for (auto& v : x) v = __float2bfloat16(nd(rng));
+  for (auto& v : ghin) v = __float2bfloat16(nd(rng));
+  DxArgs a{upload(dh_mix), upload(phi), upload(gamma), upload(x), upload(ghin), upload(h_pre),
+           upload(coef), nullptr, nullptr, T, n, D, K};
+  CHECK(cudaMalloc(&a.dx, static_cast<size_t>(T) * C * 2));
+  CHECK(cudaMalloc(&a.dx_f32, static_cast<size_t>(T) * C * 4));
+  double* ref;
+  CHECK(cudaMalloc(&ref, static_cast<size_t>(T) * C * 8));
+  dx_reference<<<4 * sms, 256>>>(a, ref);
+  CHECK(cudaDeviceSynchronize());
+  std::vector<double> ref_h = download(ref, static_cast<size_t>(T) * C);
+  const double bytes = static_cast<double>(T) * C * 2 * 2 + static_cast<double>(T) * D * 2 +
+                       static_cast<double>(K) * C * 4;
+  std::printf("dx B%d S%d n%d D%d (K=%d): minimum bytes %.1f MB, %.1f us at the copy bandwidth\n",
+              B, S, n, D, K, bytes / 1e6, bytes / copy_gbps / 1e3);
+
+  // fp32
+  {
+    auto launch = [&](DxArgs args) { dx_fp32<<<8 * sms, 256>>>(args); };
+    DxArgs timed = a;
+    timed.dx_f32 = nullptr;
+    float ms = median_ms([&] { launch(timed); });
+    launch(a);
+    CHECK(cudaDeviceSynchronize());
+    double err = worst_error(download(a.dx_f32, ref_h.size()), ref_h);
+    uint64_t d1 = digest(a.dx, ref_h.size() * 2);
+    launch(timed);
+    CHECK(cudaDeviceSynchronize());
+    std::printf("  dx fp32          %8.1f us  %6.0f GB/s (%4.1f%% of copy)  error %.2e  bits %s\n",
+                ms * 1e3, bytes / ms / 1e6, 100 * bytes / ms / 1e6 / copy_gbps, err,
+                d1 == digest(a.dx, ref_h.size() * 2) ? "same" : "DIFFER");
+  }
+  auto run_mma = [&](auto kernel, const char* name, int bn) {
+    const int ks = K / 8, nt = bn / 8;
+    const size_t smem = static_cast<size_t>(ks) * nt * 32 * 16 + 4 * 16 * (bn + 8) * 4;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)));
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128, smem));
+    const int cblocks = C / bn, tile_groups = T / 64;
+    float best = 1e30f;
+    int best_y = 1;
+    std::printf("  %s BN=%d: %zu B shared a block, %d blocks a SM; grid.y (ms):", name, bn, smem,
+                per_sm);
+    for (int y : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64}) {
+      if (y > tile_groups) break;
+      DxArgs timed = a;
+      timed.dx_f32 = nullptr;
+      float ms = median_ms([&] { kernel<<<dim3(cblocks, y), 128, smem>>>(timed); });
+      std::printf(" %d:%.4f", y, ms);
+      if (ms < best) best = ms, best_y = y;
+    }
+    std::printf("\n");
+    kernel<<<dim3(cblocks, best_y), 128, smem>>>(a);
+    CHECK(cudaDeviceSynchronize());
+    double err = worst_error(download(a.dx_f32, ref_h.size()), ref_h);
+    uint64_t d1 = digest(a.dx, ref_h.size() * 2);
+    DxArgs timed = a;
+    timed.dx_f32 = nullptr;
+    kernel<<<dim3(cblocks, best_y), 128, smem>>>(timed);
+    CHECK(cudaDeviceSynchronize());
+    std::printf("  dx %-6s BN=%-3d %8.1f us  %6.0f GB/s (%4.1f%% of copy)  error %.2e  bits %s  (grid.y %d)\n",
+                name, bn, best * 1e3, bytes / best / 1e6, 100 * bytes / best / 1e6 / copy_gbps, err,
+                d1 == digest(a.dx, ref_h.size() * 2) ? "same" : "DIFFER", best_y);
+  };
+  if (C % 128 == 0) {
+    run_mma(dx_mma<K, 128, false>, "tf32x1", 128);
+    run_mma(dx_mma<K, 128, true>, "tf32x3", 128);
+  }
+  if (C % 64 == 0) run_mma(dx_mma<K, 64, true>, "tf32x3", 64);
+
+  // x_mix's partials
+  {
+    const double xbytes = static_cast<double>(T) * C * 2;
+    for (int chunk : {128, 256, 512, 1024}) {
+      if (chunk > T || C % 128 != 0) continue;
+      const int parts = (T + chunk - 1) / chunk;
+      float* out;
+      CHECK(cudaMalloc(&out, static_cast<size_t>(parts) * K * C * 4));
+      float ms = median_ms([&] {
+        xmix_mma<K><<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
+      });
+      std::vector<float> got = download(out, static_cast<size_t>(K) * C);  // partial 0
+      double* xr;
+      CHECK(cudaMalloc(&xr, static_cast<size_t>(K) * C * 8));
+      xmix_reference<<<4 * sms, 256>>>(a.dh_mix, a.x, xr, T, C, K, chunk, 0);
+      CHECK(cudaDeviceSynchronize());
+      std::vector<double> xr_h = download(xr, static_cast<size_t>(K) * C);
+      double err = worst_error(got, xr_h);
+      uint64_t d1 = digest(out, static_cast<size_t>(parts) * K * C * 4);
+      xmix_mma<K><<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
+      CHECK(cudaDeviceSynchronize());
+      bool same = d1 == digest(out, static_cast<size_t>(parts) * K * C * 4);
+      float* fo;
+      CHECK(cudaMalloc(&fo, static_cast<size_t>(parts) * K * C * 4));
+      xmix_fp32<<<dim3(2 * sms, parts), 256>>>(a.dh_mix, a.x, fo, T, C, K, chunk);
+      CHECK(cudaDeviceSynchronize());
+      double ferr = worst_error(download(fo, static_cast<size_t>(K) * C), xr_h);
+      const double pbytes = static_cast<double>(parts) * K * C * 4;
+      std::printf("  xmix tf32x2 chunk %4d (%d partials, %.1f MB): %8.1f us, x at %6.0f GB/s (%4.1f%% of copy)  error %.2e (fp32 chain %.2e)  bits %s\n",
+                  chunk, parts, pbytes / 1e6, ms * 1e3, xbytes / ms / 1e6,
+                  100 * xbytes / ms / 1e6 / copy_gbps, err, ferr, same ? "same" : "DIFFER");
+      CHECK(cudaFree(out));
+      CHECK(cudaFree(xr));
+      CHECK(cudaFree(fo));
+    }
+  }
+  for (const void* p : {static_cast<const void*>(a.dh_mix), static_cast<const void*>(a.phi),
+                        static_cast<const void*>(a.gamma), static_cast<const void*>(a.x),
+                        static_cast<const void*>(a.ghin), static_cast<const void*>(a.h_pre),
+                        static_cast<const void*>(a.coef), static_cast<const void*>(a.dx),
+                        static_cast<const void*>(a.dx_f32), static_cast<const void*>(ref)})
+    CHECK(cudaFree(const_cast<void*>(p)));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s B S n D\n", argv[0]);
+    return 2;
+  }
+  const int B = std::atoi(argv[1]), S = std::atoi(argv[2]), n = std::atoi(argv[3]),
+            D = std::atoi(argv[4]);
+  if ((B * S) % 64 != 0 || D % 8 != 0 || (n != 4 && n != 6 && n != 8)) {
+    std::fprintf(stderr, "this experiment needs B*S a multiple of 64, D of 8, n in {4, 6, 8}\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  // Copy bandwidth: a 512 MB device-to-device copy, bytes read plus written.
+  const size_t cbytes = size_t{512} << 20;
+  void *src, *dst;
+  CHECK(cudaMalloc(&src, cbytes));
+  CHECK(cudaMalloc(&dst, cbytes));
+  CHECK(cudaMemset(src, 1, cbytes));
+  float cms = median_ms([&] { CHECK(cudaMemcpyAsync(dst, src, cbytes, cudaMemcpyDeviceToDevice)); }, 20);
+  const double copy_gbps = 2.0 * cbytes / cms / 1e6;
+  CHECK(cudaFree(src));
+  CHECK(cudaFree(dst));
+  std::printf("%s, %d SMs; copy bandwidth %.0f GB/s\n", prop.name, prop.multiProcessorCount, copy_gbps);
+  if (n == 4) run_shape<24>(B, S, n, D, copy_gbps, prop.multiProcessorCount);
+  if (n == 6) run_shape<48>(B, S, n, D, copy_gbps, prop.multiProcessorCount);
+  if (n == 8) run_shape<80>(B, S, n, D, copy_gbps, prop.multiProcessorCount);
+  return 0;
+}
