@@ -5,7 +5,10 @@ interpolation mode and padding mode (align_corners false, grid uniform in [-1, 1
 asked for, it measures:
   * kernel time: CUDA events around each call, GPU kept busy while the host queues (bench.py's
     GpuTimer), median, for adjoint's default (deterministic where the compiler has a
-    deterministic strategy) and allow_atomics programs and for torch.ops.aten;
+    deterministic strategy) and allow_atomics programs and for torch.ops.aten (allow_atomics
+    is the binned gather too where that is the faster, from 16 channels bilinear, 32 nearest, 8
+    bicubic: docs/compiler.md "Binned or atomics"; ADJOINT_TUNE_BINNED_OVER_ATOMICS=0 times the
+    atomics lowering at every size);
   * the Python call to completion on the host clock (call + synchronize), median;
   * effective bandwidth: grad_output, input and grid read once, grad_input and grad_grid written
     once, over the kernel time, and its fraction of the copy bandwidth;

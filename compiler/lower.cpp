@@ -296,7 +296,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   binned_options.subbucket_records = options.binned_subbucket_records;
   binned_options.whole_axis_records_max = options.binned_whole_axis_records_max;
   ScheduleNotes notes, cooperative_notes, layout_notes;
-  if (options.determinism == Determinism::kDefault) {
+  binned_options.only_where_faster = options.determinism == Determinism::kAllowAtomics;
+  if (options.determinism == Determinism::kDefault || options.binned_over_atomics) {
     p = passes.run("lower_scatter_to_binned_gather", p, [&](const ir::Program& x) {
       return lower_scatter_to_binned_gather(x, &claims, binned_options, &stores, &layout_notes,
                                             &schedule_options.preferred_kernels,

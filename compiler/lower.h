@@ -27,8 +27,10 @@ namespace adjoint::compiler {
 
 /// kDefault: deterministic unless a kernel has no deterministic strategy (data-dependent
 /// scatters become binned gathers, lower_scatter_to_binned_gather.h; the few it cannot take
-/// fall back to atomics). kAllowAtomics: atomics are welcome wherever they are faster. Part of
-/// the runtime's cache key.
+/// fall back to atomics). kAllowAtomics: atomics are welcome wherever they are faster: a
+/// data-dependent scatter becomes atomics unless its binned gather is the faster
+/// (binned_over_atomics_min_broadcast; LowerOptions::binned_over_atomics), and the program is
+/// deterministic if no kernel kept atomics. Part of the runtime's cache key.
 enum class Determinism { kDefault, kAllowAtomics };
 
 struct LowerOptions {
@@ -204,6 +206,11 @@ struct LowerOptions {
   /// bucket, and the fill stores without atomics (ADJOINT_TUNE_BINNED_RANKED_COUNT=0: the fill
   /// claims its slots).
   bool binned_ranked_count = true;
+  /// Under kAllowAtomics, the data-dependent scatters whose binned gather is faster than their
+  /// atomics (enough broadcast elements for their taps: binned_over_atomics_min_broadcast) take
+  /// it (ADJOINT_TUNE_BINNED_OVER_ATOMICS=1, the default); false: every such scatter is atomics
+  /// under kAllowAtomics (the rule before; how the atomics lowering is measured at any size).
+  bool binned_over_atomics = true;
   /// BinnedGatherOptions::subbucket_records: the records per sub-bucket a binned sort aims at
   /// where cells hold many records on average; 0 never cuts buckets.
   int64_t binned_subbucket_records = 16;

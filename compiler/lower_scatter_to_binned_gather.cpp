@@ -1197,7 +1197,35 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
   return true;
 }
 
+/// Whether `plan`'s binned gather beats the atomics of `kernel`'s scatter
+/// (binned_over_atomics_min_broadcast), with the reason noted for the kernel's dump.
+bool faster_than_atomics(const ir::Kernel& kernel, const Binning& plan, ScheduleNotes* notes) {
+  int64_t taps = 1;
+  if (plan.taps) {
+    taps = plan.taps->taps;
+  } else if (auto found = find_binned_taps(kernel.stages[0], plan.record_axes, kMaxTaps)) {
+    taps = found->taps;
+  }
+  const int64_t needed = binned_over_atomics_min_broadcast(taps);
+  const bool faster = plan.broadcast_elements >= needed;
+  if (notes) {
+    std::string& note = (*notes)[kernel.name];
+    note += std::string(note.empty() ? "" : "\n") +
+            (faster ? "binned gather although atomics are allowed: "
+                    : "atomics (allowed, and faster here than the binned gather): ") +
+            std::to_string(plan.broadcast_elements) + " broadcast elements " +
+            (faster ? ">= " : "< ") + std::to_string(needed) + " for " + std::to_string(taps) +
+            (taps == 1 ? " tap" : " taps") + " a point";
+  }
+  return faster;
+}
+
 }  // namespace
+
+int64_t binned_over_atomics_min_broadcast(int64_t taps) {
+  if (taps <= 1) return 32;
+  return taps <= 8 ? 16 : 8;
+}
 
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,
                                            const BinnedGatherOptions& options,
@@ -1219,6 +1247,9 @@ ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlot
         kernel.stages[0].target->role != ir::TensorRole::kInput &&
         sole_writer_unread_before(program, kernel.stages[0].target, k)) {
       plan = plan_binning(kernel.stages[0], options);
+    }
+    if (plan && options.only_where_faster && !faster_than_atomics(kernel, *plan, notes)) {
+      plan.reset();
     }
     if (!plan) {
       out.kernels.push_back(kernel);

@@ -1,7 +1,8 @@
 // lower_scatter_to_binned_gather: the deterministic strategy for scatter-adds whose target index
 // depends on data (DESIGN.md, scatter strategy 3), such as grid_sampler's grad_input. Chosen by
-// lower() under Determinism::kDefault; kAllowAtomics leaves these scatters to
-// lower_scatter_to_atomics.
+// lower() under Determinism::kDefault for every such scatter; under kAllowAtomics only where it
+// is the faster of the two (BinnedGatherOptions::only_where_faster: enough broadcast elements
+// for the records a point scatters), the rest left to lower_scatter_to_atomics.
 //
 // A scatter `T[idx(d)] += value(d) if cond(d) over D` is split into broadcast axes (domain
 // axes that index one component of T as themselves and appear in no other component nor in the
@@ -216,7 +217,20 @@ struct BinnedGatherOptions {
   /// bicubic's, the group's 3 row loads per record cost more on the H100). 0 never.
   /// LowerOptions::binned_whole_axis_records_max carries it.
   int64_t whole_axis_records_max = 2;
+  /// Under Determinism::kAllowAtomics (atomics allowed where they are faster): bin only the
+  /// scatters whose broadcast elements reach binned_over_atomics_min_broadcast of their taps,
+  /// and leave the others unchanged for the atomics (each gets a dump note either way). false
+  /// (kDefault): every scatter the strategy can take.
+  bool only_where_faster = false;
 };
+
+/// The fewest broadcast elements (grid_sampler's channels) from which the binned gather of a
+/// scatter whose points each scatter `taps` records (1 without a tap axis: nearest; bilinear 4,
+/// trilinear 8, bicubic 16) is faster than its atomics: the binning costs per point, the gather
+/// saves per tap and broadcast element. 32 for one tap, 16 up to 8 taps, 8 above, as measured on
+/// the H100 (501 random shapes, docs/results/h100-2026-11-26-sweep26) and the H200
+/// (docs/results/h200-2026-12-02); docs/compiler.md "Binned or atomics".
+int64_t binned_over_atomics_min_broadcast(int64_t taps);
 
 /// Kernels whose vector groups may take their whole innermost axis (DeriveGridOptions::
 /// whole_axis_kernels).

@@ -232,6 +232,12 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
           "1 (a binned count's atomics return each record's rank in its bucket, stored per "
           "record, and the fill stores without atomics) or 0 (the fill claims its slots by "
           "atomic decrements)") == 1;
+  knobs.binned_over_atomics =
+      integer_knob(
+          "ADJOINT_TUNE_BINNED_OVER_ATOMICS", 1, [](int v) { return v == 0 || v == 1; },
+          "1 (under allow_atomics, a data-dependent scatter with enough channels for its taps "
+          "takes the binned gather, the faster there) or 0 (allow_atomics: atomics for every "
+          "data-dependent scatter)") == 1;
   knobs.binned_subbucket_records = integer_knob(
       "ADJOINT_TUNE_BINNED_SUBBUCKET", 16, [](int v) { return v >= 0 && v <= (1 << 20); },
       "0 (a binned sort ranks each record among its whole bucket) or the records per id range "
@@ -475,6 +481,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.binned_scan_top_loads = knobs.binned_scan_top_loads;
   options.binned_packed_keys = knobs.binned_packed_keys;
   options.binned_ranked_count = knobs.binned_ranked_count;
+  options.binned_over_atomics = knobs.binned_over_atomics;
   options.binned_subbucket_records = knobs.binned_subbucket_records;
   options.gathered_rows_min = knobs.gathered_rows_min;
   options.gathered_rows_skip_sparse = knobs.gathered_rows_skip_sparse;

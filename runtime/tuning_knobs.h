@@ -102,6 +102,7 @@ struct TuningKnobs {
   int binned_scan_top_loads = 32;
   bool binned_packed_keys = true;
   bool binned_ranked_count = true;
+  bool binned_over_atomics = true;
   int binned_subbucket_records = 16;
   int gathered_rows_min = 2;
   /// ADJOINT_TUNE_GATHERED_ROWS_SPARSE (LowerOptions::gathered_rows_skip_sparse).

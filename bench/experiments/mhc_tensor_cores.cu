@@ -10,6 +10,8 @@
 //   dx   tf32x1    mma.sync m16n8k8 TF32, inputs rounded to TF32 once
 //   dx   tf32x3    the same with the split a = hi + lo of both operands: hi·hi + hi·lo + lo·hi
 //   xmix tf32x2    x is bf16, exact in TF32, so only dh_mix is split: lo·x + hi·x
+//   +ahd           (dx and xmix) the next tile's operands loaded before this tile's mma
+//   +smem          (xmix) x read in 16-byte loads into shared memory, a tile ahead
 // Each prints its median kernel time over 30 launches, the effective bandwidth of its minimum
 // bytes, and the worst error of its f32 results against the f64 reference (relative to the largest
 // reference value). The copy bandwidth is measured in the same run. Usage:
@@ -191,6 +193,191 @@ __global__ void __launch_bounds__(128) dx_mma(DxArgs a) {
   }
 }
 
+// The same tensor-core dx with its epilogue's operands loaded one token tile ahead: before the
+// mma of tile i, each lane issues the loads of tile i+1's x, grad_h_in, h_pre, coef and dh_mix
+// into registers, so the memory latency hides behind a tile's mma and epilogue. BN = 64: a warp's
+// 16 x 64 tile, 8 lanes a row, each lane 8 consecutive c of rows lane/8 + 4j (j < 4); gamma,
+// the stream i and d of a lane are the same for every tile and are read once.
+template <int K, bool kSplit>
+__global__ void __launch_bounds__(128) dx_mma_ahead(DxArgs a) {
+  constexpr int BN = 64, KS = K / 8, NT = BN / 8, STRIDE = BN + 8;
+  extern __shared__ uint4 smem[];
+  uint4* bfrag = smem;
+  float* acc_s = reinterpret_cast<float*>(bfrag + KS * NT * 32);
+  const int C = a.n * a.D, c0 = blockIdx.x * BN;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
+    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
+    const int g = l >> 2, tg = l & 3;
+    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
+    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
+    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
+    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
+                          to_tf32(v1 - __uint_as_float(h1)));
+  }
+  __syncthreads();
+  float* my_acc = acc_s + warp * 16 * STRIDE;
+  const int cc = (lane % 8) * 8, row0 = lane / 8, c = c0 + cc, si = c / a.D, d = c - si * a.D;
+  float gm[8];
+  {
+    const float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
+    const float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
+    gm[0] = g0.x, gm[1] = g0.y, gm[2] = g0.z, gm[3] = g0.w;
+    gm[4] = g1.x, gm[5] = g1.y, gm[6] = g1.z, gm[7] = g1.w;
+  }
+  struct Ahead {
+    uint4 xv[4], gv[4];
+    float hp[4], cf[4], av[KS][4];
+  };
+  auto load = [&](Ahead& h, int t0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int t = t0 + row0 + 4 * j;
+      h.xv[j] = __ldcs(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c));
+      h.gv[j] = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
+      h.hp[j] = a.h_pre[static_cast<size_t>(t) * a.n + si];
+      h.cf[j] = a.coef[t];
+    }
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
+      const float* r1 = r0 + 8 * K;
+      h.av[ks][0] = r0[tig], h.av[ks][1] = r1[tig], h.av[ks][2] = r0[tig + 4], h.av[ks][3] = r1[tig + 4];
+    }
+  };
+  const int step = gridDim.y * 64;
+  int t0 = (blockIdx.y * 4 + warp) * 16;
+  Ahead cur;
+  if (t0 < a.T) load(cur, t0);
+  for (; t0 < a.T; t0 += step) {
+    Ahead next;
+    if (t0 + step < a.T) load(next, t0 + step);
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ah[j] = to_tf32(cur.av[ks][j]);
+        al[j] = to_tf32(cur.av[ks][j] - __uint_as_float(ah[j]));
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
+        if (kSplit) {
+          mma_tf32(acc[nt], al, b.x, b.y);
+          mma_tf32(acc[nt], ah, b.z, b.w);
+        }
+        mma_tf32(acc[nt], ah, b.x, b.y);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][2], acc[nt][3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = row0 + 4 * j, t = t0 + r;
+      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
+      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
+      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+      const uint32_t xw[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
+      const uint32_t gw[4] = {cur.gv[j].x, cur.gv[j].y, cur.gv[j].z, cur.gv[j].w};
+      float out[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const uint32_t xbits = (xw[q / 2] >> (16 * (q % 2))) & 0xffff;
+        const uint32_t gbits = (gw[q / 2] >> (16 * (q % 2))) & 0xffff;
+        out[q] = fmaf(gm[q], mm[q], fmaf(-cur.cf[j], bf16_bits_to_float(xbits),
+                                         cur.hp[j] * bf16_bits_to_float(gbits)));
+      }
+      const uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
+                                 pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
+      __stcs(reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c), o);
+      if (a.dx_f32) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) a.dx_f32[static_cast<size_t>(t) * C + c + q] = out[q];
+      }
+    }
+    __syncwarp();
+    cur = next;
+  }
+}
+
+// x_mix's partials with the next 8 tokens' operands loaded before this 8's mma (see xmix_mma).
+template <int K>
+__global__ void __launch_bounds__(128) xmix_mma_ahead(const float* __restrict__ dh_mix,
+                                                      const __nv_bfloat16* __restrict__ x,
+                                                      float* __restrict__ out, int T, int C,
+                                                      int chunk) {
+  constexpr int MT = (K + 15) / 16;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  const int cw = (blockIdx.x * 4 + warp) * 32;
+  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
+  const uint16_t* xb = reinterpret_cast<const uint16_t*>(x);
+  float acc[MT][4][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+  struct Ahead {
+    uint32_t b[4][2];
+    float av[MT][4];
+  };
+  auto load = [&](Ahead& h, int t) {
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int cn = cw + nt * 8 + gid;
+      h.b[nt][0] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig) * C + cn])) << 16;
+      h.b[nt][1] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig + 4) * C + cn])) << 16;
+    }
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const int k0 = m * 16 + gid, k1 = k0 + 8;
+      h.av[m][0] = k0 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k0] : 0.f;
+      h.av[m][1] = k1 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k1] : 0.f;
+      h.av[m][2] = k0 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k0] : 0.f;
+      h.av[m][3] = k1 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k1] : 0.f;
+    }
+  };
+  Ahead cur;
+  if (tb < te) load(cur, tb);
+  for (int t = tb; t < te; t += 8) {
+    Ahead next;
+    if (t + 8 < te) load(next, t + 8);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ah[j] = to_tf32(cur.av[m][j]);
+        al[j] = to_tf32(cur.av[m][j] - __uint_as_float(ah[j]));
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        mma_tf32(acc[m][nt], al, cur.b[nt][0], cur.b[nt][1]);
+        mma_tf32(acc[m][nt], ah, cur.b[nt][0], cur.b[nt][1]);
+      }
+    }
+    cur = next;
+  }
+  float* o = out + static_cast<size_t>(p) * K * C;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int k0 = m * 16 + gid, cn = cw + nt * 8 + 2 * tig;
+      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + cn]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
+      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + cn]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
+    }
+}
+
 // x_mix's partials on tensor cores: out[p][k][c] = Σ_{t in chunk p} dh_mix[t,k]·x[t,c]. M = k (K
 // padded to a multiple of 16, the pad rows zero), N = c, the mma's k = tokens. A block of 4 warps
 // owns 32 c per warp (4 n-tiles); it walks its chunk of tokens 8 at a time: A (dh_mix, split into
@@ -251,6 +438,114 @@ __global__ void __launch_bounds__(128) xmix_mma(const float* __restrict__ dh_mix
       const int k0 = m * 16 + gid, c = cw + nt * 8 + 2 * tig;
       if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + c]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
       if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + c]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
+    }
+}
+
+// x_mix's partials with x staged through shared memory: a block's 4 warps own 128 c; per tile of
+// 32 tokens every thread loads 4 x 16 bytes of x and its share of dh_mix, the next tile's loads
+// issued before this tile's mma, the tile widened to f32 in one of two shared buffers (one
+// barrier a tile). B fragments (x) and A fragments (dh_mix, split hi/lo) come from shared memory
+// with strides that keep the 32 lanes on 32 banks.
+template <int K>
+__global__ void __launch_bounds__(128) xmix_mma_staged(const float* __restrict__ dh_mix,
+                                                       const __nv_bfloat16* __restrict__ x,
+                                                       float* __restrict__ out, int T, int C,
+                                                       int chunk) {
+  constexpr int MT = (K + 15) / 16, TT = 32, XS = 128 + 8;
+  constexpr int KS = (K % 32 == 8 || K % 32 == 24) ? K : K + 8;
+  constexpr int kDhPerThread = (TT * K + 127) / 128;
+  __shared__ float xs[2][TT][XS];
+  __shared__ float ds[2][TT][KS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  const int cb = blockIdx.x * 128, cw = warp * 32;
+  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
+  float acc[MT][4][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+  uint4 xr[4];
+  float dr[kDhPerThread];
+  auto load = [&](int t0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = threadIdx.x + 128 * j, r = e >> 4, c8 = (e & 15) * 8;
+      xr[j] = t0 + r < te ? __ldcs(reinterpret_cast<const uint4*>(x + static_cast<size_t>(t0 + r) * C + cb + c8))
+                          : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kDhPerThread; ++j) {
+      const int e = threadIdx.x + 128 * j, r = e / K;
+      dr[j] = (e < TT * K && t0 + r < te) ? dh_mix[static_cast<size_t>(t0) * K + e] : 0.f;
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = threadIdx.x + 128 * j, r = e >> 4, c8 = (e & 15) * 8;
+      const uint32_t w[4] = {xr[j].x, xr[j].y, xr[j].z, xr[j].w};
+      float4 lo = make_float4(__uint_as_float(w[0] << 16), __uint_as_float(w[0] & 0xffff0000u),
+                              __uint_as_float(w[1] << 16), __uint_as_float(w[1] & 0xffff0000u));
+      float4 hi = make_float4(__uint_as_float(w[2] << 16), __uint_as_float(w[2] & 0xffff0000u),
+                              __uint_as_float(w[3] << 16), __uint_as_float(w[3] & 0xffff0000u));
+      *reinterpret_cast<float4*>(&xs[buf][r][c8]) = lo;
+      *reinterpret_cast<float4*>(&xs[buf][r][c8 + 4]) = hi;
+    }
+#pragma unroll
+    for (int j = 0; j < kDhPerThread; ++j) {
+      const int e = threadIdx.x + 128 * j;
+      if (e < TT * K) ds[buf][e / K][e % K] = dr[j];
+    }
+  };
+  if (tb < te) {
+    load(tb);
+    store(0);
+  }
+  __syncthreads();
+  int buf = 0;
+  for (int t0 = tb; t0 < te; t0 += TT) {
+    const bool more = t0 + TT < te;
+    if (more) load(t0 + TT);
+#pragma unroll
+    for (int s = 0; s < TT / 8; ++s) {
+      uint32_t b[4][2];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        b[nt][0] = __float_as_uint(xs[buf][s * 8 + tig][cw + nt * 8 + gid]);
+        b[nt][1] = __float_as_uint(xs[buf][s * 8 + tig + 4][cw + nt * 8 + gid]);
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const int k0 = m * 16 + gid, k1 = k0 + 8;
+        const float av[4] = {k0 < K ? ds[buf][s * 8 + tig][k0] : 0.f,
+                             k1 < K ? ds[buf][s * 8 + tig][k1] : 0.f,
+                             k0 < K ? ds[buf][s * 8 + tig + 4][k0] : 0.f,
+                             k1 < K ? ds[buf][s * 8 + tig + 4][k1] : 0.f};
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          ah[j] = to_tf32(av[j]);
+          al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          mma_tf32(acc[m][nt], al, b[nt][0], b[nt][1]);
+          mma_tf32(acc[m][nt], ah, b[nt][0], b[nt][1]);
+        }
+      }
+    }
+    if (more) store(buf ^ 1);
+    __syncthreads();
+    buf ^= 1;
+  }
+  float* o = out + static_cast<size_t>(p) * K * C;
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int k0 = m * 16 + gid, cn = cb + cw + nt * 8 + 2 * tig;
+      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + cn]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
+      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + cn]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
     }
 }
 
@@ -437,9 +732,11 @@ void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
     run_mma(dx_mma<K, 128, true>, "tf32x3", 128);
   }
   if (C % 64 == 0) run_mma(dx_mma<K, 64, true>, "tf32x3", 64);
+  if (C % 64 == 0) run_mma(dx_mma_ahead<K, true>, "x3+ahd", 64);
+  if (C % 64 == 0) run_mma(dx_mma_ahead<K, false>, "x1+ahd", 64);
 
   // x_mix's partials
-  {
+  auto run_xmix = [&](auto kernel, const char* name) {
     const double xbytes = static_cast<double>(T) * C * 2;
     for (int chunk : {128, 256, 512, 1024}) {
       if (chunk > T || C % 128 != 0) continue;
@@ -447,7 +744,7 @@ void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
       float* out;
       CHECK(cudaMalloc(&out, static_cast<size_t>(parts) * K * C * 4));
       float ms = median_ms([&] {
-        xmix_mma<K><<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
+        kernel<<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
       });
       std::vector<float> got = download(out, static_cast<size_t>(K) * C);  // partial 0
       double* xr;
@@ -457,7 +754,7 @@ void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
       std::vector<double> xr_h = download(xr, static_cast<size_t>(K) * C);
       double err = worst_error(got, xr_h);
       uint64_t d1 = digest(out, static_cast<size_t>(parts) * K * C * 4);
-      xmix_mma<K><<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
+      kernel<<<dim3(C / 128, parts), 128>>>(a.dh_mix, a.x, out, T, C, chunk);
       CHECK(cudaDeviceSynchronize());
       bool same = d1 == digest(out, static_cast<size_t>(parts) * K * C * 4);
       float* fo;
@@ -466,14 +763,17 @@ void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
       CHECK(cudaDeviceSynchronize());
       double ferr = worst_error(download(fo, static_cast<size_t>(K) * C), xr_h);
       const double pbytes = static_cast<double>(parts) * K * C * 4;
-      std::printf("  xmix tf32x2 chunk %4d (%d partials, %.1f MB): %8.1f us, x at %6.0f GB/s (%4.1f%% of copy)  error %.2e (fp32 chain %.2e)  bits %s\n",
-                  chunk, parts, pbytes / 1e6, ms * 1e3, xbytes / ms / 1e6,
+      std::printf("  xmix %s chunk %4d (%d partials, %.1f MB): %8.1f us, x at %6.0f GB/s (%4.1f%% of copy)  error %.2e (fp32 chain %.2e)  bits %s\n",
+                  name, chunk, parts, pbytes / 1e6, ms * 1e3, xbytes / ms / 1e6,
                   100 * xbytes / ms / 1e6 / copy_gbps, err, ferr, same ? "same" : "DIFFER");
       CHECK(cudaFree(out));
       CHECK(cudaFree(xr));
       CHECK(cudaFree(fo));
     }
-  }
+  };
+  run_xmix(xmix_mma<K>, "tf32x2     ");
+  run_xmix(xmix_mma_ahead<K>, "tf32x2+ahd ");
+  if constexpr (K <= 48) run_xmix(xmix_mma_staged<K>, "tf32x2+smem");  // K = 80: past 48 KB static
   for (const void* p : {static_cast<const void*>(a.dh_mix), static_cast<const void*>(a.phi),
                         static_cast<const void*>(a.gamma), static_cast<const void*>(a.x),
                         static_cast<const void*>(a.ghin), static_cast<const void*>(a.h_pre),

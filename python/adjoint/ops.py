@@ -157,8 +157,10 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     Modes as ATen's ints (interpolation 0 bilinear, 1 nearest, 2 bicubic; padding 0 zeros,
     1 border, 2 reflection) or those names; output_mask[0] false skips grad_input.
     determinism "default" is bitwise reproducible (grad_input as a binned gather);
-    "allow_atomics" scatters grad_input with float atomics, run-to-run variable, and faster
-    only at few channels (adjoint.torch.faster_determinism says which is faster for a call)."""
+    "allow_atomics" lets the compiler scatter grad_input with float atomics where they are the
+    faster, at few channels (below 32 nearest, 16 bilinear, 8 bicubic), which varies from run
+    to run; from those channels on it is the same binned gather (the program's
+    `deterministic` says which)."""
     program = _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
                                               padding_mode, align_corners, output_mask,
                                               determinism)

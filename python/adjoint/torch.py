@@ -17,9 +17,10 @@ Determinism: PyTorch's CUDA grid_sampler_2d_backward raises under
 torch.use_deterministic_algorithms(True) (the alert is made inside its CUDA kernel). The
 replacement does not raise: it runs adjoint's deterministic program, and falls through to
 PyTorch (which then raises) only where adjoint's program for the call is not deterministic.
-Where determinism is not asked for, it runs whichever of adjoint's two programs is the faster
-for the input's channels and the interpolation mode (faster_determinism): the deterministic
-one from 16 channels bilinear, 32 nearest and 8 bicubic on, else the atomics one.
+Where determinism is not asked for, it runs the "allow_atomics" program, for which the compiler
+takes whichever of grad_input's two strategies is the faster (docs/compiler.md "Binned or
+atomics"): the deterministic binned gather from 16 channels bilinear, 32 nearest and 8 bicubic
+on, float atomics below.
 grid_sampler_3d_backward is registered only where this package has that op.
 """
 
@@ -27,7 +28,7 @@ import contextlib
 import threading
 import warnings
 
-from . import ops, spec
+from . import ops
 from .errors import AdjointError
 
 _lock = threading.Lock()
@@ -56,35 +57,6 @@ def _upsample_kernel(name, function):
     return kernel
 
 
-# Where PyTorch is not asked for determinism, the fewest channels from which the deterministic
-# program (grad_input as a binned gather) is taken over the atomics one, per op and
-# interpolation mode: the binning costs per grid point and the gather saves per channel and tap
-# over the atomics, so it pays from fewer channels the more taps a point has. From 501 random
-# shapes (docs/results/h100-2026-11-26-sweep26, the deterministic program against ATen) and the
-# H200 bench (docs/results/h200-2026-12-02: 0.149 against 0.333 ms bilinear at 64 channels,
-# 0.154 against 0.078 ms nearest at 3); docs/pytorch.md "Determinism".
-DETERMINISTIC_FROM_CHANNELS = {
-    ("grid_sampler_2d_backward", "nearest"): 32,
-    ("grid_sampler_2d_backward", "bilinear"): 16,
-    ("grid_sampler_2d_backward", "bicubic"): 8,
-    ("grid_sampler_3d_backward", "nearest"): 32,
-    ("grid_sampler_3d_backward", "bilinear"): 16,
-}
-
-
-def faster_determinism(name, input, interpolation_mode):
-    """The determinism ("default" or "allow_atomics") whose program is the faster one for
-    grid sampling of `input` (N, C, ...) where the caller does not need bitwise reproducibility
-    (DETERMINISTIC_FROM_CHANNELS)."""
-    try:
-        mode = spec.interpolation_mode_name(interpolation_mode)
-        channels = input.shape[1]
-    except (AdjointError, AttributeError, IndexError, TypeError):
-        return "allow_atomics"  # the call is refused below either way, with its own message
-    threshold = DETERMINISTIC_FROM_CHANNELS.get((name, mode))
-    return "default" if threshold is not None and channels >= threshold else "allow_atomics"
-
-
 def _grid_sampler_kernel(name, program_of, function):
     def kernel(keyset, grad_output, input, grid, interpolation_mode, padding_mode,
                align_corners, output_mask):
@@ -92,10 +64,9 @@ def _grid_sampler_kernel(name, program_of, function):
                 output_mask)
         try:
             if not _torch().are_deterministic_algorithms_enabled():
-                # PyTorch's own kernel is not deterministic here either: take whichever
-                # program is the faster for these channels (docs/pytorch.md).
-                return function(*args,
-                                determinism=faster_determinism(name, input, interpolation_mode))
+                # PyTorch's own kernel is not deterministic here either: atomics are allowed,
+                # and the compiler takes them where they are the faster (docs/pytorch.md).
+                return function(*args, determinism="allow_atomics")
             if program_of is not None and not program_of(*args).deterministic:
                 return _fall_through(name, keyset, *args)
             return function(*args)
@@ -179,5 +150,4 @@ def enabled():
             disable()
 
 
-__all__ = ["DETERMINISTIC_FROM_CHANNELS", "disable", "enable", "enabled", "fallthrough_counts",
-           "faster_determinism", "is_enabled", "kernels"]
+__all__ = ["disable", "enable", "enabled", "fallthrough_counts", "is_enabled", "kernels"]

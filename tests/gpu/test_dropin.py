@@ -89,14 +89,17 @@ def test_grid_sample_backward_matches_pytorch(dtype, mode, padding, align):
     ("bilinear", 15, "allow_atomics"), ("nearest", 16, "allow_atomics")])
 def test_grid_sample_backward_without_determinism_takes_the_faster_program(mode, channels,
                                                                           expected):
-    # Not asked for determinism, the drop-in runs the deterministic program from 16 channels
-    # bilinear, 32 nearest and 8 bicubic (adjoint.torch.DETERMINISTIC_FROM_CHANNELS), the
-    # atomics one below: both must give PyTorch's gradients.
+    # Not asked for determinism, the drop-in runs the allow_atomics program, which the compiler
+    # makes the deterministic binned gather from 16 channels bilinear, 32 nearest and 8 bicubic
+    # (compiler/lower_scatter_to_binned_gather.h, binned_over_atomics_min_broadcast), atomics
+    # below: both must give PyTorch's gradients.
     torch.manual_seed(1)
     x = torch.randn(2, channels, 11, 13, device=DEVICE)
     grid = torch.rand(2, 7, 5, 2, device=DEVICE) * 2.4 - 1.2
     grad = torch.randn(2, channels, 7, 5, device=DEVICE)
-    assert dropin.faster_determinism("grid_sampler_2d_backward", x, mode) == expected
+    program = adjoint.grid_sampler_2d_backward_program(grad, x, grid, mode, "border", False,
+                                                       [True, True], determinism="allow_atomics")
+    assert program.deterministic == (expected == "default")
     want = grid_sample_grads(x, grid, grad, mode, "border", False)
     dropin.fallthrough_counts.clear()
     with dropin.enabled():

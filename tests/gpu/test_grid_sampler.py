@@ -130,6 +130,12 @@ def matrix():
                           determinism="allow_atomics"))
         cases.append(Case((2, 16, 12, 20), (40, 36), mode, "reflection", True, "f16",
                           determinism="allow_atomics"))
+        # allow_atomics bins bilinear and bicubic at 16 channels (docs/compiler.md "Binned or
+        # atomics"): at 5, below every mode's bound, the atomics run in every mode.
+        cases.append(Case((2, 5, 12, 20), (40, 36), mode, "zeros", False, "f32",
+                          determinism="allow_atomics"))
+        cases.append(Case((2, 5, 12, 20), (40, 36), mode, "border", True, "bf16",
+                          determinism="allow_atomics"))
     return cases
 
 

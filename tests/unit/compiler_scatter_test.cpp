@@ -829,6 +829,56 @@ TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
   }
 }
 
+TEST(ScatterToBinnedGather, AllowedAtomicsGiveWayWhereTheBinnedGatherIsFaster) {
+  // Under kAllowAtomics a data-dependent scatter keeps its atomics below
+  // binned_over_atomics_min_broadcast(taps) broadcast elements (channels) and takes the binned
+  // gather, deterministic, from there; binned_over_atomics = false: atomics at any size.
+  EXPECT_EQ(binned_over_atomics_min_broadcast(1), 32);
+  EXPECT_EQ(binned_over_atomics_min_broadcast(4), 16);
+  EXPECT_EQ(binned_over_atomics_min_broadcast(8), 16);
+  EXPECT_EQ(binned_over_atomics_min_broadcast(16), 8);
+  struct Case {
+    const char* op;
+    const char* mode;
+    int channels;  // the bound for the mode's taps
+    const char* rest;
+  };
+  for (const Case& c : {Case{"grid_sampler_2d_backward", "nearest", 32, "5,7 output_size=4,3"},
+                        Case{"grid_sampler_2d_backward", "bilinear", 16, "5,7 output_size=4,3"},
+                        Case{"grid_sampler_2d_backward", "bicubic", 8, "5,7 output_size=4,3"},
+                        Case{"grid_sampler_3d_backward", "nearest", 32, "3,4,5 output_size=2,3,2"},
+                        Case{"grid_sampler_3d_backward", "bilinear", 16,
+                             "3,4,5 output_size=2,3,2"}}) {
+    for (int channels : {c.channels - 1, c.channels}) {
+      const std::string spec = std::string(c.op) + " dtype=f32 input_size=1," +
+                               std::to_string(channels) + "," + c.rest +
+                               " interpolation_mode=" + c.mode;
+      ir::Program p = ops::parse_specialization(spec).build_program();
+      LowerOptions atomics;
+      atomics.determinism = Determinism::kAllowAtomics;
+      CompiledProgram lowered = lower(p, atomics);
+      const bool binned = channels >= c.channels;
+      EXPECT_EQ(lowered.deterministic, binned) << spec;
+      const std::string why = binned ? "binned gather although atomics are allowed: "
+                                     : "atomics (allowed, and faster here than the binned gather): ";
+      bool noted = false;
+      for (const CompiledKernel& k : lowered.kernels) {
+        noted |= k.source.find(why + std::to_string(channels) + " broadcast elements") !=
+                 std::string::npos;
+      }
+      EXPECT_TRUE(noted) << spec;
+      bool counted = false;  // binned: a count kernel of the binning, and no atomics
+      for (const CompiledKernel& k : lowered.kernels) {
+        if (binned) EXPECT_FALSE(k.uses_atomics) << k.entry;
+        counted |= k.entry.find("_bin_count") != std::string::npos;
+      }
+      EXPECT_EQ(counted, binned) << spec;
+      atomics.binned_over_atomics = false;
+      EXPECT_FALSE(lower(p, atomics).deterministic) << spec;
+    }
+  }
+}
+
 TEST(ScatterToBinnedGather, ScattersItCannotTakeAreLeftToAtomics) {
   // Two scatters into one target: the gather would overwrite the first one's sum.
   ir::ProgramBuilder b("two_writers");
