@@ -97,8 +97,8 @@ def test_grid_sample_backward_without_determinism_takes_the_faster_program(mode,
     x = torch.randn(2, channels, 11, 13, device=DEVICE)
     grid = torch.rand(2, 7, 5, 2, device=DEVICE) * 2.4 - 1.2
     grad = torch.randn(2, channels, 7, 5, device=DEVICE)
-    program = adjoint.ops.grid_sampler_2d_backward_program(grad, x, grid, mode, "border", False,
-                                                           [True, True], determinism="allow_atomics")
+    program = adjoint.ops.grid_sampler_2d_backward_program(
+        grad, x, grid, mode, "border", False, [True, True], determinism="allow_atomics")
     assert program.deterministic == (expected == "default")
     want = grid_sample_grads(x, grid, grad, mode, "border", False)
     dropin.fallthrough_counts.clear()
