@@ -12,6 +12,7 @@
 //   xmix tf32x2    x is bf16, exact in TF32, so only dh_mix is split: lo·x + hi·x
 //   +ahd           (dx and xmix) the next tile's operands loaded before this tile's mma
 //   +smem          (xmix) x read in 16-byte loads into shared memory, a tile ahead
+//   dx+xmix fused  both in one pass over x (n = 4 and 6): dx's tiles also feed x_mix's mma
 // Each prints its median kernel time over 30 launches, the effective bandwidth of its minimum
 // bytes, and the worst error of its f32 results against the f64 reference (relative to the largest
 // reference value). The copy bandwidth is measured in the same run. Usage:
@@ -308,6 +309,189 @@ __global__ void __launch_bounds__(128) dx_mma_ahead(DxArgs a) {
     __syncwarp();
     cur = next;
   }
+}
+
+// dx and x_mix's partials in one pass over x: dx_mma_ahead's tiles, where each warp also adds its
+// tile's 16 tokens into x_mix's partials for the block's 64 c (P[k][c] += Σ_t dh_mix[t,k]·x[t,c],
+// mma with M = k, N = c, the mma's k = tokens, x widened into shared memory for the B
+// fragments). At the end the 4 warps' partials are added in warp order in shared memory and
+// written as this block's partial (grid.y partials of K x C). x is read once for both.
+template <int K>
+__global__ void __launch_bounds__(128) dx_xmix_fused(DxArgs a, float* __restrict__ partials) {
+  constexpr int BN = 64, KS = K / 8, NT = BN / 8, STRIDE = BN + 8, MT = (K + 15) / 16;
+  extern __shared__ uint4 smem[];
+  uint4* bfrag = smem;                                             // [KS][NT][32]
+  float* acc_s = reinterpret_cast<float*>(bfrag + KS * NT * 32);   // [4][16][STRIDE]
+  float* xs_all = acc_s + 4 * 16 * STRIDE;                         // [4][16][STRIDE]
+  float* pc = xs_all + 4 * 16 * STRIDE;                            // [K][BN]
+  const int C = a.n * a.D, c0 = blockIdx.x * BN;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
+    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
+    const int g = l >> 2, tg = l & 3;
+    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
+    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
+    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
+    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
+                          to_tf32(v1 - __uint_as_float(h1)));
+  }
+  __syncthreads();
+  float* my_acc = acc_s + warp * 16 * STRIDE;
+  float* xs = xs_all + warp * 16 * STRIDE;
+  const int cc = (lane % 8) * 8, row0 = lane / 8, c = c0 + cc, si = c / a.D, d = c - si * a.D;
+  float gm[8];
+  {
+    const float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
+    const float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
+    gm[0] = g0.x, gm[1] = g0.y, gm[2] = g0.z, gm[3] = g0.w;
+    gm[4] = g1.x, gm[5] = g1.y, gm[6] = g1.z, gm[7] = g1.w;
+  }
+  struct Ahead {
+    uint4 xv[4], gv[4];
+  };
+  auto load = [&](Ahead& h, int t0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int t = t0 + row0 + 4 * j;
+      h.xv[j] = __ldcs(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c));
+      h.gv[j] = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
+    }
+  };
+  float pacc[MT][NT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) pacc[m][nt][0] = pacc[m][nt][1] = pacc[m][nt][2] = pacc[m][nt][3] = 0.f;
+  const int step = gridDim.y * 64;
+  int t0 = (blockIdx.y * 4 + warp) * 16;
+  Ahead cur;
+  if (t0 < a.T) load(cur, t0);
+  for (; t0 < a.T; t0 += step) {
+    Ahead next;
+    if (t0 + step < a.T) load(next, t0 + step);
+    // this tile's x, widened, for x_mix's B fragments
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = row0 + 4 * j;
+      const uint32_t w[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
+      *reinterpret_cast<float4*>(&xs[r * STRIDE + cc]) =
+          make_float4(__uint_as_float(w[0] << 16), __uint_as_float(w[0] & 0xffff0000u),
+                      __uint_as_float(w[1] << 16), __uint_as_float(w[1] & 0xffff0000u));
+      *reinterpret_cast<float4*>(&xs[r * STRIDE + cc + 4]) =
+          make_float4(__uint_as_float(w[2] << 16), __uint_as_float(w[2] & 0xffff0000u),
+                      __uint_as_float(w[3] << 16), __uint_as_float(w[3] & 0xffff0000u));
+    }
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
+      const float* r1 = r0 + 8 * K;
+      const float av[4] = {r0[tig], r1[tig], r0[tig + 4], r1[tig + 4]};
+      uint32_t ah[4], al[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        ah[j] = to_tf32(av[j]);
+        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
+        mma_tf32(acc[nt], al, b.x, b.y);
+        mma_tf32(acc[nt], ah, b.z, b.w);
+        mma_tf32(acc[nt], ah, b.x, b.y);
+      }
+    }
+    __syncwarp();
+    // x_mix: two steps of 8 tokens
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const int ta = t0 + kk * 8 + tig, tb = ta + 4;
+      uint32_t bx[NT][2];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        bx[nt][0] = __float_as_uint(xs[(kk * 8 + tig) * STRIDE + nt * 8 + gid]);
+        bx[nt][1] = __float_as_uint(xs[(kk * 8 + tig + 4) * STRIDE + nt * 8 + gid]);
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const int k0 = m * 16 + gid, k1 = k0 + 8;
+        const float av[4] = {k0 < K ? a.dh_mix[static_cast<size_t>(ta) * K + k0] : 0.f,
+                             k1 < K ? a.dh_mix[static_cast<size_t>(ta) * K + k1] : 0.f,
+                             k0 < K ? a.dh_mix[static_cast<size_t>(tb) * K + k0] : 0.f,
+                             k1 < K ? a.dh_mix[static_cast<size_t>(tb) * K + k1] : 0.f};
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          ah[j] = to_tf32(av[j]);
+          al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          mma_tf32(pacc[m][nt], al, bx[nt][0], bx[nt][1]);
+          mma_tf32(pacc[m][nt], ah, bx[nt][0], bx[nt][1]);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
+          make_float2(acc[nt][2], acc[nt][3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int r = row0 + 4 * j, t = t0 + r;
+      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
+      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
+      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+      const uint32_t xw[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
+      const uint32_t gw[4] = {cur.gv[j].x, cur.gv[j].y, cur.gv[j].z, cur.gv[j].w};
+      const float hp = a.h_pre[static_cast<size_t>(t) * a.n + si], cf = a.coef[t];
+      float out[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const uint32_t xbits = (xw[q / 2] >> (16 * (q % 2))) & 0xffff;
+        const uint32_t gbits = (gw[q / 2] >> (16 * (q % 2))) & 0xffff;
+        out[q] = fmaf(gm[q], mm[q], fmaf(-cf, bf16_bits_to_float(xbits), hp * bf16_bits_to_float(gbits)));
+      }
+      const uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
+                                 pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
+      __stcs(reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c), o);
+      if (a.dx_f32) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) a.dx_f32[static_cast<size_t>(t) * C + c + q] = out[q];
+      }
+    }
+    __syncwarp();
+    cur = next;
+  }
+  // the 4 warps' partials, added in warp order
+  for (int w = 0; w < 4; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int k0 = m * 16 + gid, cn = nt * 8 + 2 * tig;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int k = k0 + 8 * h;
+            if (k >= K) continue;
+            float* q = &pc[k * BN + cn];
+            q[0] = w == 0 ? pacc[m][nt][2 * h] : q[0] + pacc[m][nt][2 * h];
+            q[1] = w == 0 ? pacc[m][nt][2 * h + 1] : q[1] + pacc[m][nt][2 * h + 1];
+          }
+        }
+    }
+    __syncthreads();
+  }
+  float* o = partials + static_cast<size_t>(blockIdx.y) * K * C;
+  for (int e = threadIdx.x; e < K * BN; e += blockDim.x)
+    o[static_cast<size_t>(e / BN) * C + c0 + e % BN] = pc[e];
 }
 
 // x_mix's partials with the next 8 tokens' operands loaded before this 8's mma (see xmix_mma).
@@ -734,6 +918,63 @@ void run_shape(int B, int S, int n, int D, double copy_gbps, int sms) {
   if (C % 64 == 0) run_mma(dx_mma<K, 64, true>, "tf32x3", 64);
   if (C % 64 == 0) run_mma(dx_mma_ahead<K, true>, "x3+ahd", 64);
   if (C % 64 == 0) run_mma(dx_mma_ahead<K, false>, "x1+ahd", 64);
+  if constexpr (K <= 48) {
+    // dx and x_mix's partials in one pass (3xTF32 dx, 2xTF32 x_mix), against the reference
+    // of both; x_mix's reference sums every token in f64, the partials summed in f64 here.
+    if (C % 64 == 0) {
+      constexpr int BN = 64;
+      const size_t smem = static_cast<size_t>(K / 8) * (BN / 8) * 32 * 16 +
+                          2 * 4 * 16 * (BN + 8) * 4 + static_cast<size_t>(K) * BN * 4;
+      auto kernel = dx_xmix_fused<K>;
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+      int per_sm = 0;
+      CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128, smem));
+      const int cblocks = C / BN, tile_groups = T / 64;
+      float* parts;
+      CHECK(cudaMalloc(&parts, static_cast<size_t>(64) * K * C * 4));
+      float best = 1e30f;
+      int best_y = 1;
+      std::printf("  fused BN=64: %zu B shared a block, %d blocks a SM; grid.y (ms):", smem, per_sm);
+      for (int y : {1, 2, 3, 4, 6, 8, 12, 16, 32, 64}) {
+        if (y > tile_groups) break;
+        DxArgs timed = a;
+        timed.dx_f32 = nullptr;
+        float ms = median_ms([&] { kernel<<<dim3(cblocks, y), 128, smem>>>(timed, parts); });
+        std::printf(" %d:%.4f", y, ms);
+        if (ms < best) best = ms, best_y = y;
+      }
+      std::printf("\n");
+      kernel<<<dim3(cblocks, best_y), 128, smem>>>(a, parts);
+      CHECK(cudaDeviceSynchronize());
+      const double err = worst_error(download(a.dx_f32, ref_h.size()), ref_h);
+      std::vector<float> ph = download(parts, static_cast<size_t>(best_y) * K * C);
+      const uint64_t d1 = digest(parts, ph.size() * 4) ^ digest(a.dx, ref_h.size() * 2);
+      double* xr;
+      CHECK(cudaMalloc(&xr, static_cast<size_t>(K) * C * 8));
+      xmix_reference<<<4 * sms, 256>>>(a.dh_mix, a.x, xr, T, C, K, T, 0);
+      CHECK(cudaDeviceSynchronize());
+      std::vector<double> xr_h = download(xr, static_cast<size_t>(K) * C);
+      double big = 0, xerr = 0;
+      for (size_t e = 0; e < xr_h.size(); ++e) {
+        double sum = 0;
+        for (int y = 0; y < best_y; ++y) sum += ph[static_cast<size_t>(y) * K * C + e];
+        big = std::max(big, std::fabs(xr_h[e]));
+        xerr = std::max(xerr, std::fabs(sum - xr_h[e]));
+      }
+      DxArgs timed = a;
+      timed.dx_f32 = nullptr;
+      kernel<<<dim3(cblocks, best_y), 128, smem>>>(timed, parts);
+      CHECK(cudaDeviceSynchronize());
+      const bool same = d1 == (digest(parts, ph.size() * 4) ^ digest(a.dx, ref_h.size() * 2));
+      const double fbytes = bytes + static_cast<double>(best_y) * K * C * 4;
+      std::printf("  dx+xmix fused    %8.1f us  %6.0f GB/s (%4.1f%% of copy)  dx error %.2e  x_mix error %.2e (%d partials)  bits %s  (grid.y %d)\n",
+                  best * 1e3, fbytes / best / 1e6, 100 * fbytes / best / 1e6 / copy_gbps, err,
+                  big > 0 ? xerr / big : xerr, best_y, same ? "same" : "DIFFER", best_y);
+      CHECK(cudaFree(parts));
+      CHECK(cudaFree(xr));
+    }
+  }
 
   // x_mix's partials
   auto run_xmix = [&](auto kernel, const char* name) {
