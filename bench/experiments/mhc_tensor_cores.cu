@@ -58,6 +58,16 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// v = hi + lo to about 22 bits: hi rounded to TF32, lo the rest rounded again.
+__device__ __forceinline__ void split_tf32(const float (&v)[4], uint32_t (&hi)[4],
+                                           uint32_t (&lo)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    hi[j] = to_tf32(v[j]);
+    lo[j] = to_tf32(v[j] - __uint_as_float(hi[j]));
+  }
+}
+
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) {
   return __uint_as_float(bits16 << 16);
 }
@@ -65,6 +75,42 @@ __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) {
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void load_f32x8(float (&v)[8], const float* p) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  const float4 b = *reinterpret_cast<const float4*>(p + 4);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// 8 bf16 (one 16-byte word) widened exactly to f32 at dst.
+__device__ __forceinline__ void store_widened8(float* dst, uint4 w) {
+  *reinterpret_cast<float4*>(dst) =
+      make_float4(__uint_as_float(w.x << 16), __uint_as_float(w.x & 0xffff0000u),
+                  __uint_as_float(w.y << 16), __uint_as_float(w.y & 0xffff0000u));
+  *reinterpret_cast<float4*>(dst + 4) =
+      make_float4(__uint_as_float(w.z << 16), __uint_as_float(w.z & 0xffff0000u),
+                  __uint_as_float(w.w << 16), __uint_as_float(w.w & 0xffff0000u));
+}
+
+// An mma A fragment (m16n8k8, TF32) of a row-major matrix with leading dimension ld: rows row0 +
+// gid and + 8, columns col0 + tig and + 4 (gid = lane / 4, tig = lane % 4).
+__device__ __forceinline__ void load_a_rows(float (&v)[4], const float* m, size_t ld, int row0,
+                                            int col0, int gid, int tig) {
+  const float* r0 = m + static_cast<size_t>(row0 + gid) * ld + col0;
+  const float* r1 = r0 + 8 * ld;
+  v[0] = r0[tig], v[1] = r1[tig], v[2] = r0[tig + 4], v[3] = r1[tig + 4];
+}
+
+// The A fragment of the transpose: A[k][t] = m[t][k], k from k0 (rows k0 + gid, + 8; zero at k >=
+// K), t from t0 (columns t0 + tig, + 4).
+__device__ __forceinline__ void load_a_transposed(float (&v)[4], const float* m, size_t ld, int K,
+                                                  int t0, int k0, int gid, int tig) {
+  const int ka = k0 + gid, kb = ka + 8;
+  const float* ra = m + static_cast<size_t>(t0 + tig) * ld;
+  const float* rb = ra + 4 * ld;
+  v[0] = ka < K ? ra[ka] : 0.f, v[1] = kb < K ? ra[kb] : 0.f;
+  v[2] = ka < K ? rb[ka] : 0.f, v[3] = kb < K ? rb[kb] : 0.f;
 }
 
 struct DxArgs {
@@ -80,31 +126,40 @@ struct DxArgs {
   int T, n, D, K;
 };
 
-// The elementwise part of dx for 8 consecutive c of token t, given mm = Σ_k dh_mix·phi.
-__device__ __forceinline__ void dx_epilogue8(const DxArgs& a, int t, int c, const float (&mm)[8]) {
-  const int C = a.n * a.D;
-  const int i = c / a.D, d = c - i * a.D;
-  uint4 xv = *reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c);
-  uint4 gv = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
-  float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
-  float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
-  const float hp = a.h_pre[static_cast<size_t>(t) * a.n + i], cf = a.coef[t];
+// dx for 8 consecutive c of token t from mm = Σ_k dh_mix·phi and the elementwise operands
+// (xv, gv: 8 bf16 of x and grad_h_in), stored as bf16 (evict-first where kStreaming) and, where
+// asked, as f32.
+template <bool kStreaming>
+__device__ __forceinline__ void dx_store8(const DxArgs& a, int t, int c, const float (&gm)[8],
+                                          const float (&mm)[8], uint4 xv, uint4 gv, float hp,
+                                          float cf) {
+  const size_t at = static_cast<size_t>(t) * a.n * a.D + c;
   const uint32_t xw[4] = {xv.x, xv.y, xv.z, xv.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
-  const float gm[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
   float out[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const uint32_t xbits = (xw[j / 2] >> (16 * (j % 2))) & 0xffff;
-    const uint32_t gbits = (gw[j / 2] >> (16 * (j % 2))) & 0xffff;
-    out[j] = fmaf(gm[j], mm[j], fmaf(-cf, bf16_bits_to_float(xbits), hp * bf16_bits_to_float(gbits)));
+  for (int q = 0; q < 8; ++q) {
+    const uint32_t xbits = (xw[q / 2] >> (16 * (q % 2))) & 0xffff;
+    const uint32_t gbits = (gw[q / 2] >> (16 * (q % 2))) & 0xffff;
+    out[q] = fmaf(gm[q], mm[q], fmaf(-cf, bf16_bits_to_float(xbits), hp * bf16_bits_to_float(gbits)));
   }
-  uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
-                       pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
-  *reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c) = o;
+  const uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
+                             pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
+  if (kStreaming) __stcs(reinterpret_cast<uint4*>(a.dx + at), o);
+  else *reinterpret_cast<uint4*>(a.dx + at) = o;
   if (a.dx_f32) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) a.dx_f32[static_cast<size_t>(t) * C + c + j] = out[j];
+    for (int q = 0; q < 8; ++q) a.dx_f32[at + q] = out[q];
   }
+}
+
+// The same, reading its operands where it stands.
+__device__ __forceinline__ void dx_epilogue8(const DxArgs& a, int t, int c, const float (&mm)[8]) {
+  const int C = a.n * a.D, i = c / a.D, d = c - i * a.D;
+  const uint4 xv = *reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c);
+  const uint4 gv = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
+  float gm[8];
+  load_f32x8(gm, a.gamma + c);
+  dx_store8<false>(a, t, c, gm, mm, xv, gv, a.h_pre[static_cast<size_t>(t) * a.n + i], a.coef[t]);
 }
 
 // FP32 on the ALUs: a thread makes 8 consecutive c of one token, k in order.
@@ -125,10 +180,69 @@ __global__ void __launch_bounds__(256) dx_fp32(DxArgs a) {
   }
 }
 
+// phi's B fragments for the block's BN = NT x 8 columns from c0, KS steps of 8 k, in shared
+// memory: one 16-byte word per (step, n-tile, lane) holding the hi and lo TF32 halves of the
+// lane's two values, so that a warp reads a fragment pair with one conflict-free load.
+template <int KS, int NT>
+__device__ __forceinline__ void stage_phi_fragments(uint4* bfrag, const float* phi, int C, int c0) {
+  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
+    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
+    const int g = l >> 2, tg = l & 3;
+    const float v0 = phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
+    const float v1 = phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
+    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
+    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
+                          to_tf32(v1 - __uint_as_float(h1)));
+  }
+}
+
+// A warp's 16 tokens x NT x 8 c of Σ_k dh_mix·phi: av the tile's dh_mix fragments (KS steps), phi's
+// from stage_phi_fragments; kSplit: 3xTF32 (lo·hi + hi·lo + hi·hi), else one TF32 product.
+template <int KS, int NT, bool kSplit>
+__device__ __forceinline__ void dx_tile_mma(float (&acc)[NT][4], const float (&av)[KS][4],
+                                            const uint4* bfrag, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    uint32_t ah[4], al[4];
+    split_tf32(av[ks], ah, al);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
+      if (kSplit) {
+        mma_tf32(acc[nt], al, b.x, b.y);
+        mma_tf32(acc[nt], ah, b.z, b.w);
+      }
+      mma_tf32(acc[nt], ah, b.x, b.y);
+    }
+  }
+}
+
+template <int KS>
+__device__ __forceinline__ void load_dh_mix_rows(float (&av)[KS][4], const float* dh_mix, int t0,
+                                                 int gid, int tig) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) load_a_rows(av[ks], dh_mix, KS * 8, t0, ks * 8, gid, tig);
+}
+
+// A warp's accumulator fragments into its 16 x NT*8 tile of shared memory (row stride STRIDE).
+template <int NT, int STRIDE>
+__device__ __forceinline__ void stash_accumulators(float* tile, const float (&acc)[NT][4], int gid,
+                                                   int tig) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    *reinterpret_cast<float2*>(&tile[gid * STRIDE + nt * 8 + 2 * tig]) =
+        make_float2(acc[nt][0], acc[nt][1]);
+    *reinterpret_cast<float2*>(&tile[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
+        make_float2(acc[nt][2], acc[nt][3]);
+  }
+}
+
 // Tensor cores. A block of 4 warps owns BN consecutive c; it stages phi's fragments for them in
-// shared memory once (hi and lo TF32 halves, one 16-byte load per fragment pair), then each warp
-// walks token tiles of 16 on its own: K/8 steps of BN/8 mma each, the 16 x BN accumulators
-// through shared memory, and the epilogue in rows of 8 consecutive c (16-byte loads and stores).
+// shared memory once, then each warp walks token tiles of 16 on its own: K/8 steps of BN/8 mma
+// each, the 16 x BN accumulators through shared memory, and the epilogue in rows of 8 consecutive
+// c (16-byte loads and stores).
 template <int K, int BN, bool kSplit>
 __global__ void __launch_bounds__(128) dx_mma(DxArgs a) {
   constexpr int KS = K / 8, NT = BN / 8, STRIDE = BN + 8;
@@ -137,68 +251,48 @@ __global__ void __launch_bounds__(128) dx_mma(DxArgs a) {
   float* acc_s = reinterpret_cast<float*>(bfrag + KS * NT * 32);       // [4][16][STRIDE]
   const int C = a.n * a.D, c0 = blockIdx.x * BN;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
-  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
-    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
-    const int g = l >> 2, tg = l & 3;
-    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
-    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
-    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
-    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
-                          to_tf32(v1 - __uint_as_float(h1)));
-  }
+  stage_phi_fragments<KS, NT>(bfrag, a.phi, C, c0);
   __syncthreads();
   float* my_acc = acc_s + warp * 16 * STRIDE;
   constexpr int kLanesPerRow = BN / 8, kRowsPerStep = 32 / kLanesPerRow;
   for (int t0 = (blockIdx.y * 4 + warp) * 16; t0 < a.T; t0 += gridDim.y * 64) {
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
-      const float* r1 = r0 + 8 * K;
-      const float av[4] = {r0[tig], r1[tig], r0[tig + 4], r1[tig + 4]};
-      uint32_t ah[4], al[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ah[j] = to_tf32(av[j]);
-        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
-        if (kSplit) {
-          mma_tf32(acc[nt], al, b.x, b.y);
-          mma_tf32(acc[nt], ah, b.z, b.w);
-        }
-        mma_tf32(acc[nt], ah, b.x, b.y);
-      }
-    }
+    float av[KS][4], acc[NT][4];
+    load_dh_mix_rows<KS>(av, a.dh_mix, t0, gid, tig);
+    dx_tile_mma<KS, NT, kSplit>(acc, av, bfrag, lane);
     __syncwarp();
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][2], acc[nt][3]);
-    }
+    stash_accumulators<NT, STRIDE>(my_acc, acc, gid, tig);
     __syncwarp();
     const int cc = (lane % kLanesPerRow) * 8;
     for (int r = lane / kLanesPerRow; r < 16; r += kRowsPerStep) {
-      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
-      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
-      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
+      float mm[8];
+      load_f32x8(mm, &my_acc[r * STRIDE + cc]);
       dx_epilogue8(a, t0 + r, c0 + cc, mm);
     }
     __syncwarp();
   }
 }
 
+// A lane's share of a warp's 16 x 64 dx tile (BN = 64: 8 lanes a row, each 8 consecutive c of
+// rows lane/8 + 4j, j < 4): x and grad_h_in, loaded a tile ahead by the kernels below.
+struct DxOperands {
+  uint4 xv[4], gv[4];
+};
+
+__device__ __forceinline__ void load_dx_operands(DxOperands& h, const DxArgs& a, int t0, int row0,
+                                                 int c, int d) {
+  const int C = a.n * a.D;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int t = t0 + row0 + 4 * j;
+    h.xv[j] = __ldcs(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c));
+    h.gv[j] = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
+  }
+}
+
 // The same tensor-core dx with its epilogue's operands loaded one token tile ahead: before the
 // mma of tile i, each lane issues the loads of tile i+1's x, grad_h_in, h_pre, coef and dh_mix
-// into registers, so the memory latency hides behind a tile's mma and epilogue. BN = 64: a warp's
-// 16 x 64 tile, 8 lanes a row, each lane 8 consecutive c of rows lane/8 + 4j (j < 4); gamma,
-// the stream i and d of a lane are the same for every tile and are read once.
+// into registers, so the memory latency hides behind a tile's mma and epilogue. BN = 64 (see
+// DxOperands); gamma, the stream i and d of a lane are the same for every tile and are read once.
 template <int K, bool kSplit>
 __global__ void __launch_bounds__(128) dx_mma_ahead(DxArgs a) {
   constexpr int BN = 64, KS = K / 8, NT = BN / 8, STRIDE = BN + 8;
@@ -207,44 +301,25 @@ __global__ void __launch_bounds__(128) dx_mma_ahead(DxArgs a) {
   float* acc_s = reinterpret_cast<float*>(bfrag + KS * NT * 32);
   const int C = a.n * a.D, c0 = blockIdx.x * BN;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
-  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
-    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
-    const int g = l >> 2, tg = l & 3;
-    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
-    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
-    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
-    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
-                          to_tf32(v1 - __uint_as_float(h1)));
-  }
+  stage_phi_fragments<KS, NT>(bfrag, a.phi, C, c0);
   __syncthreads();
   float* my_acc = acc_s + warp * 16 * STRIDE;
   const int cc = (lane % 8) * 8, row0 = lane / 8, c = c0 + cc, si = c / a.D, d = c - si * a.D;
   float gm[8];
-  {
-    const float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
-    const float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
-    gm[0] = g0.x, gm[1] = g0.y, gm[2] = g0.z, gm[3] = g0.w;
-    gm[4] = g1.x, gm[5] = g1.y, gm[6] = g1.z, gm[7] = g1.w;
-  }
+  load_f32x8(gm, a.gamma + c);
   struct Ahead {
-    uint4 xv[4], gv[4];
+    DxOperands ops;
     float hp[4], cf[4], av[KS][4];
   };
   auto load = [&](Ahead& h, int t0) {
+    load_dx_operands(h.ops, a, t0, row0, c, d);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int t = t0 + row0 + 4 * j;
-      h.xv[j] = __ldcs(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c));
-      h.gv[j] = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
       h.hp[j] = a.h_pre[static_cast<size_t>(t) * a.n + si];
       h.cf[j] = a.coef[t];
     }
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
-      const float* r1 = r0 + 8 * K;
-      h.av[ks][0] = r0[tig], h.av[ks][1] = r1[tig], h.av[ks][2] = r0[tig + 4], h.av[ks][3] = r1[tig + 4];
-    }
+    load_dh_mix_rows<KS>(h.av, a.dh_mix, t0, gid, tig);
   };
   const int step = gridDim.y * 64;
   int t0 = (blockIdx.y * 4 + warp) * 16;
@@ -254,60 +329,70 @@ __global__ void __launch_bounds__(128) dx_mma_ahead(DxArgs a) {
     Ahead next;
     if (t0 + step < a.T) load(next, t0 + step);
     float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      uint32_t ah[4], al[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ah[j] = to_tf32(cur.av[ks][j]);
-        al[j] = to_tf32(cur.av[ks][j] - __uint_as_float(ah[j]));
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
-        if (kSplit) {
-          mma_tf32(acc[nt], al, b.x, b.y);
-          mma_tf32(acc[nt], ah, b.z, b.w);
-        }
-        mma_tf32(acc[nt], ah, b.x, b.y);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][2], acc[nt][3]);
-    }
+    dx_tile_mma<KS, NT, kSplit>(acc, cur.av, bfrag, lane);
+    stash_accumulators<NT, STRIDE>(my_acc, acc, gid, tig);
     __syncwarp();
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int r = row0 + 4 * j, t = t0 + r;
-      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
-      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
-      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
-      const uint32_t xw[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
-      const uint32_t gw[4] = {cur.gv[j].x, cur.gv[j].y, cur.gv[j].z, cur.gv[j].w};
-      float out[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const uint32_t xbits = (xw[q / 2] >> (16 * (q % 2))) & 0xffff;
-        const uint32_t gbits = (gw[q / 2] >> (16 * (q % 2))) & 0xffff;
-        out[q] = fmaf(gm[q], mm[q], fmaf(-cur.cf[j], bf16_bits_to_float(xbits),
-                                         cur.hp[j] * bf16_bits_to_float(gbits)));
-      }
-      const uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
-                                 pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
-      __stcs(reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c), o);
-      if (a.dx_f32) {
-#pragma unroll
-        for (int q = 0; q < 8; ++q) a.dx_f32[static_cast<size_t>(t) * C + c + q] = out[q];
-      }
+      const int r = row0 + 4 * j;
+      float mm[8];
+      load_f32x8(mm, &my_acc[r * STRIDE + cc]);
+      dx_store8<true>(a, t0 + r, c, gm, mm, cur.ops.xv[j], cur.ops.gv[j], cur.hp[j], cur.cf[j]);
     }
     __syncwarp();
     cur = next;
+  }
+}
+
+// Σ over 8 tokens of x_mix's partials: for MT m-tiles of 16 k, the A fragments av (dh_mix
+// transposed, split 2 ways: x is exact in TF32) times the B fragments b (x) of NT n-tiles.
+template <int MT, int NT>
+__device__ __forceinline__ void xmix_step_mma(float (&acc)[MT][NT][4], const float (&av)[MT][4],
+                                              const uint32_t (&b)[NT][2]) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    uint32_t ah[4], al[4];
+    split_tf32(av[m], ah, al);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      mma_tf32(acc[m][nt], al, b[nt][0], b[nt][1]);
+      mma_tf32(acc[m][nt], ah, b[nt][0], b[nt][1]);
+    }
+  }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+}
+
+// x_mix's accumulator fragments (C[k][c]: rows k = m*16 + gid and + 8, columns c = cw + nt*8 +
+// 2tig, + 1) into out[k][c], rows at or past K left out.
+template <int MT, int NT>
+__device__ __forceinline__ void store_xmix(float* out, const float (&acc)[MT][NT][4], int K, int C,
+                                           int cw, int gid, int tig) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int k0 = m * 16 + gid, cn = cw + nt * 8 + 2 * tig;
+      if (k0 < K) *reinterpret_cast<float2*>(&out[static_cast<size_t>(k0) * C + cn]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
+      if (k0 + 8 < K) *reinterpret_cast<float2*>(&out[static_cast<size_t>(k0 + 8) * C + cn]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
+    }
+}
+
+// x_mix's B fragments of 8 tokens from t (rows t + tig and + 4) and 4 n-tiles of c from cw
+// (columns cw + nt*8 + gid), read from global memory as bf16 and widened.
+__device__ __forceinline__ void load_x_fragments(uint32_t (&b)[4][2], const uint16_t* xb, int C,
+                                                 int t, int cw, int gid, int tig) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    const int cn = cw + nt * 8 + gid;
+    b[nt][0] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig) * C + cn])) << 16;
+    b[nt][1] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig + 4) * C + cn])) << 16;
   }
 }
 
@@ -326,145 +411,50 @@ __global__ void __launch_bounds__(128) dx_xmix_fused(DxArgs a, float* __restrict
   float* pc = xs_all + 4 * 16 * STRIDE;                            // [K][BN]
   const int C = a.n * a.D, c0 = blockIdx.x * BN;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
-  for (int e = threadIdx.x; e < KS * NT * 32; e += blockDim.x) {
-    const int l = e & 31, nt = (e >> 5) % NT, ks = e / (32 * NT);
-    const int g = l >> 2, tg = l & 3;
-    const float v0 = a.phi[static_cast<size_t>(ks * 8 + tg) * C + c0 + nt * 8 + g];
-    const float v1 = a.phi[static_cast<size_t>(ks * 8 + tg + 4) * C + c0 + nt * 8 + g];
-    const uint32_t h0 = to_tf32(v0), h1 = to_tf32(v1);
-    bfrag[e] = make_uint4(h0, h1, to_tf32(v0 - __uint_as_float(h0)),
-                          to_tf32(v1 - __uint_as_float(h1)));
-  }
+  stage_phi_fragments<KS, NT>(bfrag, a.phi, C, c0);
   __syncthreads();
   float* my_acc = acc_s + warp * 16 * STRIDE;
   float* xs = xs_all + warp * 16 * STRIDE;
   const int cc = (lane % 8) * 8, row0 = lane / 8, c = c0 + cc, si = c / a.D, d = c - si * a.D;
   float gm[8];
-  {
-    const float4 g0 = *reinterpret_cast<const float4*>(a.gamma + c);
-    const float4 g1 = *reinterpret_cast<const float4*>(a.gamma + c + 4);
-    gm[0] = g0.x, gm[1] = g0.y, gm[2] = g0.z, gm[3] = g0.w;
-    gm[4] = g1.x, gm[5] = g1.y, gm[6] = g1.z, gm[7] = g1.w;
-  }
-  struct Ahead {
-    uint4 xv[4], gv[4];
-  };
-  auto load = [&](Ahead& h, int t0) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int t = t0 + row0 + 4 * j;
-      h.xv[j] = __ldcs(reinterpret_cast<const uint4*>(a.x + static_cast<size_t>(t) * C + c));
-      h.gv[j] = *reinterpret_cast<const uint4*>(a.ghin + static_cast<size_t>(t) * a.D + d);
-    }
-  };
+  load_f32x8(gm, a.gamma + c);
   float pacc[MT][NT][4];
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) pacc[m][nt][0] = pacc[m][nt][1] = pacc[m][nt][2] = pacc[m][nt][3] = 0.f;
+  zero_accumulators(pacc);
   const int step = gridDim.y * 64;
   int t0 = (blockIdx.y * 4 + warp) * 16;
-  Ahead cur;
-  if (t0 < a.T) load(cur, t0);
+  DxOperands cur;
+  if (t0 < a.T) load_dx_operands(cur, a, t0, row0, c, d);
   for (; t0 < a.T; t0 += step) {
-    Ahead next;
-    if (t0 + step < a.T) load(next, t0 + step);
-    // this tile's x, widened, for x_mix's B fragments
+    DxOperands next;
+    if (t0 + step < a.T) load_dx_operands(next, a, t0 + step, row0, c, d);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int r = row0 + 4 * j;
-      const uint32_t w[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
-      *reinterpret_cast<float4*>(&xs[r * STRIDE + cc]) =
-          make_float4(__uint_as_float(w[0] << 16), __uint_as_float(w[0] & 0xffff0000u),
-                      __uint_as_float(w[1] << 16), __uint_as_float(w[1] & 0xffff0000u));
-      *reinterpret_cast<float4*>(&xs[r * STRIDE + cc + 4]) =
-          make_float4(__uint_as_float(w[2] << 16), __uint_as_float(w[2] & 0xffff0000u),
-                      __uint_as_float(w[3] << 16), __uint_as_float(w[3] & 0xffff0000u));
-    }
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const float* r0 = a.dh_mix + static_cast<size_t>(t0 + gid) * K + ks * 8;
-      const float* r1 = r0 + 8 * K;
-      const float av[4] = {r0[tig], r1[tig], r0[tig + 4], r1[tig + 4]};
-      uint32_t ah[4], al[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ah[j] = to_tf32(av[j]);
-        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const uint4 b = bfrag[(ks * NT + nt) * 32 + lane];
-        mma_tf32(acc[nt], al, b.x, b.y);
-        mma_tf32(acc[nt], ah, b.z, b.w);
-        mma_tf32(acc[nt], ah, b.x, b.y);
-      }
-    }
+    for (int j = 0; j < 4; ++j) store_widened8(&xs[(row0 + 4 * j) * STRIDE + cc], cur.xv[j]);
+    float av[KS][4], acc[NT][4];
+    load_dh_mix_rows<KS>(av, a.dh_mix, t0, gid, tig);
+    dx_tile_mma<KS, NT, true>(acc, av, bfrag, lane);
     __syncwarp();
-    // x_mix: two steps of 8 tokens
 #pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      const int ta = t0 + kk * 8 + tig, tb = ta + 4;
+    for (int kk = 0; kk < 2; ++kk) {  // x_mix: two steps of 8 tokens
       uint32_t bx[NT][2];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         bx[nt][0] = __float_as_uint(xs[(kk * 8 + tig) * STRIDE + nt * 8 + gid]);
         bx[nt][1] = __float_as_uint(xs[(kk * 8 + tig + 4) * STRIDE + nt * 8 + gid]);
       }
+      float xav[MT][4];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const int k0 = m * 16 + gid, k1 = k0 + 8;
-        const float av[4] = {k0 < K ? a.dh_mix[static_cast<size_t>(ta) * K + k0] : 0.f,
-                             k1 < K ? a.dh_mix[static_cast<size_t>(ta) * K + k1] : 0.f,
-                             k0 < K ? a.dh_mix[static_cast<size_t>(tb) * K + k0] : 0.f,
-                             k1 < K ? a.dh_mix[static_cast<size_t>(tb) * K + k1] : 0.f};
-        uint32_t ah[4], al[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ah[j] = to_tf32(av[j]);
-          al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          mma_tf32(pacc[m][nt], al, bx[nt][0], bx[nt][1]);
-          mma_tf32(pacc[m][nt], ah, bx[nt][0], bx[nt][1]);
-        }
-      }
+      for (int m = 0; m < MT; ++m) load_a_transposed(xav[m], a.dh_mix, K, K, t0 + kk * 8, m * 16, gid, tig);
+      xmix_step_mma(pacc, xav, bx);
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      *reinterpret_cast<float2*>(&my_acc[gid * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(&my_acc[(gid + 8) * STRIDE + nt * 8 + 2 * tig]) =
-          make_float2(acc[nt][2], acc[nt][3]);
-    }
+    stash_accumulators<NT, STRIDE>(my_acc, acc, gid, tig);
     __syncwarp();
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int r = row0 + 4 * j, t = t0 + r;
-      const float4 m0 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc]);
-      const float4 m1 = *reinterpret_cast<const float4*>(&my_acc[r * STRIDE + cc + 4]);
-      const float mm[8] = {m0.x, m0.y, m0.z, m0.w, m1.x, m1.y, m1.z, m1.w};
-      const uint32_t xw[4] = {cur.xv[j].x, cur.xv[j].y, cur.xv[j].z, cur.xv[j].w};
-      const uint32_t gw[4] = {cur.gv[j].x, cur.gv[j].y, cur.gv[j].z, cur.gv[j].w};
-      const float hp = a.h_pre[static_cast<size_t>(t) * a.n + si], cf = a.coef[t];
-      float out[8];
-#pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const uint32_t xbits = (xw[q / 2] >> (16 * (q % 2))) & 0xffff;
-        const uint32_t gbits = (gw[q / 2] >> (16 * (q % 2))) & 0xffff;
-        out[q] = fmaf(gm[q], mm[q], fmaf(-cf, bf16_bits_to_float(xbits), hp * bf16_bits_to_float(gbits)));
-      }
-      const uint4 o = make_uint4(pack_bf16x2(out[0], out[1]), pack_bf16x2(out[2], out[3]),
-                                 pack_bf16x2(out[4], out[5]), pack_bf16x2(out[6], out[7]));
-      __stcs(reinterpret_cast<uint4*>(a.dx + static_cast<size_t>(t) * C + c), o);
-      if (a.dx_f32) {
-#pragma unroll
-        for (int q = 0; q < 8; ++q) a.dx_f32[static_cast<size_t>(t) * C + c + q] = out[q];
-      }
+      float mm[8];
+      load_f32x8(mm, &my_acc[r * STRIDE + cc]);
+      dx_store8<true>(a, t, c, gm, mm, cur.xv[j], cur.gv[j],
+                      a.h_pre[static_cast<size_t>(t) * a.n + si], a.coef[t]);
     }
     __syncwarp();
     cur = next;
@@ -494,74 +484,6 @@ __global__ void __launch_bounds__(128) dx_xmix_fused(DxArgs a, float* __restrict
     o[static_cast<size_t>(e / BN) * C + c0 + e % BN] = pc[e];
 }
 
-// x_mix's partials with the next 8 tokens' operands loaded before this 8's mma (see xmix_mma).
-template <int K>
-__global__ void __launch_bounds__(128) xmix_mma_ahead(const float* __restrict__ dh_mix,
-                                                      const __nv_bfloat16* __restrict__ x,
-                                                      float* __restrict__ out, int T, int C,
-                                                      int chunk) {
-  constexpr int MT = (K + 15) / 16;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
-  const int cw = (blockIdx.x * 4 + warp) * 32;
-  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
-  const uint16_t* xb = reinterpret_cast<const uint16_t*>(x);
-  float acc[MT][4][4];
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
-  struct Ahead {
-    uint32_t b[4][2];
-    float av[MT][4];
-  };
-  auto load = [&](Ahead& h, int t) {
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int cn = cw + nt * 8 + gid;
-      h.b[nt][0] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig) * C + cn])) << 16;
-      h.b[nt][1] = static_cast<uint32_t>(__ldcs(&xb[static_cast<size_t>(t + tig + 4) * C + cn])) << 16;
-    }
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      const int k0 = m * 16 + gid, k1 = k0 + 8;
-      h.av[m][0] = k0 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k0] : 0.f;
-      h.av[m][1] = k1 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k1] : 0.f;
-      h.av[m][2] = k0 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k0] : 0.f;
-      h.av[m][3] = k1 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k1] : 0.f;
-    }
-  };
-  Ahead cur;
-  if (tb < te) load(cur, tb);
-  for (int t = tb; t < te; t += 8) {
-    Ahead next;
-    if (t + 8 < te) load(next, t + 8);
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      uint32_t ah[4], al[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ah[j] = to_tf32(cur.av[m][j]);
-        al[j] = to_tf32(cur.av[m][j] - __uint_as_float(ah[j]));
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        mma_tf32(acc[m][nt], al, cur.b[nt][0], cur.b[nt][1]);
-        mma_tf32(acc[m][nt], ah, cur.b[nt][0], cur.b[nt][1]);
-      }
-    }
-    cur = next;
-  }
-  float* o = out + static_cast<size_t>(p) * K * C;
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int k0 = m * 16 + gid, cn = cw + nt * 8 + 2 * tig;
-      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + cn]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
-      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + cn]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
-    }
-}
-
 // x_mix's partials on tensor cores: out[p][k][c] = Σ_{t in chunk p} dh_mix[t,k]·x[t,c]. M = k (K
 // padded to a multiple of 16, the pad rows zero), N = c, the mma's k = tokens. A block of 4 warps
 // owns 32 c per warp (4 n-tiles); it walks its chunk of tokens 8 at a time: A (dh_mix, split into
@@ -577,52 +499,49 @@ __global__ void __launch_bounds__(128) xmix_mma(const float* __restrict__ dh_mix
   const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
   const uint16_t* xb = reinterpret_cast<const uint16_t*>(x);
   float acc[MT][4][4];
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+  zero_accumulators(acc);
   for (int t = tb; t < te; t += 8) {
-    // B: b0 = x[t+tig][c], b1 = x[t+tig+4][c], c = cw + nt*8 + gid.
     uint32_t b[4][2];
+    load_x_fragments(b, xb, C, t, cw, gid, tig);
+    float av[MT][4];
 #pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int c = cw + nt * 8 + gid;
-      b[nt][0] = static_cast<uint32_t>(xb[static_cast<size_t>(t + tig) * C + c]) << 16;
-      b[nt][1] = static_cast<uint32_t>(xb[static_cast<size_t>(t + tig + 4) * C + c]) << 16;
-    }
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      // A[row = k][col = token]: a0 (k=gid, t=tig), a1 (k=gid+8, t=tig), a2 (k=gid, t=tig+4),
-      // a3 (k=gid+8, t=tig+4).
-      const int k0 = m * 16 + gid, k1 = k0 + 8;
-      const float av[4] = {
-          k0 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k0] : 0.f,
-          k1 < K ? dh_mix[static_cast<size_t>(t + tig) * K + k1] : 0.f,
-          k0 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k0] : 0.f,
-          k1 < K ? dh_mix[static_cast<size_t>(t + tig + 4) * K + k1] : 0.f};
-      uint32_t ah[4], al[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        ah[j] = to_tf32(av[j]);
-        al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        mma_tf32(acc[m][nt], al, b[nt][0], b[nt][1]);
-        mma_tf32(acc[m][nt], ah, b[nt][0], b[nt][1]);
-      }
-    }
+    for (int m = 0; m < MT; ++m) load_a_transposed(av[m], dh_mix, K, K, t, m * 16, gid, tig);
+    xmix_step_mma(acc, av, b);
   }
-  // C[row = k][col = c]: c0 (k=gid, c=2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig), c3 (gid+8, 2tig+1).
-  float* o = out + static_cast<size_t>(p) * K * C;
+  store_xmix(out + static_cast<size_t>(p) * K * C, acc, K, C, cw, gid, tig);
+}
+
+// x_mix's partials with the next 8 tokens' operands loaded before this 8's mma (see xmix_mma).
+template <int K>
+__global__ void __launch_bounds__(128) xmix_mma_ahead(const float* __restrict__ dh_mix,
+                                                      const __nv_bfloat16* __restrict__ x,
+                                                      float* __restrict__ out, int T, int C,
+                                                      int chunk) {
+  constexpr int MT = (K + 15) / 16;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gid = lane >> 2, tig = lane & 3;
+  const int cw = (blockIdx.x * 4 + warp) * 32;
+  const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
+  const uint16_t* xb = reinterpret_cast<const uint16_t*>(x);
+  float acc[MT][4][4];
+  zero_accumulators(acc);
+  struct Ahead {
+    uint32_t b[4][2];
+    float av[MT][4];
+  };
+  auto load = [&](Ahead& h, int t) {
+    load_x_fragments(h.b, xb, C, t, cw, gid, tig);
 #pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int k0 = m * 16 + gid, c = cw + nt * 8 + 2 * tig;
-      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + c]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
-      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + c]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
-    }
+    for (int m = 0; m < MT; ++m) load_a_transposed(h.av[m], dh_mix, K, K, t, m * 16, gid, tig);
+  };
+  Ahead cur;
+  if (tb < te) load(cur, tb);
+  for (int t = tb; t < te; t += 8) {
+    Ahead next;
+    if (t + 8 < te) load(next, t + 8);
+    xmix_step_mma(acc, cur.av, cur.b);
+    cur = next;
+  }
+  store_xmix(out + static_cast<size_t>(p) * K * C, acc, K, C, cw, gid, tig);
 }
 
 // x_mix's partials with x staged through shared memory: a block's 4 warps own 128 c; per tile of
@@ -644,10 +563,7 @@ __global__ void __launch_bounds__(128) xmix_mma_staged(const float* __restrict__
   const int cb = blockIdx.x * 128, cw = warp * 32;
   const int p = blockIdx.y, tb = p * chunk, te = min(T, tb + chunk);
   float acc[MT][4][4];
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) acc[m][nt][0] = acc[m][nt][1] = acc[m][nt][2] = acc[m][nt][3] = 0.f;
+  zero_accumulators(acc);
   uint4 xr[4];
   float dr[kDhPerThread];
   auto load = [&](int t0) {
@@ -667,13 +583,7 @@ __global__ void __launch_bounds__(128) xmix_mma_staged(const float* __restrict__
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int e = threadIdx.x + 128 * j, r = e >> 4, c8 = (e & 15) * 8;
-      const uint32_t w[4] = {xr[j].x, xr[j].y, xr[j].z, xr[j].w};
-      float4 lo = make_float4(__uint_as_float(w[0] << 16), __uint_as_float(w[0] & 0xffff0000u),
-                              __uint_as_float(w[1] << 16), __uint_as_float(w[1] & 0xffff0000u));
-      float4 hi = make_float4(__uint_as_float(w[2] << 16), __uint_as_float(w[2] & 0xffff0000u),
-                              __uint_as_float(w[3] << 16), __uint_as_float(w[3] & 0xffff0000u));
-      *reinterpret_cast<float4*>(&xs[buf][r][c8]) = lo;
-      *reinterpret_cast<float4*>(&xs[buf][r][c8 + 4]) = hi;
+      store_widened8(&xs[buf][r][c8], xr[j]);
     }
 #pragma unroll
     for (int j = 0; j < kDhPerThread; ++j) {
@@ -698,39 +608,16 @@ __global__ void __launch_bounds__(128) xmix_mma_staged(const float* __restrict__
         b[nt][0] = __float_as_uint(xs[buf][s * 8 + tig][cw + nt * 8 + gid]);
         b[nt][1] = __float_as_uint(xs[buf][s * 8 + tig + 4][cw + nt * 8 + gid]);
       }
+      float av[MT][4];
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const int k0 = m * 16 + gid, k1 = k0 + 8;
-        const float av[4] = {k0 < K ? ds[buf][s * 8 + tig][k0] : 0.f,
-                             k1 < K ? ds[buf][s * 8 + tig][k1] : 0.f,
-                             k0 < K ? ds[buf][s * 8 + tig + 4][k0] : 0.f,
-                             k1 < K ? ds[buf][s * 8 + tig + 4][k1] : 0.f};
-        uint32_t ah[4], al[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          ah[j] = to_tf32(av[j]);
-          al[j] = to_tf32(av[j] - __uint_as_float(ah[j]));
-        }
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-          mma_tf32(acc[m][nt], al, b[nt][0], b[nt][1]);
-          mma_tf32(acc[m][nt], ah, b[nt][0], b[nt][1]);
-        }
-      }
+      for (int m = 0; m < MT; ++m) load_a_transposed(av[m], &ds[buf][0][0], KS, K, s * 8, m * 16, gid, tig);
+      xmix_step_mma(acc, av, b);
     }
     if (more) store(buf ^ 1);
     __syncthreads();
     buf ^= 1;
   }
-  float* o = out + static_cast<size_t>(p) * K * C;
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      const int k0 = m * 16 + gid, cn = cb + cw + nt * 8 + 2 * tig;
-      if (k0 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0) * C + cn]) = make_float2(acc[m][nt][0], acc[m][nt][1]);
-      if (k0 + 8 < K) *reinterpret_cast<float2*>(&o[static_cast<size_t>(k0 + 8) * C + cn]) = make_float2(acc[m][nt][2], acc[m][nt][3]);
-    }
+  store_xmix(out + static_cast<size_t>(p) * K * C, acc, K, C, cb + cw, gid, tig);
 }
 
 // The same partials on the ALUs, for the error comparison (not tuned): one thread per (k, c).
