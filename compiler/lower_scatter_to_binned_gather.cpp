@@ -1197,15 +1197,35 @@ bool sole_writer_unread_before(const ir::Program& program, const Tensor& t, size
   return true;
 }
 
+/// The records each point of `stage` scatters: the taps in the gather, else the product of the
+/// record axes that are taps of the value, an axis some load of the value does not depend on
+/// while it depends on every other record axis (grid_sampler's tap: the point's grad_output row
+/// and coordinates serve all its taps, at any padding); 1 where there is none (nearest).
+int64_t taps_per_point(const ir::Stage& stage, const Binning& b) {
+  if (b.taps) return b.taps->taps;
+  int64_t taps = 1;
+  for (size_t i = 0; i < b.record_axes.size(); ++i) {
+    const ir::VarNode* axis = stage.domain[b.record_axes[i]].var.get();
+    bool tap = false;
+    for_each_node(stage.value, [&](const Expr& e) {
+      if (tap || !e.as<ir::LoadNode>() || depends_on(e, axis)) return;
+      bool others = true;
+      for (size_t j = 0; j < b.record_axes.size(); ++j) {
+        if (j != i && b.record_extents[j] > 1 &&
+            !depends_on(e, stage.domain[b.record_axes[j]].var.get()))
+          others = false;
+      }
+      tap = others;
+    });
+    if (tap) taps *= b.record_extents[i];
+  }
+  return taps;
+}
+
 /// Whether `plan`'s binned gather beats the atomics of `kernel`'s scatter
 /// (binned_over_atomics_min_broadcast), with the reason noted for the kernel's dump.
 bool faster_than_atomics(const ir::Kernel& kernel, const Binning& plan, ScheduleNotes* notes) {
-  int64_t taps = 1;
-  if (plan.taps) {
-    taps = plan.taps->taps;
-  } else if (auto found = find_binned_taps(kernel.stages[0], plan.record_axes, kMaxTaps)) {
-    taps = found->taps;
-  }
+  const int64_t taps = taps_per_point(kernel.stages[0], plan);
   const int64_t needed = binned_over_atomics_min_broadcast(taps);
   const bool faster = plan.broadcast_elements >= needed;
   if (notes) {

@@ -226,7 +226,8 @@ struct BinnedGatherOptions {
 
 /// The fewest broadcast elements (grid_sampler's channels) from which the binned gather of a
 /// scatter whose points each scatter `taps` records (1 without a tap axis: nearest; bilinear 4,
-/// trilinear 8, bicubic 16) is faster than its atomics: the binning costs per point, the gather
+/// trilinear 8, bicubic 16, whether the taps move into the gather or stay records) is faster
+/// than its atomics: the binning costs per point, the gather
 /// saves per tap and broadcast element. 32 for one tap, 16 up to 8 taps, 8 above, as measured on
 /// the H100 (501 random shapes, docs/results/h100-2026-11-26-sweep26) and the H200
 /// (docs/results/h200-2026-12-02); docs/compiler.md "Binned or atomics".

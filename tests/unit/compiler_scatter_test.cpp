@@ -846,6 +846,11 @@ TEST(ScatterToBinnedGather, AllowedAtomicsGiveWayWhereTheBinnedGatherIsFaster) {
   for (const Case& c : {Case{"grid_sampler_2d_backward", "nearest", 32, "5,7 output_size=4,3"},
                         Case{"grid_sampler_2d_backward", "bilinear", 16, "5,7 output_size=4,3"},
                         Case{"grid_sampler_2d_backward", "bicubic", 8, "5,7 output_size=4,3"},
+                        // reflection keeps bicubic's taps among the records: still 16 a point
+                        Case{"grid_sampler_2d_backward", "bicubic", 8,
+                             "5,7 output_size=4,3 padding_mode=reflection"},
+                        Case{"grid_sampler_2d_backward", "bilinear", 16,
+                             "5,7 output_size=4,3 padding_mode=reflection align_corners=true"},
                         Case{"grid_sampler_3d_backward", "nearest", 32, "3,4,5 output_size=2,3,2"},
                         Case{"grid_sampler_3d_backward", "bilinear", 16,
                              "3,4,5 output_size=2,3,2"}}) {
