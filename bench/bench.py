@@ -10,7 +10,7 @@ What it measures (issue 4 and issue 5):
     kernels and not Python's launch overhead. Inputs rotate among enough copies to exceed L2.
     Effective bandwidth = (grad_output bytes read once + grad_input bytes written once) / time;
   * grid_sampler_3d_backward (bench/bench_grid_sampler_3d.py: trilinear and nearest, f32 and
-    bf16, deterministic and atomics programs, kernel time and the Python call to completion);
+    bf16, default and allow_atomics programs, kernel time and the Python call to completion);
   * the grid_sampler_2d_backward cases of issue 10 (bench_grid_sampler.py: three shapes x
     every mode and padding, --grid-sampler dtypes): adjoint's default and allow_atomics programs
     next to ATen, kernel time, the Python call to completion and bandwidth against copy;

@@ -265,14 +265,17 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   ScanGatherOptions scan_options;
   ScheduleNotes scanned_kernels;  // kept out of row groups below; their dumps say why
   scan_options.scanned_kernels = &scanned_kernels;
-  if (options.determinism == Determinism::kDefault) {
+  if (options.determinism == Determinism::kDefault || options.binned_over_atomics) {
     scan_options.work_max = options.scan_gather_work_max;
     scan_options.length_max = options.scan_gather_length_max;
+    // Atomics allowed: a scan only where a deterministic gather beats them ("Binned or atomics").
+    if (options.determinism == Determinism::kAllowAtomics)
+      scan_options.may_scan_stage = binned_gather_beats_atomics;
   }
   p = passes.run("lower_scatter_to_gather", p,
                  [&](const ir::Program& x) { return lower_scatter_to_gather(x, scan_options); });
   p = passes.run("simplify", p, [](const ir::Program& x) { return simplify(x); });
-  ClaimSlotTensors claims;  // data-dependent scatters: binned gathers unless atomics are allowed
+  ClaimSlotTensors claims;  // data-dependent scatters: binned gathers (kAllowAtomics: if faster)
   CountingClaims counting_claims;  // ... whose claims count up (the ranked count)
   LaneScanKernels lane_scans;  // ... whose offsets are scanned on warp lanes
   RereadRowKernels reread_kernels;  // ... that walk records whose reads other records share

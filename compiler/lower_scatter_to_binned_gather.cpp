@@ -1209,13 +1209,14 @@ int64_t taps_per_point(const ir::Stage& stage, const Binning& b) {
     bool tap = false;
     for_each_node(stage.value, [&](const Expr& e) {
       if (tap || !e.as<ir::LoadNode>() || depends_on(e, axis)) return;
-      bool others = true;
+      bool others = true, any_other = false;  // a load of no record axis (a weight) says nothing
       for (size_t j = 0; j < b.record_axes.size(); ++j) {
-        if (j != i && b.record_extents[j] > 1 &&
-            !depends_on(e, stage.domain[b.record_axes[j]].var.get()))
-          others = false;
+        if (j == i || b.record_extents[j] <= 1) continue;
+        const bool depends = depends_on(e, stage.domain[b.record_axes[j]].var.get());
+        others = others && depends;
+        any_other = any_other || depends;
       }
-      tap = others;
+      tap = others && any_other;
     });
     if (tap) taps *= b.record_extents[i];
   }
@@ -1224,18 +1225,21 @@ int64_t taps_per_point(const ir::Stage& stage, const Binning& b) {
 
 /// Whether `plan`'s binned gather beats the atomics of `kernel`'s scatter
 /// (binned_over_atomics_min_broadcast), with the reason noted for the kernel's dump.
+/// The note is the atomics kernel's (the scatter keeps its name), or the binning's count
+/// kernel's: the gather itself may be fused into the target and leave no kernel of that name.
 bool faster_than_atomics(const ir::Kernel& kernel, const Binning& plan, ScheduleNotes* notes) {
-  const int64_t taps = taps_per_point(kernel.stages[0], plan);
+  const ir::Stage& stage = kernel.stages[0];
+  const int64_t taps = taps_per_point(stage, plan);
   const int64_t needed = binned_over_atomics_min_broadcast(taps);
   const bool faster = plan.broadcast_elements >= needed;
   if (notes) {
-    std::string& note = (*notes)[kernel.name];
-    note += std::string(note.empty() ? "" : "\n") +
-            (faster ? "binned gather although atomics are allowed: "
-                    : "atomics (allowed, and faster here than the binned gather): ") +
-            std::to_string(plan.broadcast_elements) + " broadcast elements " +
-            (faster ? ">= " : "< ") + std::to_string(needed) + " for " + std::to_string(taps) +
-            (taps == 1 ? " tap" : " taps") + " a point";
+    add_schedule_note(*notes, faster ? stage.target->name + "_bin_count" : kernel.name,
+                      std::string(faster ? "binned gather although atomics are allowed: "
+                                         : "atomics (allowed, and faster here than the binned "
+                                           "gather): ") +
+                          std::to_string(plan.broadcast_elements) + " broadcast elements " +
+                          (faster ? ">= " : "< ") + std::to_string(needed) + " for " +
+                          std::to_string(taps) + (taps == 1 ? " tap" : " taps") + " a point");
   }
   return faster;
 }
@@ -1245,6 +1249,13 @@ bool faster_than_atomics(const ir::Kernel& kernel, const Binning& plan, Schedule
 int64_t binned_over_atomics_min_broadcast(int64_t taps) {
   if (taps <= 1) return 32;
   return taps <= 8 ? 16 : 8;
+}
+
+bool binned_gather_beats_atomics(const ir::Stage& stage) {
+  if (stage.kind != ir::StageKind::kScatterAdd) return false;
+  const std::optional<Binning> plan = plan_binning(stage, BinnedGatherOptions{});
+  return plan && plan->broadcast_elements >=
+                     binned_over_atomics_min_broadcast(taps_per_point(stage, *plan));
 }
 
 ir::Program lower_scatter_to_binned_gather(const ir::Program& program, ClaimSlotTensors* claims,

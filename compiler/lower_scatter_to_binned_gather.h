@@ -233,6 +233,11 @@ struct BinnedGatherOptions {
 /// (docs/results/h200-2026-12-02); docs/compiler.md "Binned or atomics".
 int64_t binned_over_atomics_min_broadcast(int64_t taps);
 
+/// Whether `stage` is a data-dependent scatter this strategy can take whose broadcast elements
+/// reach binned_over_atomics_min_broadcast of its taps: where, under kAllowAtomics, a
+/// deterministic gather (binned, or scanned where that is small enough) beats the atomics.
+bool binned_gather_beats_atomics(const ir::Stage& stage);
+
 /// Kernels whose vector groups may take their whole innermost axis (DeriveGridOptions::
 /// whole_axis_kernels).
 using WholeAxisKernels = std::set<std::string>;

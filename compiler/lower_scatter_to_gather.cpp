@@ -108,7 +108,8 @@ std::optional<std::vector<TargetIndex>> plan_inversion(const ir::Stage& stage,
                                                        const std::vector<int64_t>& extents,
                                                        const ScanGatherOptions& scan) {
   const std::vector<int64_t>& shape = stage.target->shape;
-  const bool may_scan = scan.work_max > 0 && scan.length_max > 0;
+  const bool may_scan = scan.work_max > 0 && scan.length_max > 0 &&
+                        (!scan.may_scan_stage || scan.may_scan_stage(stage));
   std::vector<bool> used(stage.domain.size(), false);
   std::vector<TargetIndex> plan;
   bool scanned = false;

@@ -22,6 +22,7 @@
 // lower_scatter_to_binned_gather and lower_scatter_to_atomics.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -43,6 +44,9 @@ inline constexpr int64_t kMaxGatherWindowSlack = 4;
 struct ScanGatherOptions {
   int64_t work_max = 0;
   int64_t length_max = 0;
+  /// When set, a scatter is scanned only where this returns true (under kAllowAtomics: where
+  /// a deterministic gather beats the atomics, binned_gather_beats_atomics).
+  std::function<bool(const ir::Stage&)> may_scan_stage;
   /// When set, receives the kernels that hold a scanned gather, each with the line its dump
   /// gives the choice (lower() keeps them out of row groups: fused with their producers, their
   /// scans compiled for seconds).

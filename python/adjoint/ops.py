@@ -159,7 +159,7 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     determinism "default" is bitwise reproducible (grad_input as a binned gather);
     "allow_atomics" lets the compiler scatter grad_input with float atomics where they are the
     faster, at few channels (below 32 nearest, 16 bilinear, 8 bicubic), which varies from run
-    to run; from those channels on it is the same binned gather (the program's
+    to run; from those channels on it is the default's deterministic program (the program's
     `deterministic` says which)."""
     program = _grid_sampler_2d_backward_entry(grad_output, input, grid, interpolation_mode,
                                               padding_mode, align_corners, output_mask,

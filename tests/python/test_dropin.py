@@ -142,5 +142,6 @@ class DropInTest(unittest.TestCase):
         self.assertEqual(self.dropin.fallthrough_counts, {})
         self.assertFalse(hasattr(self.dropin, "faster_determinism"))
 
+
 if __name__ == "__main__":
     unittest.main()

@@ -831,8 +831,9 @@ TEST(ScatterToBinnedGather, TheStrategyFollowsTheDeterminismSetting) {
 
 TEST(ScatterToBinnedGather, AllowedAtomicsGiveWayWhereTheBinnedGatherIsFaster) {
   // Under kAllowAtomics a data-dependent scatter keeps its atomics below
-  // binned_over_atomics_min_broadcast(taps) broadcast elements (channels) and takes the binned
-  // gather, deterministic, from there; binned_over_atomics = false: atomics at any size.
+  // binned_over_atomics_min_broadcast(taps) broadcast elements (channels) and from there takes
+  // the default's deterministic program (the binned gather, or the scanned one where that is
+  // small enough); binned_over_atomics = false: atomics at any size.
   EXPECT_EQ(binned_over_atomics_min_broadcast(1), 32);
   EXPECT_EQ(binned_over_atomics_min_broadcast(4), 16);
   EXPECT_EQ(binned_over_atomics_min_broadcast(8), 16);
@@ -843,17 +844,21 @@ TEST(ScatterToBinnedGather, AllowedAtomicsGiveWayWhereTheBinnedGatherIsFaster) {
     int channels;  // the bound for the mode's taps
     const char* rest;
   };
-  for (const Case& c : {Case{"grid_sampler_2d_backward", "nearest", 32, "5,7 output_size=4,3"},
-                        Case{"grid_sampler_2d_backward", "bilinear", 16, "5,7 output_size=4,3"},
-                        Case{"grid_sampler_2d_backward", "bicubic", 8, "5,7 output_size=4,3"},
+  // Grids of 256 and 216 points: past the scanned gather's bound of 128 records per element.
+  const char* kPlanar = "5,7 output_size=16,16";
+  const char* kCubic = "3,4,5 output_size=6,6,6";
+  for (const Case& c : {Case{"grid_sampler_2d_backward", "nearest", 32, kPlanar},
+                        Case{"grid_sampler_2d_backward", "bilinear", 16, kPlanar},
+                        Case{"grid_sampler_2d_backward", "bicubic", 8, kPlanar},
                         // reflection keeps bicubic's taps among the records: still 16 a point
                         Case{"grid_sampler_2d_backward", "bicubic", 8,
-                             "5,7 output_size=4,3 padding_mode=reflection"},
+                             "5,7 output_size=16,16 padding_mode=reflection"},
                         Case{"grid_sampler_2d_backward", "bilinear", 16,
-                             "5,7 output_size=4,3 padding_mode=reflection align_corners=true"},
-                        Case{"grid_sampler_3d_backward", "nearest", 32, "3,4,5 output_size=2,3,2"},
-                        Case{"grid_sampler_3d_backward", "bilinear", 16,
-                             "3,4,5 output_size=2,3,2"}}) {
+                             "5,7 output_size=16,16 padding_mode=reflection align_corners=true"},
+                        Case{"grid_sampler_3d_backward", "nearest", 32, kCubic},
+                        Case{"grid_sampler_3d_backward", "bilinear", 16, kCubic},
+                        // a grid this small is a scanned gather by default, and so under atomics
+                        Case{"grid_sampler_2d_backward", "bilinear", 16, "5,7 output_size=4,3"}}) {
     for (int channels : {c.channels - 1, c.channels}) {
       const std::string spec = std::string(c.op) + " dtype=f32 input_size=1," +
                                std::to_string(channels) + "," + c.rest +
@@ -862,22 +867,27 @@ TEST(ScatterToBinnedGather, AllowedAtomicsGiveWayWhereTheBinnedGatherIsFaster) {
       LowerOptions atomics;
       atomics.determinism = Determinism::kAllowAtomics;
       CompiledProgram lowered = lower(p, atomics);
-      const bool binned = channels >= c.channels;
-      EXPECT_EQ(lowered.deterministic, binned) << spec;
-      const std::string why = binned ? "binned gather although atomics are allowed: "
-                                     : "atomics (allowed, and faster here than the binned gather): ";
-      bool noted = false;
-      for (const CompiledKernel& k : lowered.kernels) {
-        noted |= k.source.find(why + std::to_string(channels) + " broadcast elements") !=
-                 std::string::npos;
+      const bool gathered = channels >= c.channels;
+      EXPECT_EQ(lowered.deterministic, gathered) << spec;
+      std::string sources;
+      for (const CompiledKernel& k : lowered.kernels) sources += k.source;
+      const bool scanned = sources.find("scanned gather:") != std::string::npos;
+      EXPECT_EQ(scanned, gathered && std::string(c.rest).find("4,3") != std::string::npos)
+          << spec;
+      if (!scanned) {
+        const std::string why = gathered
+                                    ? "binned gather although atomics are allowed: "
+                                    : "atomics (allowed, and faster here than the binned gather): ";
+        EXPECT_NE(sources.find(why + std::to_string(channels) + " broadcast elements"),
+                  std::string::npos)
+            << spec;
       }
-      EXPECT_TRUE(noted) << spec;
-      bool counted = false;  // binned: a count kernel of the binning, and no atomics
-      for (const CompiledKernel& k : lowered.kernels) {
-        if (binned) EXPECT_FALSE(k.uses_atomics) << k.entry;
-        counted |= k.entry.find("_bin_count") != std::string::npos;
+      if (gathered) {  // the default's program
+        CompiledProgram by_default = lower(p, LowerOptions{});
+        ASSERT_EQ(lowered.kernels.size(), by_default.kernels.size()) << spec;
+        for (size_t k = 0; k < lowered.kernels.size(); ++k)
+          EXPECT_EQ(lowered.kernels[k].entry, by_default.kernels[k].entry) << spec;
       }
-      EXPECT_EQ(counted, binned) << spec;
       atomics.binned_over_atomics = false;
       EXPECT_FALSE(lower(p, atomics).deterministic) << spec;
     }

@@ -104,6 +104,7 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
       {"ADJOINT_TUNE_BINNED_SUBBUCKET", "0"},
       {"ADJOINT_TUNE_BINNED_PACKED_KEYS", "0"},
       {"ADJOINT_TUNE_BINNED_RANKED_COUNT", "0"},
+      {"ADJOINT_TUNE_BINNED_OVER_ATOMICS", "0"},
       {"ADJOINT_TUNE_TEMPORARY_ARENA", "0"},
       {"ADJOINT_TUNE_REDUCTION", "serial"},
       {"ADJOINT_TUNE_SPLIT_THREADS", "12"},
@@ -131,6 +132,7 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(options.binned_subbucket_records, 0);
   EXPECT_FALSE(options.binned_packed_keys);
   EXPECT_FALSE(options.binned_ranked_count);
+  EXPECT_FALSE(options.binned_over_atomics);
   EXPECT_EQ(options.reduction_schedule, "serial");
   EXPECT_EQ(options.split_target_threads, int64_t{1} << 12);
   EXPECT_EQ(options.binned_whole_axis_records_max, 0);
@@ -149,7 +151,10 @@ TEST(TuningKnobs, SetKnobsParseAsDocumented) {
   EXPECT_EQ(defaults.tile_accumulators, 96);
   EXPECT_FALSE(defaults.binned_reread_streaming);
   EXPECT_FALSE(defaults.gathered_rows_skip_sparse);
+  EXPECT_TRUE(defaults.binned_over_atomics);
   EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_REREAD_STREAMING", "2"}})),
+               Error);
+  EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_BINNED_OVER_ATOMICS", "2"}})),
                Error);
   EXPECT_THROW(read_tuning_knobs(environment({{"ADJOINT_TUNE_LANE_SPANS", "4"}})), Error);
 }
