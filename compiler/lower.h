@@ -208,7 +208,8 @@ struct LowerOptions {
   bool binned_ranked_count = true;
   /// Under kAllowAtomics, the data-dependent scatters whose binned gather is faster than their
   /// atomics (enough broadcast elements for their taps: binned_over_atomics_min_broadcast) take
-  /// it (ADJOINT_TUNE_BINNED_OVER_ATOMICS=1, the default); false: every such scatter is atomics
+  /// the default's deterministic gather, scanned where small enough, else binned
+  /// (ADJOINT_TUNE_BINNED_OVER_ATOMICS=1, the default); false: every such scatter is atomics
   /// under kAllowAtomics (the rule before; how the atomics lowering is measured at any size).
   bool binned_over_atomics = true;
   /// BinnedGatherOptions::subbucket_records: the records per sub-bucket a binned sort aims at
