@@ -69,8 +69,8 @@ void check_sizes_fit(const Specialization& spec, const MhcConfig& c) {
 
 std::vector<AttrSpec> shape_attributes() {
   return {
-      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
-      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
+      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size (0: an empty batch)", {}},
+      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length (0: an empty batch)", {}},
       {"n", AttrKind::kInt, std::nullopt, "number of residual streams (4, 6, 8 in practice)", {}},
       {"dim", AttrKind::kInt, std::nullopt, "D, the hidden size of one stream", {}},
       {"dtype",
@@ -403,8 +403,8 @@ void add_dalpha_kernels(ir::ProgramBuilder& pb, const MhcConfig& c, const TokenA
 
 MhcConfig mhc_config(const Specialization& spec) {
   MhcConfig c;
-  c.batch = positive_int(spec, "batch");
-  c.seq = positive_int(spec, "seq");
+  c.batch = token_count(spec, "batch");
+  c.seq = token_count(spec, "seq");
   c.streams = positive_int(spec, "n");
   c.dim = positive_int(spec, "dim");
   c.dtype = spec.get_dtype("dtype");

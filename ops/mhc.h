@@ -14,6 +14,8 @@
 // gamma, for the loss <grad_h_in, h_in> + <grad_h_post, h_post> + <grad_h_res, h_res>; h_pre,
 // inv_rms and h_mix are saved activations that it reads, not outputs it differentiates. Token
 // sums (dphi, dalpha, dbias, dgamma) are Reduce nodes over (b, s): deterministic, no atomics.
+// B or S may be 0 (an empty batch, as PyTorch allows): the per-token tensors are empty and the
+// token sums are zero.
 //
 // Dtypes: x, grad_h_in, grad_x_post, h_in and dx have the `dtype` attribute; every other tensor
 // (phi, alpha, bias, gamma, the saved activations, the f32 gradients) is f32, or f64 when

@@ -63,8 +63,8 @@ PostTensors begin_program(ir::ProgramBuilder& pb, const Specialization& spec,
 
 std::vector<AttrSpec> attributes() {
   return {
-      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
-      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
+      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size (0: an empty batch)", {}},
+      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length (0: an empty batch)", {}},
       {"n", AttrKind::kInt, std::nullopt, "number of residual streams (4, 6, 8 in practice)", {}},
       {"dim", AttrKind::kInt, std::nullopt, "D, the hidden size of one stream", {}},
       {"dtype",
@@ -79,8 +79,8 @@ std::vector<AttrSpec> attributes() {
 
 MhcPostConfig mhc_post_config(const Specialization& spec) {
   MhcPostConfig c;
-  c.batch = positive_int(spec, "batch");
-  c.seq = positive_int(spec, "seq");
+  c.batch = token_count(spec, "batch");
+  c.seq = token_count(spec, "seq");
   c.streams = positive_int(spec, "n");
   c.dim = positive_int(spec, "dim");
   c.dtype = spec.get_dtype("dtype");

@@ -257,8 +257,8 @@ class SinkhornBuilder {
 
 std::vector<AttrSpec> attributes() {
   return {
-      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size", {}},
-      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length", {}},
+      {"batch", AttrKind::kInt, std::nullopt, "B, the batch size (0: an empty batch)", {}},
+      {"seq", AttrKind::kInt, std::nullopt, "S, the sequence length (0: an empty batch)", {}},
       {"n",
        AttrKind::kInt,
        std::nullopt,
@@ -294,8 +294,8 @@ int64_t sinkhorn_iterations_per_launch(int64_t streams) {
 
 MhcSinkhornConfig mhc_sinkhorn_config(const Specialization& spec) {
   MhcSinkhornConfig c;
-  c.batch = positive_int(spec, "batch");
-  c.seq = positive_int(spec, "seq");
+  c.batch = token_count(spec, "batch");
+  c.seq = token_count(spec, "seq");
   c.streams = positive_int(spec, "n");
   c.iterations = positive_int(spec, "t_max");
   if (c.iterations > kMaxSinkhornIterations) {

@@ -5,6 +5,16 @@
 
 namespace adjoint::ops {
 
+int64_t token_count(const Specialization& spec, const std::string& attr) {
+  const int64_t v = spec.get_int(attr);
+  if (v < 0) {
+    throw Error(spec.op_name() + ": attribute '" + attr + "': expected an integer >= 0, got " +
+                    std::to_string(v),
+                ErrorCode::kInvalidArgument);
+  }
+  return v;
+}
+
 TokenAxesMaker constant_token_axes(const Specialization& spec) {
   const int64_t batch = spec.get_int("batch"), seq = spec.get_int("seq");
   return [batch, seq](ir::ProgramBuilder&) { return TokenAxes{ir::Expr(batch), ir::Expr(seq)}; };

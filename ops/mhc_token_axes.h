@@ -33,6 +33,11 @@ struct TokenAxes {
 /// builder it is handed (sizes must be declared before the tensors that use them).
 using TokenAxesMaker = std::function<TokenAxes(ir::ProgramBuilder&)>;
 
+/// spec's attribute `attr` (`batch` or `seq`) as a token count: an integer >= 0. A count of 0
+/// is an empty batch, as PyTorch allows: per-token outputs are empty and token sums are zero.
+/// Throws adjoint::Error (kInvalidArgument) naming the op and the attribute otherwise.
+int64_t token_count(const Specialization& spec, const std::string& attr);
+
 /// B and S as the constants of spec's attributes `batch` and `seq` (the op's own config
 /// validates them).
 TokenAxesMaker constant_token_axes(const Specialization& spec);

@@ -121,6 +121,23 @@ def test_deterministic(case):
     assert claims, "%s: token sums must be deterministic, the program does not claim it" % text
 
 
+@pytest.mark.parametrize("case", [(0, 5, 4, 12, "bf16", False), (2, 0, 6, 7, "f32", True),
+                                  (0, 4096, 4, 64, "bf16", False)], ids=case_id)
+def test_empty_batches_give_zero_token_sums(case):
+    """B x S = 0, as PyTorch allows: dx is empty and dphi, dalpha, dbias, dgamma are zero (the
+    kernels write them: a NaN-filled block is freed first so that the outputs likely reuse it)."""
+    _, kwargs, expected = make_call(case, seed=3)
+    torch.full((1 << 20,), float("nan"), device=harness.DEVICE)
+    actual = adjoint.mhc_pre_backward(**kwargs)
+    for name, a, e in zip(NAMES, actual, expected):
+        assert a.shape == e.shape, "%s: shape %s, expected %s" % (name, a.shape, e.shape)
+        if name != "dx":
+            assert a.numel() > 0 and torch.equal(a, torch.zeros_like(a)), name
+            assert torch.equal(e, torch.zeros_like(e)), name
+    assert actual[0].numel() == 0
+    harness.record("mhc", case_id(case) + " empty", dx=0.0)
+
+
 def test_wrong_saved_shape_names_the_tensor():
     _, kwargs, _ = make_call(CASES[0], seed=1)
     kwargs["h_mix"] = kwargs["h_mix"][..., :-1].contiguous()

@@ -622,7 +622,10 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
                                             std::vector<ir::Tensor>* added_temporaries = nullptr) {
   ir::Program p = simplify(input);
   ScanGatherOptions scan;
-  if (variant.scan_gather) scan = ScanGatherOptions{int64_t{1} << 22, 4096};
+  if (variant.scan_gather) {
+    scan.work_max = int64_t{1} << 22;
+    scan.length_max = 4096;
+  }
   p = simplify(lower_scatter_to_gather(p, scan));
   ClaimSlotTensors claims;
   CountingClaims counting;
@@ -2274,6 +2277,44 @@ TEST(HostRun, EmptyGridSamplersWriteZerosOrNothing) {
     const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
     ASSERT_EQ(testing::first_nonzero_output(p, got), "")
         << ir::to_string(p) << "variant " << variants[r % variants.size()].label();
+  }
+}
+
+/// Every mHC op at B x S = 0 (an empty batch, which PyTorch allows): the per-token outputs are
+/// empty and the token sums (mhc_pre_backward's dphi, dgamma, dbias, dalpha) are zero, in the
+/// x_mix form (many tokens a batch) and the few-token form, with the split partials derived or
+/// forced. Outputs that start as NaN bytes come back zero: the zeros are written, not found.
+TEST(HostRun, EmptyMhcBatchesWriteZeroTokenSums) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=0 seq=64 n=4 dim=16 dtype=bf16",
+                           "mhc_pre_backward batch=0 seq=4096 n=4 dim=16 dtype=bf16",
+                           "mhc_pre_backward batch=3 seq=0 n=6 dim=8 dtype=f32 "
+                           "with_grad_x_post=true",
+                           "mhc_pre_backward batch=0 seq=1 n=4 dim=16 dtype=f64",
+                           "mhc_post batch=0 seq=5 n=4 dim=16 dtype=bf16",
+                           "mhc_post_backward batch=2 seq=0 n=4 dim=16 dtype=bf16",
+                           "mhc_sinkhorn batch=0 seq=3 n=4 t_max=3",
+                           "mhc_sinkhorn_backward batch=0 seq=3 n=4 t_max=3"}) {
+    programs.push_back(ops::parse_specialization(spec).build_program());
+  }
+  for (const ir::Program& p : programs) {
+    ASSERT_EQ(testing::first_nonzero_output(p, ir::interpret(p, exact_inputs(p, 1))), "")
+        << ir::to_string(p);
+    // The backward's token sums are not empty: their zeros are values the kernels write.
+    if (p.name == "mhc_pre_backward") EXPECT_GT(p.find_tensor("dphi")->num_elements(), 0);
+  }
+  const std::vector<Variant> variants = {Variant(0), Variant(1), Variant::split(1, 8)};
+  expect_host_runs_match(programs, variants, 0);
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+  HostLibrary library;
+  std::string error;
+  const std::vector<HostProgram> runs = build_host_runs(programs, variants, "m", library, error);
+  ASSERT_TRUE(error.empty()) << error;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const ir::Program& p = programs[r / variants.size()];
+    const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
+    ASSERT_EQ(testing::first_nonzero_output(p, got), "")
+        << p.name << " variant " << variants[r % variants.size()].label();
   }
 }
 

@@ -129,6 +129,8 @@ TEST(MhcLayerRegistry, BadAttributesNameTheArgumentExpectedAndGiven) {
   expect_error_mentions("mhc_sinkhorn batch=1 seq=2 n=4 eps=-1", {"'eps'", ">= 0", "-1"});
   expect_error_mentions("mhc_sinkhorn batch=1 seq=2 n=4 dtype=bf16", {"'dtype'", "bf16"});
   expect_error_mentions("mhc_sinkhorn batch=1 n=4", {"'seq'", "required"});
+  expect_error_mentions("mhc_post_backward batch=-3 seq=2 n=4 dim=4", {"'batch'", ">= 0", "got -3"});
+  expect_error_mentions("mhc_sinkhorn batch=1 seq=-1 n=4", {"mhc_sinkhorn", "'seq'", "got -1"});
 }
 
 // --- programs ---------------------------------------------------------------------------------
@@ -221,6 +223,21 @@ TEST(MhcSinkhorn, ForwardAndBackwardMatchReference) {
         }
       }
     }
+  }
+}
+
+/// B x S = 0, as PyTorch allows: every tensor of mhc_post and mhc_sinkhorn is per token, so
+/// every output is empty.
+TEST(MhcLayer, EmptyBatchesGiveEmptyOutputs) {
+  for (const char* text : {"mhc_post batch=0 seq=3 n=4 dim=5 dtype=bf16",
+                           "mhc_post_backward batch=2 seq=0 n=4 dim=5 dtype=f32",
+                           "mhc_sinkhorn batch=0 seq=2 n=4 t_max=3",
+                           "mhc_sinkhorn_backward batch=1 seq=0 n=6 t_max=20 dtype=f64"}) {
+    expect_matches_reference(text, std::string(text).find("sinkhorn") != std::string::npos
+                                       ? sinkhorn_tolerance
+                                       : post_tolerance);
+    ir::Program program = ops::parse_specialization(text).build_program();
+    for (const ir::Tensor& t : program.outputs) EXPECT_EQ(t->num_elements(), 0) << text;
   }
 }
 

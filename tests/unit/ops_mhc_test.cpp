@@ -161,7 +161,9 @@ TEST(MhcRegistry, BadAttributesNameTheArgumentExpectedAndGiven) {
   expect_error_mentions("mhc_pre_backward batch=2 seq=3 n=0 dim=12",
                         {"mhc_pre_backward", "'n'", ">= 1", "got 0"});
   expect_error_mentions("mhc_pre batch=2 seq=3 n=4 dim=-7", {"mhc_pre", "'dim'", "got -7"});
-  expect_error_mentions("mhc_pre_backward batch=0 seq=3 n=4 dim=12", {"'batch'", "got 0"});
+  expect_error_mentions("mhc_pre_backward batch=-1 seq=3 n=4 dim=12",
+                        {"'batch'", ">= 0", "got -1"});
+  expect_error_mentions("mhc_pre seq=-2 batch=1 n=4 dim=12", {"mhc_pre", "'seq'", "got -2"});
   expect_error_mentions("mhc_pre_backward batch=1 seq=3 n=4 dim=12 hc_eps=-0.5",
                         {"'hc_eps'", ">= 0", "-0.5"});
   expect_error_mentions("mhc_pre batch=1 seq=3 n=4 dim=12 norm_eps=-1", {"'norm_eps'", "-1"});
@@ -267,6 +269,30 @@ TEST(MhcForward, MatchesReference) {
     ops::Specialization spec = forward_spec(c.shape, c.dtype, "norm_eps=0.01 hc_eps=0.1");
     Interpretation r = run_against_reference(spec, 3);
     expect_outputs_match(r.program, r.got, r.want, case_name(c));
+  }
+}
+
+/// B x S = 0, as PyTorch allows: every per-token tensor is empty, and the backward's token
+/// sums (dphi, dalpha, dbias, dgamma) are zero, as the reference's empty sums are.
+TEST(MhcBackward, EmptyBatchesGiveZeroTokenSums) {
+  const Case cases[] = {
+      {{0, 5, 4, 12}, "bf16", false}, {{3, 0, 6, 7}, "f32", true},
+      {{0, 0, 4, 12}, "f64", false},  {{0, 4096, 4, 8}, "bf16", false},
+  };
+  for (const Case& c : cases) {
+    ops::Specialization spec = backward_spec(c.shape, c.dtype, c.grad_x_post);
+    Interpretation r = run_against_reference(spec, 5);
+    expect_outputs_match(r.program, r.got, r.want, case_name(c));
+    EXPECT_TRUE(r.got.at("dx").empty()) << case_name(c);
+    for (const char* name : {"dphi", "dalpha", "dbias", "dgamma"}) {
+      ASSERT_FALSE(r.got.at(name).empty()) << case_name(c) << ": " << name;
+      for (double v : r.got.at(name)) ASSERT_EQ(v, 0.0) << case_name(c) << ": " << name;
+    }
+  }
+  for (const Case& c : {Case{{0, 3, 4, 12}, "bf16", false}, Case{{2, 0, 6, 7}, "f32", false}}) {
+    Interpretation r = run_against_reference(forward_spec(c.shape, c.dtype), 5);
+    expect_outputs_match(r.program, r.got, r.want, case_name(c));
+    for (const ir::Tensor& t : r.program.outputs) EXPECT_EQ(t->num_elements(), 0) << t->name;
   }
 }
 
