@@ -703,7 +703,12 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
         kernel.grid.vector_width = variant.width;
     }
   }
-  p = derive_grid(p, {variant.block_size, variant.vector_bytes, whole_axis, lane_scans});
+  DeriveGridOptions grid_options;
+  grid_options.block_size = variant.block_size;
+  grid_options.vector_bytes = variant.vector_bytes;
+  grid_options.whole_axis_kernels = whole_axis;
+  grid_options.scalar_kernels = lane_scans;
+  p = derive_grid(p, grid_options);
   p = narrow_index_math(choose_tile_blocks(p, {variant.tile_block_rows}));
   const TiledTransposes transposes = choose_tiled_transposes(p, variant.tiled_transpose_min);
   const TransposedStores fused =
@@ -713,7 +718,8 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   std::vector<CompiledKernel> kernels;
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     if (p.kernels[k].stages.empty() || fused_copies.count(p.kernels[k].name)) continue;
-    EmitOptions options{variant.streaming};
+    EmitOptions options;
+    options.streaming_loads = variant.streaming;
     options.tile_prefetch = variant.tile_prefetch;
     options.tile_uniform_ring = variant.tile_uniform_ring;
     options.tile_early_wide_reads = variant.tile_early_wide_reads;
@@ -2234,6 +2240,30 @@ TEST(HostRun, ScannedGathersOfGridSamplerMatchTheInterpreterAtEveryBlockSize) {
                          rounding_inputs);
 }
 
+/// Expects every output of `programs` zero: in the interpreter, and in host runs of each
+/// variant whose outputs start as NaN bytes, so that the zeros are written, not found (an atomics
+/// run keeps zeroed outputs: the runtime zeroes its targets). An empty tensor is bound as a null
+/// pointer (HostTensor::data), so a kernel that reads one crashes.
+void expect_zeros_written(const std::vector<ir::Program>& programs,
+                          const std::vector<Variant>& variants, const std::string& prefix) {
+  for (const ir::Program& p : programs) {
+    ASSERT_EQ(testing::first_nonzero_output(p, ir::interpret(p, exact_inputs(p, 1))), "")
+        << ir::to_string(p);
+  }
+  expect_host_runs_match(programs, variants, 0);
+  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
+  HostLibrary library;
+  std::string error;
+  const std::vector<HostProgram> runs = build_host_runs(programs, variants, prefix, library, error);
+  ASSERT_TRUE(error.empty()) << error;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const ir::Program& p = programs[r / variants.size()];
+    const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
+    ASSERT_EQ(testing::first_nonzero_output(p, got), "")
+        << ir::to_string(p) << "variant " << variants[r % variants.size()].label();
+  }
+}
+
 /// Empty batches, channels and grids (ATen accepts them; ops/grid_sampler_attributes.h): the
 /// kernels of an empty domain get empty grids (the runtime skips them) and the rest write
 /// zeros, grad_input where no grid point reaches it and grad_grid where no channel adds to it,
@@ -2258,26 +2288,10 @@ TEST(HostRun, EmptyGridSamplersWriteZerosOrNothing) {
         "interpolation_mode=nearest padding_mode=zeros"}) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
-  for (const ir::Program& p : programs) {
-    ASSERT_EQ(testing::first_nonzero_output(p, ir::interpret(p, exact_inputs(p, 1))), "")
-        << ir::to_string(p);
-  }
-  const std::vector<Variant> variants = {Variant(1), Variant::binned_gather(256),
-                                         Variant::binned_taps(32), Variant::scanned_gather(128)};
-  expect_host_runs_match(programs, variants, 0);
-  // The zeros are written, not found: outputs that start as NaN bytes come back zero (the
-  // atomics run keeps zeroed outputs: the runtime zeroes its targets).
-  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
-  HostLibrary library;
-  std::string error;
-  const std::vector<HostProgram> runs = build_host_runs(programs, variants, "e", library, error);
-  ASSERT_TRUE(error.empty()) << error;
-  for (size_t r = 0; r < runs.size(); ++r) {
-    const ir::Program& p = programs[r / variants.size()];
-    const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
-    ASSERT_EQ(testing::first_nonzero_output(p, got), "")
-        << ir::to_string(p) << "variant " << variants[r % variants.size()].label();
-  }
+  expect_zeros_written(programs,
+                       {Variant(1), Variant::binned_gather(256), Variant::binned_taps(32),
+                        Variant::scanned_gather(128)},
+                       "e");
 }
 
 /// Every mHC op at B x S = 0 (an empty batch, which PyTorch allows): the per-token outputs are
@@ -2298,24 +2312,12 @@ TEST(HostRun, EmptyMhcBatchesWriteZeroTokenSums) {
     programs.push_back(ops::parse_specialization(spec).build_program());
   }
   for (const ir::Program& p : programs) {
-    ASSERT_EQ(testing::first_nonzero_output(p, ir::interpret(p, exact_inputs(p, 1))), "")
-        << ir::to_string(p);
     // The backward's token sums are not empty: their zeros are values the kernels write.
-    if (p.name == "mhc_pre_backward") EXPECT_GT(p.find_tensor("dphi")->num_elements(), 0);
+    if (p.name == "mhc_pre_backward") {
+      EXPECT_GT(p.find_tensor("dphi")->num_elements(), 0);
+    }
   }
-  const std::vector<Variant> variants = {Variant(0), Variant(1), Variant::split(1, 8)};
-  expect_host_runs_match(programs, variants, 0);
-  if (host_compiler().empty()) GTEST_SKIP() << "no host C++ compiler";
-  HostLibrary library;
-  std::string error;
-  const std::vector<HostProgram> runs = build_host_runs(programs, variants, "m", library, error);
-  ASSERT_TRUE(error.empty()) << error;
-  for (size_t r = 0; r < runs.size(); ++r) {
-    const ir::Program& p = programs[r / variants.size()];
-    const ir::HostBuffers got = library.run(runs[r], exact_inputs(p, 1), false, nullptr, true);
-    ASSERT_EQ(testing::first_nonzero_output(p, got), "")
-        << p.name << " variant " << variants[r % variants.size()].label();
-  }
+  expect_zeros_written(programs, {Variant(0), Variant(1), Variant::split(1, 8)}, "m");
 }
 
 /// Nearest sampling, about one record per cell, with 4 or more channels whose copies are cheap:
@@ -3493,8 +3495,11 @@ TEST(HostRun, GenericMhcFamilyServesEveryTokenCount) {
     EXPECT_EQ(compiler::token_pair_refusal(generic).empty(),
               c.axes.size() == 2 && c.op != "mhc_pre_backward")
         << c.op << ": " << compiler::token_pair_refusal(generic);
-    for (const CompiledKernel& k : lower(generic, {}).kernels)  // (one size: the outer batch's rule)
-      if (c.axes.size() == 2) EXPECT_EQ(k.one_index_per_thread, flattened) << c.op << " " << k.entry;
+    for (const CompiledKernel& k : lower(generic, {}).kernels) {  // (one size: the outer batch's rule)
+      if (c.axes.size() == 2) {
+        EXPECT_EQ(k.one_index_per_thread, flattened) << c.op << " " << k.entry;
+      }
+    }
     for (size_t v = 0; v < variants.size(); ++v) {
       compiled.push_back(lower(generic, variants[v].second));
       if (v > 0) {  // the same code as the default: nothing more to run
