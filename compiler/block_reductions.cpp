@@ -150,6 +150,10 @@ BlockReductionShape analyze_block_reduction(const ir::Kernel& kernel,
     return refuse(r.axes.back().var.name_hint() +
                   " indexes no stride-1 dimension: the staging would read strided elements");
   const std::vector<int64_t> extents = domain_extents(kernel);
+  // An empty domain (an empty batch) has no tile to stage: the serial loop launches nothing.
+  for (int64_t e : extents) {
+    if (e == 0) return refuse("the domain is empty");
+  }
   // Output axis candidates: the target's innermost axis first, then the others in order.
   std::vector<int> candidates{innermost_axis(kernel)};
   for (int j = 0; j < static_cast<int>(extents.size()); ++j) {
