@@ -306,7 +306,8 @@ std::string choose_block_tile(ir::Kernel& kernel, const BlockReductionShape& sha
 }
 
 ir::Program choose_block_reductions(const ir::Program& program,
-                                    const BlockReductionOptions& options, ScheduleNotes* notes) {
+                                    const BlockReductionOptions& options, ScheduleNotes* notes,
+                                    std::set<std::string>* few_tokens) {
   ir::Program out = program;
   bool changed = false;
   for (ir::Kernel& kernel : out.kernels) {
@@ -321,6 +322,22 @@ ir::Program choose_block_reductions(const ir::Program& program,
     if (!shape.why_not.empty()) continue;  // not a skinny GEMM: the other schedules' business
     if (options.mode == BlockReductionOptions::Mode::kOff) {
       if (notes) add_schedule_note(*notes, kernel.name, target + ": no block reduction (ADJOINT_TUNE_BLOCK_REDUCTION=off)");
+      continue;
+    }
+    int64_t weight_bytes = 0;  // per output and iteration
+    for (const Expr& e : shape.weight_parts) weight_bytes += ir::dtype_bytes(e.dtype());
+    const int64_t streamed_bytes = shape.tokens * shape.outputs * shape.trips * weight_bytes;
+    if (shape.block_axes.empty() && shape.tokens < options.min_tokens &&
+        streamed_bytes <= options.streamed_max_bytes) {
+      if (few_tokens) few_tokens->insert(kernel.name);
+      if (notes)
+        add_schedule_note(*notes, kernel.name,
+                          target + ": no block reduction (" + std::to_string(shape.tokens) +
+                              " token(s), fewer than " + std::to_string(options.min_tokens) +
+                              ", would idle most of a tile's 32 token lanes, and their weight "
+                              "reads, " + std::to_string(streamed_bytes) + " bytes, are at most " +
+                              std::to_string(options.streamed_max_bytes) +
+                              ": the split reduction streams the weights with every thread instead)");
       continue;
     }
     std::string reason;

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,17 @@ struct BlockReductionOptions {
   /// N > 0 takes N where it divides K and the block stays within 1024 threads, else derives.
   /// ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
   int output_points = 0;
+  /// A kernel without block axes with fewer tokens (the product of the token axes) than
+  /// min_tokens, whose weights read once per token take at most streamed_max_bytes (tokens x
+  /// K x R x the weight parts' bytes), keeps no block schedule. A tile puts its tokens on 32
+  /// lanes, so with few tokens most lanes idle between the barriers while the weights wait in
+  /// shared memory; the split reduction (split_reductions.h) streams them with every thread of
+  /// the GPU instead, each (token, output) point reading its weight row: cheap while the
+  /// re-reads stay few or in L2 (H200, mhc_pre B1 S1 n8 D16384, 42 MB of phi: h_mix 38.7 ->
+  /// 17.8 us; at S4, 168 MB re-read, slower than the block; docs/mhc.md "mhc_pre at few
+  /// tokens, streamed"). ADJOINT_TUNE_BLOCK_MIN_TOKENS; 1 takes every token count (before).
+  int64_t min_tokens = 16;
+  int64_t streamed_max_bytes = int64_t{48} << 20;
 };
 
 /// Options under which every kernel of the shape qualifies: for kernels whose schedule is
@@ -107,10 +119,13 @@ struct BlockSharedLayout {
 BlockSharedLayout block_shared_layout(const ir::GridConfig& grid, int64_t outputs);
 
 /// The pass: marks every kernel with the shape (grid not set yet; derive_grid binds the axes).
-/// Returns the very same program when nothing changes.
+/// Returns the very same program when nothing changes. `few_tokens`, when given, receives the
+/// names of the kernels that have the shape but fewer than options.min_tokens tokens (left
+/// unmarked: ReductionSplitOptions::streamed_weight_kernels).
 ir::Program choose_block_reductions(const ir::Program& program,
                                     const BlockReductionOptions& options,
-                                    ScheduleNotes* notes = nullptr);
+                                    ScheduleNotes* notes = nullptr,
+                                    std::set<std::string>* few_tokens = nullptr);
 
 /// Binds the axes of a marked kernel (output kThread, block axes kBlock, tokens kLinear) and its
 /// block size; the grid is then set.

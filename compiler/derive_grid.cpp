@@ -15,6 +15,24 @@
 namespace adjoint::compiler {
 namespace {
 
+/// The most constant iterations any outermost reduction of the kernel's compute stages takes
+/// per point (0 without one).
+int64_t serial_trips(const ir::Kernel& kernel) {
+  int64_t most = 0;
+  for (const ir::Stage& stage : kernel.stages) {
+    if (stage.kind != ir::StageKind::kCompute) continue;
+    for (const ir::ReduceNode* r : outermost_reductions(stage.value)) {
+      int64_t n = 1;
+      for (const ir::Axis& a : r->axes) {
+        const auto* c = a.extent.as<ir::IntConstNode>();
+        n *= c ? std::max<int64_t>(c->value, 1) : 1;
+      }
+      most = std::max(most, n);
+    }
+  }
+  return most;
+}
+
 /// A domain of rank 0 is one point: one warp is plenty.
 constexpr int kScalarBlockSize = 32;
 
@@ -70,9 +88,13 @@ ir::Program derive_grid(const ir::Program& program, const DeriveGridOptions& opt
       kernel.grid.reduction_lanes = lanes;
       const bool whole_axis = options.whole_axis_kernels.count(kernel.name) > 0;
       const bool scalar = options.scalar_kernels.count(kernel.name) > 0;
-      kernel.grid.vector_width = lanes > 1 ? width
-                                 : scalar  ? 1
-                                           : derived_vector_width(kernel, group_bytes, whole_axis);
+      kernel.grid.vector_width =
+          lanes > 1 ? width
+          : scalar  ? 1
+                    : derived_vector_width(kernel, group_bytes, whole_axis,
+                                           serial_trips(kernel) >= options.reducing_min_trips
+                                               ? options.reducing_min_groups
+                                               : kMinVectorGroups);
       // thread_tiles' choice: R points of its axis, R x V accumulators at most
       kernel.grid.tile_axis = tile_axis;
       kernel.grid.tile_points = tile;

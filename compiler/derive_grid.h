@@ -16,6 +16,7 @@
 #include <string>
 
 #include "compiler/thread_tiles.h"
+#include "compiler/vector_groups.h"
 #include "ir/program.h"
 
 namespace adjoint::compiler {
@@ -33,6 +34,14 @@ struct DeriveGridOptions {
   /// Kernels that keep one point per thread (vector width 1): the binned gather's lane scans
   /// (lower_scatter_to_binned_gather.h, LaneScanKernels), whose warps scan 32 consecutive points.
   std::set<std::string> scalar_kernels;
+  /// The fewest vector groups (threads) a kernel keeps when each of its points reduces serially
+  /// over at least reducing_min_trips constant iterations (the column sums of mhc_pre_backward
+  /// at few tokens: dvecx and dgamma, 80 rows of phi each): more threads keep more of those
+  /// rows' loads in flight: H200, B1 S1 n8 D16384 dvecx 29.7 -> 15.0 us, B1 S4 dx 43.3 -> 13.4
+  /// and dgamma 45.9 -> 27.1 (2^15, every other kernel's minimum, before: docs/mhc.md).
+  /// ADJOINT_TUNE_REDUCING_MIN_GROUPS.
+  int64_t reducing_min_groups = int64_t{1} << 17;
+  int64_t reducing_min_trips = 64;
   /// A thread-tiled kernel's R x V at most (tile_accumulator_limit of these options: their
   /// max_accumulators and long_tile_accumulators): V halves to fit.
   ThreadTileOptions tiles;

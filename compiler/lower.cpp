@@ -122,6 +122,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   check_reduction_split_options(split_options);
   check_thread_tile_options(split_options.tiles);
   grid_options.tiles = split_options.tiles;
+  if (options.reducing_min_groups < 0 || options.reducing_min_groups > (int64_t{1} << 24))
+    throw Error("LowerOptions.reducing_min_groups: expected 0 (derived) or an integer in [1, 2^24], got " +
+                    std::to_string(options.reducing_min_groups),
+                ErrorCode::kInvalidArgument);
+  if (options.reducing_min_groups > 0) grid_options.reducing_min_groups = options.reducing_min_groups;
   TileBlockOptions tile_block_options;
   tile_block_options.forced_rows = options.tile_block_rows;
   tile_block_options.yield_to_block_ring = options.tile_uniform_ring;
@@ -255,6 +260,11 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   block_options.max_stage_width = options.block_stage_width;
   block_options.shared_vectors = options.block_shared_vectors;
   block_options.output_points = options.block_output_points;
+  if (options.block_min_tokens < 1)
+    throw Error("LowerOptions.block_min_tokens: expected an integer >= 1, got " +
+                    std::to_string(options.block_min_tokens),
+                ErrorCode::kInvalidArgument);
+  block_options.min_tokens = options.block_min_tokens;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);
@@ -332,7 +342,8 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
   });
   for (const auto& [kernel, tensor] : claims) schedule_options.excluded_kernels.insert(kernel);
   p = passes.run("choose_block_reductions", p, [&](const ir::Program& x) {
-    return choose_block_reductions(x, block_options, &notes);
+    return choose_block_reductions(x, block_options, &notes,
+                                   &split_options.streamed_weight_kernels);
   });
   for (const auto& [kernel, tensor] : claims) row_options.excluded_kernels.insert(kernel);
   for (const auto& [kernel, tensor] : stores) row_options.excluded_kernels.insert(kernel);

@@ -44,6 +44,10 @@ struct LowerOptions {
   /// The most bytes of the widest target one vector group stores (0: kDefaultGroupBytes, 16).
   /// 8, 16 or 32; 32 gives each thread two 16-byte stores.
   int vector_bytes = 0;
+  /// DeriveGridOptions::reducing_min_groups: the fewest vector groups of a kernel whose points
+  /// each reduce serially over at least 64 iterations (0: derived, 2^17; 32768 the rule before).
+  /// ADJOINT_TUNE_REDUCING_MIN_GROUPS.
+  int64_t reducing_min_groups = 0;
   /// Whole-axis vector groups (vector_groups.h, derived_vector_width) for the broadcast-
   /// innermost binned gather and its chunk sums where records / cells is at most this (3
   /// channels per thread at one record per walk); 0: power-of-two widths only
@@ -148,6 +152,10 @@ struct LowerOptions {
   /// BlockReductionOptions::output_points: Mk, the outputs per thread of a block reduction's
   /// tile (0: derived). ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
   int block_output_points = 0;
+  /// BlockReductionOptions::min_tokens: the fewest tokens for a block reduction without block
+  /// axes; fewer go to the split reduction, which streams the weights (1: any token count).
+  /// ADJOINT_TUNE_BLOCK_MIN_TOKENS.
+  int64_t block_min_tokens = 16;
   /// ReductionSplitOptions::block_few_tokens, a mask in [0, 15] (split_reductions.h): block
   /// splits at few tokens take tiles of one token per lane (1), warp combines of many partials
   /// (2), more partials (4) and, off by default, chunks of 64 under rule 4 (8).

@@ -499,6 +499,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
         : options.count_vector
             ? std::max<int64_t>(options.target_threads / options.vector_thread_divisor, 1)
             : std::max<int64_t>(options.target_threads / options.tiled_thread_divisor, 1);
+    const bool streamed = options.streamed_weight_kernels.count(kernel.name) > 0;
+    const int64_t max_partials = streamed ? options.streamed_max_partials : options.max_partials;
     ir::Kernel rewritten = kernel;
     std::vector<std::string> lines;
     int64_t most_partials = 0;  // the largest G split here
@@ -541,7 +543,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                               options.tiles);
             };
             Launched l = count(1);
-            while (l.threads < target && partials * 2 <= options.max_partials &&
+            while (l.threads < target && partials * 2 <= max_partials &&
                    iterations_per_partial(extent, partials * 2, 1, options.tail) >=
                        options.min_iterations) {
               partials *= 2;
@@ -556,8 +558,11 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                                       " threads" + each + " (target " +
                                       std::to_string(target) + ")";
           } else {
-            while (points * partials / tile < target && partials * 2 <= options.max_partials &&
-                   iterations_per_partial(extent, partials * 2, 1, options.tail) >=
+            // A streamed kernel's partial also walks the reduction's other axes (mhc's i): its
+            // floor counts all of its iterations, not only the split axis' share.
+            const int64_t other_trips = streamed ? std::max<int64_t>(trips(*r) / extent, 1) : 1;
+            while (points * partials / tile < target && partials * 2 <= max_partials &&
+                   iterations_per_partial(extent, partials * 2, 1, options.tail) * other_trips >=
                        options.min_iterations)
               partials *= 2;
             const std::string tiled =
@@ -568,6 +573,8 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                       : "domain points x G" + tiled + " reach " +
                             std::to_string(points * partials / tile) + " threads (target " +
                             std::to_string(target) + ")";
+            if (streamed)
+              why += "; streamed weights: G up to " + std::to_string(max_partials);
           }
         }
         if (partials < 2) {
@@ -670,6 +677,10 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
     if (notes && !lines.empty()) {
       std::string text;
       for (const std::string& l : lines) text += (text.empty() ? "" : "\n") + l;
+      // A streamed kernel keeps the block schedule's refusal above its split (why it has one).
+      const auto before = notes->find(kernel.name);
+      if (streamed && before != notes->end() && !before->second.empty())
+        text = before->second + "\n" + text;
       (*notes)[kernel.name] = text;
     }
     out.kernels.push_back(std::move(rewritten));

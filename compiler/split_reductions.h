@@ -24,6 +24,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "compiler/schedule_notes.h"
@@ -44,6 +45,14 @@ struct ReductionSplitOptions {
   int64_t min_trips = 512;
   /// The largest derived G.
   int64_t max_partials = 1024;
+  /// Kernels with a block reduction's shape that choose_block_reductions left unmarked for too
+  /// few tokens (BlockReductionOptions::min_tokens): GEMVs whose weights (phi, 42 MB at n = 8,
+  /// D = 16384) every thread of the GPU should stream. Their derived G may grow to
+  /// streamed_max_partials (the partials are few: points x G floats against the weights' K x R),
+  /// each partial at least min_iterations of all the reduction's axes (not the split axis'
+  /// alone: at n = 8, G = 4096 leaves 4 of d's 16384 in each of the 8 rows i).
+  std::set<std::string> streamed_weight_kernels;
+  int64_t streamed_max_partials = 4096;
   /// A kernel that thread_tiles will tile (R points per thread) counts points x G / R threads
   /// and aims at target_threads / tiled_thread_divisor of them: each tiled thread keeps R x V
   /// accumulators busy, and every partial costs the whole output again in traffic.

@@ -33,7 +33,8 @@ bool reductions_share_a_load(const ir::Kernel& kernel, int axis) {
 
 }  // namespace
 
-int derived_vector_width(const ir::Kernel& kernel, int group_bytes, bool whole_axis_groups) {
+int derived_vector_width(const ir::Kernel& kernel, int group_bytes, bool whole_axis_groups,
+                         int64_t min_groups) {
   if (kernel.stages.empty()) return 1;
   GridMapping mapping = grid_mapping(kernel);
   if (mapping.linear_axes.empty()) return 1;
@@ -49,7 +50,7 @@ int derived_vector_width(const ir::Kernel& kernel, int group_bytes, bool whole_a
   for (int64_t e : extents) points *= e;
   const int64_t most = std::max<int64_t>(group_bytes / widest, 1);
   int64_t width = most;
-  while (width > 1 && (extents[axis] % width != 0 || points / width < kMinVectorGroups)) width /= 2;
+  while (width > 1 && (extents[axis] % width != 0 || points / width < min_groups)) width /= 2;
   // A whole short axis of no power-of-two extent (3 channels): one group, if its reductions
   // share a load that the group then reads once (see the header).
   const int64_t extent = extents[axis];

@@ -46,8 +46,11 @@ inline constexpr int64_t kMinVectorGroups = int64_t{1} << 15;
 /// that does not move with the axis, V = E: one thread per row of E, which reads the shared
 /// elements once (the binned gather at 3 channels: a cell's bucket walks once for its 3
 /// channels instead of once per channel).
+/// `min_groups` replaces kMinVectorGroups (derive_grid raises it for kernels whose points
+/// each reduce serially over many iterations: DeriveGridOptions::reducing_min_groups).
 int derived_vector_width(const ir::Kernel& kernel, int group_bytes = kDefaultGroupBytes,
-                         bool whole_axis_groups = false);
+                         bool whole_axis_groups = false,
+                         int64_t min_groups = kMinVectorGroups);
 
 /// Where the windows of one reduce axis lie inside every group: for the point x_base + e, the
 /// axis runs over base(x_base) + [begin[e], end[e]), where base(x_base) = start(x_base) + shift.

@@ -302,6 +302,15 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "ADJOINT_TUNE_BLOCK_OUTPUT_POINTS", 0, [](int v) { return v >= 0 && v <= 64; },
       "0 (derived: the largest of 8, 6, 4, 3, 2 dividing the outputs) or the outputs per "
       "thread of a block reduction's tile, in [1, 64], where it divides them");
+  knobs.reducing_min_groups = integer_knob(
+      "ADJOINT_TUNE_REDUCING_MIN_GROUPS", 0, [](int v) { return v >= 0 && v <= (1 << 24); },
+      "0 (derived: 131072) or the fewest vector groups, in [1, 16777216], of a kernel whose "
+      "points each reduce serially over at least 64 iterations (32768: the rule before)");
+  knobs.block_min_tokens = integer_knob(
+      "ADJOINT_TUNE_BLOCK_MIN_TOKENS", 16, [](int v) { return v >= 1 && v <= 1048576; },
+      "the fewest tokens for which a skinny GEMM takes the block reduction, in [1, 1048576] "
+      "(default 16; fewer tokens, whose weight reads stay within 48 MB, go to the split "
+      "reduction, which streams the weights; 1 takes every token count, before)");
   knobs.block_few_tokens = integer_knob(
       "ADJOINT_TUNE_BLOCK_FEW_TOKENS", 7, [](int v) { return v >= 0 && v <= 15; },
       "a mask in [0, 15] for block splits at few tokens: 1 tiles of one token per lane when "
@@ -465,6 +474,8 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.block_stage_width = knobs.block_stage_width;
   options.block_output_points = knobs.block_output_points;
   options.block_few_tokens = knobs.block_few_tokens;
+  options.block_min_tokens = knobs.block_min_tokens;
+  options.reducing_min_groups = knobs.reducing_min_groups;
   options.block_split_rows = knobs.block_split_rows;
   options.block_shared_vectors = knobs.block_shared_vectors;
   options.split_warp_combine_points = knobs.split_warp_combine_points;

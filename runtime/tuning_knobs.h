@@ -87,6 +87,8 @@ struct TuningKnobs {
   bool block_shared_vectors = true;
   int block_output_points = 0;
   int block_few_tokens = 7;
+  int block_min_tokens = 16;
+  int reducing_min_groups = 0;
   bool block_split_rows = true;
   int split_warp_combine_points = 1024;
   int split_warp_combine_stages = 256;

@@ -1,5 +1,5 @@
 """Per-kernel GPU times of the mHC programs named on the command line (default mhc_pre_backward
-and mhc_pre) at three of issue 9's shapes (all five with --all): five
+and mhc_pre) at three of issue 9's shapes (all five with --all, or --shapes BxSxNxD,...): five
 launches of each program under torch.profiler (CUPTI sees the driver-API launches), the mean
 time of each kernel printed by name. Shows which kernel a schedule change moved (compare runs
 with ADJOINT_TUNE_REDUCTION=serial|auto|warp). Not collected by pytest. Programmatic launches
@@ -51,8 +51,13 @@ def profile(op, shape, generic=False):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a not in ("--all", "--generic")]
-    shapes = ALL_SHAPES if "--all" in sys.argv[1:] else SHAPES
+    argv = sys.argv[1:]
+    shapes = ALL_SHAPES if "--all" in argv else SHAPES
+    if "--shapes" in argv:  # --shapes BxSxNxD,...: these shapes instead
+        at = argv.index("--shapes")
+        shapes = [tuple(int(v) for v in text.split("x")) for text in argv[at + 1].split(",")]
+        del argv[at:at + 2]
+    args = [a for a in argv if a not in ("--all", "--generic")]
     ops = args or ["mhc_pre_backward", "mhc_pre"]
     for op in ops:
         for shape in shapes:

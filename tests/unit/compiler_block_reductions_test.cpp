@@ -116,10 +116,13 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   EXPECT_NE(notes.at("mhc_mix").find("split into G=32 contiguous partials over d"),
             std::string::npos)
       << notes.at("mhc_mix");
-  // One token: G = 512 (past block_max_partials: one tile, ADJOINT_TUNE_BLOCK_FEW_TOKENS),
-  // and a warp per point combines the 80 points; 256 with the mask at 0 (the split of before).
-  const ir::Program one_token =
-      choose_block_reductions(program("mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16"), {});
+  // One token taken by the block schedule (min_tokens 1, ADJOINT_TUNE_BLOCK_MIN_TOKENS=1): G =
+  // 512 (past block_max_partials: one tile, ADJOINT_TUNE_BLOCK_FEW_TOKENS), and a warp per
+  // point combines the 80 points; 256 with the mask at 0 (the split of before).
+  BlockReductionOptions any_tokens;
+  any_tokens.min_tokens = 1;
+  const ir::Program one_token = choose_block_reductions(
+      program("mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16"), any_tokens);
   ir::Program one = split_reductions(one_token, {});
   EXPECT_EQ(kernel_named(one, "mhc_mix_h_mix_partials").stages.front().target->shape.front(), 512);
   EXPECT_EQ(kernel_named(one, "mhc_mix").grid.reduction_lanes, 32);
@@ -132,6 +135,7 @@ TEST(BlockReductions, SplitsIntoContiguousRangesWithGAsABlockAxis) {
   // a warp per point for the 6,144 points' 64 partials (mask 0: one tile, thread combine).
   const ir::Program some_tokens =
       choose_block_reductions(program("mhc_pre batch=1 seq=256 n=4 dim=4096 dtype=bf16"), {});
+  EXPECT_GT(kernel_named(some_tokens, "mhc_mix").grid.block_tokens, 0);
   ir::Program some = split_reductions(some_tokens, {});
   EXPECT_EQ(kernel_named(some, "mhc_mix_h_mix_partials").grid.block_tokens, 64);
   EXPECT_EQ(kernel_named(some, "mhc_mix").grid.reduction_lanes, 32);
@@ -207,6 +211,35 @@ TEST(BlockReductions, LowerEmitsTheStagedLoop) {
   off.block_reduction = "off";
   for (const CompiledKernel& k : lower(program("mhc_pre batch=2 seq=300 n=4 dim=64 dtype=f32"), off).kernels)
     EXPECT_EQ(k.source.find("__syncthreads"), std::string::npos);
+}
+
+/// Few tokens whose weight re-reads stay small leave the block schedule to the split
+/// (BlockReductionOptions::min_tokens, streamed_max_bytes): one token of n = 8, D = 16384 (42 MB
+/// of phi) goes; four tokens (168 MB re-read) and sixteen keep the block; min_tokens 1 keeps it
+/// for one token too. Each refusal names the tokens and the bytes.
+TEST(BlockReductions, FewTokensStreamTheirWeightsWhereTheReReadsStaySmall) {
+  struct Case {
+    const char* spec;
+    bool streamed;
+  };
+  for (const Case& c : {Case{"mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16", true},
+                        Case{"mhc_pre batch=1 seq=4 n=8 dim=16384 dtype=bf16", false},
+                        Case{"mhc_pre batch=1 seq=8 n=4 dim=4096 dtype=bf16", true},
+                        Case{"mhc_pre batch=1 seq=16 n=4 dim=4096 dtype=bf16", false}}) {
+    ScheduleNotes notes;
+    std::set<std::string> streamed;
+    const ir::Program p = choose_block_reductions(program(c.spec), {}, &notes, &streamed);
+    EXPECT_EQ(kernel_named(p, "mhc_mix").grid.block_tokens > 0, !c.streamed) << c.spec;
+    EXPECT_EQ(streamed.count("mhc_mix"), c.streamed ? 1u : 0u) << c.spec;
+    if (c.streamed)
+      EXPECT_NE(notes.at("mhc_mix").find("token lanes, and their weight reads"), std::string::npos)
+          << notes.at("mhc_mix");
+  }
+  BlockReductionOptions any_tokens;
+  any_tokens.min_tokens = 1;
+  const ir::Program one =
+      choose_block_reductions(program("mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16"), any_tokens);
+  EXPECT_GT(kernel_named(one, "mhc_mix").grid.block_tokens, 0);
 }
 
 }  // namespace

@@ -127,6 +127,34 @@ TEST(DeriveGrid, TuningOptionsOutsideTheirRangesAreRejected) {
   EXPECT_EQ(launch_dims(large.kernels[0]).block[0], 1024u);
 }
 
+/// out[d] = sum over k < rows of in[k, d]: a column sum, each point a serial reduction.
+ir::Program column_sum(int64_t rows, int64_t columns) {
+  ir::ProgramBuilder b("column_sum");
+  ir::Tensor in = b.input("in", DType::kF32, {rows, columns});
+  ir::Tensor out = b.output("out", DType::kF32, {columns});
+  Var d("d"), k("k");
+  b.kernel("sum_rows", {ir::compute(out, ir::over(out, {d}),
+                                    ir::sum({ir::range(k, Expr(rows))}, ir::load(in, {k, d}),
+                                            DType::kF32))});
+  return std::move(b).build();
+}
+
+/// Kernels whose points each reduce over at least reducing_min_trips (64) iterations keep
+/// reducing_min_groups (2^17) threads before they vectorize; shorter reductions and plain
+/// kernels keep kMinVectorGroups (2^15).
+TEST(DeriveGrid, LongSerialReductionsKeepMoreThreadsBeforeVectorGroups) {
+  auto width = [](const ir::Program& p, DeriveGridOptions options = {}) {
+    return derive_grid(p, options).kernels[0].grid.vector_width;
+  };
+  EXPECT_EQ(width(column_sum(80, 131072)), 1);        // 2^17 points: one point a thread
+  EXPECT_EQ(width(column_sum(80, 1 << 19)), 4);       // 2^17 groups of 4
+  EXPECT_EQ(width(column_sum(63, 131072)), 4);        // a short reduction: 2^15 groups of 4
+  EXPECT_EQ(width(elementwise({131072})), 4);
+  DeriveGridOptions before;
+  before.reducing_min_groups = kMinVectorGroups;      // ADJOINT_TUNE_REDUCING_MIN_GROUPS=32768
+  EXPECT_EQ(width(column_sum(80, 131072), before), 4);
+}
+
 TEST(DeriveGrid, EmptyDomainsLaunchNothing) {
   ir::Program p = derive_grid(elementwise({4, 0}));
   EXPECT_EQ(launch_dims(p.kernels[0]).grid[0], 0u);

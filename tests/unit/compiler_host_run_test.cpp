@@ -476,6 +476,9 @@ struct Variant {
   bool shared_vectors = true;
   /// BlockReductionOptions::output_points: Mk forced (0: derived).
   int output_points = 0;
+  /// BlockReductionOptions::min_tokens: 1 (the block schedule at any token count, so that the
+  /// block tests keep their one-token programs) unless a test asks for the default 8.
+  int64_t block_min_tokens = 1;
   /// ReductionSplitOptions::warp_combine_points: splits of fewer points combine in a warp.
   int64_t split_warp_combine = 1024;
   /// ReductionSplitOptions::count_vector: a tiled split counts R x V per thread.
@@ -598,6 +601,7 @@ struct Variant {
            (stage_width == 8 ? std::string() : "_w" + std::to_string(stage_width)) +
            (shared_vectors ? std::string() : "_nsv") +
            (output_points == 0 ? std::string() : "_mk" + std::to_string(output_points)) +
+           (block_min_tokens == 1 ? std::string() : "_mt" + std::to_string(block_min_tokens)) +
            (split_warp_combine == 1024 ? std::string() : "_wc" + std::to_string(split_warp_combine)) +
            (split_count_vector ? "_cv" : "") + (warp_group_fill ? "" : "_widest") +
            (block_few_tokens == 7 ? std::string() : "_ft" + std::to_string(block_few_tokens)) +
@@ -659,13 +663,14 @@ std::vector<CompiledKernel> compile_kernels(const ir::Program& input, const Vari
   block_options.max_stage_width = variant.stage_width;
   block_options.shared_vectors = variant.shared_vectors;
   block_options.output_points = variant.output_points;
-  p = choose_block_reductions(p, block_options);
+  block_options.min_tokens = variant.block_min_tokens;
+  ReductionSplitOptions split;
+  p = choose_block_reductions(p, block_options, nullptr, &split.streamed_weight_kernels);
   schedule.mode = parse_reduction_mode(variant.reduction, "reduction");
   schedule.preferred_lanes = variant.lane_width;
   schedule.whole_axis_lanes_max = variant.whole_axis_lanes;
   schedule.fill_warps = variant.warp_group_fill;
   p = choose_reduction_schedules(p, schedule);
-  ReductionSplitOptions split;
   split.forced_partials = variant.reduction_split;
   split.block_output_points = variant.output_points;
   split.tiles.forced_points = variant.thread_tile;
@@ -1563,9 +1568,11 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
     ReductionSplitOptions split;
     split.block_few_tokens = 7;
     split.block_wide_weight_bytes = 0;
+    BlockReductionOptions any_tokens;  // the one-token program keeps the block schedule
+    any_tokens.min_tokens = 1;
     ir::Program p = split_reductions(
-        choose_reduction_schedules(choose_block_reductions(simplify(programs[i]), {}), {}), split,
-        &notes);
+        choose_reduction_schedules(choose_block_reductions(simplify(programs[i]), any_tokens), {}),
+        split, &notes);
     std::string all;
     for (const auto& [kernel, text] : notes) all += text + "\n";
     EXPECT_NE(all.find(expected[i]), std::string::npos) << all;
@@ -1582,6 +1589,47 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
   slices.split_rows = false;
   expect_host_runs_match(
       programs, {Variant::schedule(0, "serial", 0), few, before, bounded, chunk64, slices}, 1e-9);
+}
+
+/// Skinny GEMMs of fewer tokens than BlockReductionOptions::min_tokens (ADJOINT_TUNE_BLOCK_MIN_TOKENS,
+/// default 16) keep no block schedule: the strided split streams the weights, G past max_partials
+/// (ReductionSplitOptions::streamed_weight_kernels; seq=1 n=2 dim=16384: G = 2048, every partial
+/// 16 iterations of i and d) and a warp combines each point. The notes say so; seq=16 keeps the
+/// block schedule. Exact f64 sums: every variant equals the serial schedule bit for bit, at the
+/// default and with the block schedule forced (min_tokens 1), at two block sizes.
+TEST(HostRun, FewTokenGemvsStreamTheirWeightsThroughTheSplit) {
+  std::vector<ir::Program> programs;
+  for (const char* spec : {"mhc_pre batch=1 seq=1 n=2 dim=16384 dtype=f64",
+                           "mhc_pre batch=1 seq=3 n=2 dim=4096 dtype=f64",
+                           "mhc_pre batch=1 seq=16 n=2 dim=1024 dtype=f64"}) {
+    programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
+  }
+  const char* expected[] = {"streamed weights: G up to 4096", "streamed weights: G up to 4096",
+                            "h_mix: block reduction"};
+  for (size_t i = 0; i < programs.size(); ++i) {
+    ScheduleNotes notes;
+    ReductionSplitOptions split;
+    const ir::Program chosen =
+        choose_block_reductions(simplify(programs[i]), {}, &notes, &split.streamed_weight_kernels);
+    EXPECT_EQ(split.streamed_weight_kernels.count("mhc_mix"), i < 2 ? 1u : 0u);
+    split_reductions(choose_reduction_schedules(chosen, {}), split, &notes);
+    std::string all;
+    for (const auto& [kernel, text] : notes) all += text + "\n";
+    EXPECT_NE(all.find(expected[i]), std::string::npos) << all;
+    if (i == 0) {
+      EXPECT_NE(all.find("no block reduction (1 token(s), fewer than 16"), std::string::npos) << all;
+      EXPECT_NE(all.find("split into G=2048 partials"), std::string::npos) << all;
+    }
+  }
+  Variant streamed = Variant::block(-1);
+  streamed.reduction = "serial";
+  streamed.block_min_tokens = 16;
+  Variant small_blocks = streamed;
+  small_blocks.block_size = 64;
+  Variant blocked = Variant::block(-1);  // min_tokens 1: the block schedule at every count
+  blocked.reduction = "serial";
+  expect_host_runs_match(programs, {Variant::schedule(0, "serial", 0), streamed, small_blocks, blocked},
+                         1e-9);
 }
 
 /// Reductions for thread tiles: a token sum whose x does not move with k (tiled along k), a
