@@ -326,16 +326,19 @@ ir::Program choose_block_reductions(const ir::Program& program,
     }
     int64_t weight_bytes = 0;  // per output and iteration
     for (const Expr& e : shape.weight_parts) weight_bytes += ir::dtype_bytes(e.dtype());
-    const int64_t streamed_bytes = shape.tokens * shape.outputs * shape.trips * weight_bytes;
+    // In double: huge shapes must not overflow the estimate (they are far above the bound).
+    const double streamed_bytes = static_cast<double>(shape.tokens) * shape.outputs *
+                                  static_cast<double>(shape.trips) * weight_bytes;
     if (shape.block_axes.empty() && shape.tokens < options.min_tokens &&
-        streamed_bytes <= options.streamed_max_bytes) {
+        streamed_bytes <= static_cast<double>(options.streamed_max_bytes)) {
       if (few_tokens) few_tokens->insert(kernel.name);
       if (notes)
         add_schedule_note(*notes, kernel.name,
                           target + ": no block reduction (" + std::to_string(shape.tokens) +
                               " token(s), fewer than " + std::to_string(options.min_tokens) +
                               ", would idle most of a tile's 32 token lanes, and their weight "
-                              "reads, " + std::to_string(streamed_bytes) + " bytes, are at most " +
+                              "reads, " + std::to_string(static_cast<int64_t>(streamed_bytes)) +
+                              " bytes, are at most " +
                               std::to_string(options.streamed_max_bytes) +
                               ": the split reduction streams the weights with every thread instead)");
       continue;

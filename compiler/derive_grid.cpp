@@ -25,7 +25,10 @@ int64_t serial_trips(const ir::Kernel& kernel) {
       int64_t n = 1;
       for (const ir::Axis& a : r->axes) {
         const auto* c = a.extent.as<ir::IntConstNode>();
-        n *= c ? std::max<int64_t>(c->value, 1) : 1;
+        // Saturated: only the comparison with a small bound matters, and no product overflows.
+        n = std::min<int64_t>(n * std::min<int64_t>(c ? std::max<int64_t>(c->value, 1) : 1,
+                                                    int64_t{1} << 20),
+                              int64_t{1} << 40);
       }
       most = std::max(most, n);
     }
