@@ -329,8 +329,11 @@ ir::Program choose_block_reductions(const ir::Program& program,
     // In double: huge shapes must not overflow the estimate (they are far above the bound).
     const double streamed_bytes = static_cast<double>(shape.tokens) * shape.outputs *
                                   static_cast<double>(shape.trips) * weight_bytes;
-    if (shape.block_axes.empty() && shape.tokens < options.min_tokens &&
-        streamed_bytes <= static_cast<double>(options.streamed_max_bytes)) {
+    const bool few = shape.tokens <= options.few_tokens &&
+                     streamed_bytes <= static_cast<double>(options.few_tokens_max_bytes);
+    const bool narrow = shape.outputs <= options.narrow_outputs &&
+                        streamed_bytes <= static_cast<double>(options.streamed_max_bytes);
+    if (shape.block_axes.empty() && shape.tokens < options.min_tokens && (few || narrow)) {
       if (few_tokens) few_tokens->insert(kernel.name);
       if (notes)
         add_schedule_note(*notes, kernel.name,
@@ -339,7 +342,11 @@ ir::Program choose_block_reductions(const ir::Program& program,
                               ", would idle most of a tile's 32 token lanes, and their weight "
                               "reads, " + std::to_string(static_cast<int64_t>(streamed_bytes)) +
                               " bytes, are at most " +
-                              std::to_string(options.streamed_max_bytes) +
+                              std::to_string(few ? options.few_tokens_max_bytes
+                                                 : options.streamed_max_bytes) +
+                              (few ? " (at most " + std::to_string(options.few_tokens) + " tokens)"
+                                   : " (at most " + std::to_string(options.narrow_outputs) +
+                                         " outputs)") +
                               ": the split reduction streams the weights with every thread instead)");
       continue;
     }

@@ -61,17 +61,24 @@ struct BlockReductionOptions {
   /// N > 0 takes N where it divides K and the block stays within 1024 threads, else derives.
   /// ADJOINT_TUNE_BLOCK_OUTPUT_POINTS.
   int output_points = 0;
-  /// A kernel without block axes with fewer tokens (the product of the token axes) than
-  /// min_tokens, whose weights read once per token take at most streamed_max_bytes (tokens x
-  /// K x R x the weight parts' bytes), keeps no block schedule. A tile puts its tokens on 32
-  /// lanes, so with few tokens most lanes idle between the barriers while the weights wait in
-  /// shared memory; the split reduction (split_reductions.h) streams them with every thread of
-  /// the GPU instead, each (token, output) point reading its weight row: cheap while the
-  /// re-reads stay few or in L2 (H200, mhc_pre B1 S1 n8 D16384, 42 MB of phi: h_mix 38.7 ->
-  /// 17.8 us; at S4, 168 MB re-read, slower than the block; docs/mhc.md "mhc_pre at few
-  /// tokens, streamed"). ADJOINT_TUNE_BLOCK_MIN_TOKENS; 1 takes every token count (before).
-  int64_t min_tokens = 16;
-  int64_t streamed_max_bytes = int64_t{48} << 20;
+  /// A kernel without block axes of fewer tokens (the product of the token axes) than
+  /// min_tokens keeps no block schedule where its weights, read once per token (tokens x K x
+  /// R x the weight parts' bytes), stay within a bound: few_tokens_max_bytes for at most
+  /// few_tokens tokens, streamed_max_bytes for narrow GEMMs (at most narrow_outputs outputs K).
+  /// A tile puts its tokens on 32 lanes, so with few tokens most lanes idle between the barriers
+  /// while the weights wait in shared memory; the split reduction (split_reductions.h) streams
+  /// them with every thread of the GPU instead, each (token, output) point reading its weight
+  /// row: cheap while the re-reads stay few or in L2. Measured on the H200 (docs/compiler.md
+  /// "Few tokens: the weights streamed"): h_mix at B1 S1 n8 D16384 38.7 -> 17.8 us, S2 40.8 ->
+  /// 22.4; n = 4 (K = 24) faster up to 24 tokens; n = 6 and 8 at 8 tokens 15% slower, hence the
+  /// two bounds. ADJOINT_TUNE_BLOCK_MIN_TOKENS (1: every token count keeps the block, before)
+  /// and ADJOINT_TUNE_BLOCK_STREAMED_MB (streamed_max_bytes in MiB; few_tokens_max_bytes is
+  /// twice it).
+  int64_t min_tokens = 32;
+  int64_t few_tokens = 4;
+  int64_t narrow_outputs = 32;
+  int64_t streamed_max_bytes = int64_t{40} << 20;
+  int64_t few_tokens_max_bytes = int64_t{80} << 20;
 };
 
 /// Options under which every kernel of the shape qualifies: for kernels whose schedule is

@@ -265,6 +265,12 @@ CompiledProgram lower(const ir::Program& source, const LowerOptions& options) {
                     std::to_string(options.block_min_tokens),
                 ErrorCode::kInvalidArgument);
   block_options.min_tokens = options.block_min_tokens;
+  if (options.block_streamed_mib < 0 || options.block_streamed_mib > (int64_t{1} << 20))
+    throw Error("LowerOptions.block_streamed_mib: expected an integer in [0, 2^20], got " +
+                    std::to_string(options.block_streamed_mib),
+                ErrorCode::kInvalidArgument);
+  block_options.streamed_max_bytes = options.block_streamed_mib << 20;
+  block_options.few_tokens_max_bytes = 2 * block_options.streamed_max_bytes;
   ir::verify(input);
   PassRecorder passes(options.record_passes);
   passes.record("input", source);

@@ -155,7 +155,11 @@ struct LowerOptions {
   /// BlockReductionOptions::min_tokens: the fewest tokens for a block reduction without block
   /// axes; fewer go to the split reduction, which streams the weights (1: any token count).
   /// ADJOINT_TUNE_BLOCK_MIN_TOKENS.
-  int64_t block_min_tokens = 16;
+  int64_t block_min_tokens = 32;
+  /// BlockReductionOptions::streamed_max_bytes, in MiB: the most weight bytes, read once per
+  /// token, that a narrow one may stream (default 40; few_tokens_max_bytes is twice it).
+  /// ADJOINT_TUNE_BLOCK_STREAMED_MB.
+  int64_t block_streamed_mib = 40;
   /// ReductionSplitOptions::block_few_tokens, a mask in [0, 15] (split_reductions.h): block
   /// splits at few tokens take tiles of one token per lane (1), warp combines of many partials
   /// (2), more partials (4) and, off by default, chunks of 64 under rule 4 (8).

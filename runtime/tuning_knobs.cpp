@@ -307,10 +307,16 @@ TuningKnobs read_tuning_knobs(const EnvironmentLookup& lookup) {
       "0 (derived: 131072) or the fewest vector groups, in [1, 16777216], of a kernel whose "
       "points each reduce serially over at least 64 iterations (32768: the rule before)");
   knobs.block_min_tokens = integer_knob(
-      "ADJOINT_TUNE_BLOCK_MIN_TOKENS", 16, [](int v) { return v >= 1 && v <= 1048576; },
-      "the fewest tokens for which a skinny GEMM takes the block reduction, in [1, 1048576] "
-      "(default 16; fewer tokens, whose weight reads stay within 48 MB, go to the split "
-      "reduction, which streams the weights; 1 takes every token count, before)");
+      "ADJOINT_TUNE_BLOCK_MIN_TOKENS", 32, [](int v) { return v >= 1 && v <= 1048576; },
+      "the fewest tokens for which a skinny GEMM always takes the block reduction, in [1, "
+      "1048576] (default 32; fewer tokens whose weight reads stay within "
+      "ADJOINT_TUNE_BLOCK_STREAMED_MB go to the split reduction, which streams the weights; 1 "
+      "takes every token count, before)");
+  knobs.block_streamed_mib = integer_knob(
+      "ADJOINT_TUNE_BLOCK_STREAMED_MB", 40, [](int v) { return v >= 0 && v <= (1 << 20); },
+      "the most MiB of weights, read once per token, that a narrow skinny GEMM of few tokens "
+      "streams instead of taking the block reduction (twice that at 4 tokens or fewer), in "
+      "[0, 1048576] (default 40; 0 never)");
   knobs.block_few_tokens = integer_knob(
       "ADJOINT_TUNE_BLOCK_FEW_TOKENS", 7, [](int v) { return v >= 0 && v <= 15; },
       "a mask in [0, 15] for block splits at few tokens: 1 tiles of one token per lane when "
@@ -475,6 +481,7 @@ void apply_tuning_knobs(const TuningKnobs& knobs, compiler::LowerOptions& option
   options.block_output_points = knobs.block_output_points;
   options.block_few_tokens = knobs.block_few_tokens;
   options.block_min_tokens = knobs.block_min_tokens;
+  options.block_streamed_mib = knobs.block_streamed_mib;
   options.reducing_min_groups = knobs.reducing_min_groups;
   options.block_split_rows = knobs.block_split_rows;
   options.block_shared_vectors = knobs.block_shared_vectors;

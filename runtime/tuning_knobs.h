@@ -87,7 +87,8 @@ struct TuningKnobs {
   bool block_shared_vectors = true;
   int block_output_points = 0;
   int block_few_tokens = 7;
-  int block_min_tokens = 16;
+  int block_min_tokens = 32;
+  int block_streamed_mib = 40;
   int reducing_min_groups = 0;
   bool block_split_rows = true;
   int split_warp_combine_points = 1024;

@@ -214,18 +214,21 @@ TEST(BlockReductions, LowerEmitsTheStagedLoop) {
 }
 
 /// Few tokens whose weight re-reads stay small leave the block schedule to the split
-/// (BlockReductionOptions::min_tokens, streamed_max_bytes): one token of n = 8, D = 16384 (42 MB
-/// of phi) goes; four tokens (168 MB re-read) and sixteen keep the block; min_tokens 1 keeps it
-/// for one token too. Each refusal names the tokens and the bytes.
+/// (BlockReductionOptions::min_tokens, few_tokens, narrow_outputs and the two byte bounds): one
+/// and two tokens of n = 8, D = 16384 (40 and 80 MiB of phi re-read) go, four (160 MiB) keep the
+/// block; 8 tokens of n = 4 (24 outputs, 12 MB) go, 8 of n = 8 (80 outputs) and 32 of n = 4 keep
+/// it; min_tokens 1 keeps it for one token too. Each refusal names the tokens and the bytes.
 TEST(BlockReductions, FewTokensStreamTheirWeightsWhereTheReReadsStaySmall) {
   struct Case {
     const char* spec;
     bool streamed;
   };
   for (const Case& c : {Case{"mhc_pre batch=1 seq=1 n=8 dim=16384 dtype=bf16", true},
+                        Case{"mhc_pre batch=1 seq=2 n=8 dim=16384 dtype=bf16", true},
                         Case{"mhc_pre batch=1 seq=4 n=8 dim=16384 dtype=bf16", false},
                         Case{"mhc_pre batch=1 seq=8 n=4 dim=4096 dtype=bf16", true},
-                        Case{"mhc_pre batch=1 seq=16 n=4 dim=4096 dtype=bf16", false}}) {
+                        Case{"mhc_pre batch=1 seq=8 n=8 dim=1024 dtype=bf16", false},
+                        Case{"mhc_pre batch=1 seq=32 n=4 dim=4096 dtype=bf16", false}}) {
     ScheduleNotes notes;
     std::set<std::string> streamed;
     const ir::Program p = choose_block_reductions(program(c.spec), {}, &notes, &streamed);

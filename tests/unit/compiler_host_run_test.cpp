@@ -1592,16 +1592,16 @@ TEST(HostRun, FewTokenBlockSplitsMatchTheSerialScheduleBitForBit) {
 }
 
 /// Skinny GEMMs of fewer tokens than BlockReductionOptions::min_tokens (ADJOINT_TUNE_BLOCK_MIN_TOKENS,
-/// default 16) keep no block schedule: the strided split streams the weights, G past max_partials
-/// (ReductionSplitOptions::streamed_weight_kernels; seq=1 n=2 dim=16384: G = 2048, every partial
-/// 16 iterations of i and d) and a warp combines each point. The notes say so; seq=16 keeps the
-/// block schedule. Exact f64 sums: every variant equals the serial schedule bit for bit, at the
+/// default 32; their weight re-reads bounded) keep no block schedule: the strided split streams
+/// the weights, G past max_partials (ReductionSplitOptions::streamed_weight_kernels; seq=1 n=2
+/// dim=16384: G = 2048, every partial 16 iterations of i and d) and a warp combines each point.
+/// The notes say so; seq=32 keeps the block schedule. Exact f64 sums: every variant equals the serial schedule bit for bit, at the
 /// default and with the block schedule forced (min_tokens 1), at two block sizes.
 TEST(HostRun, FewTokenGemvsStreamTheirWeightsThroughTheSplit) {
   std::vector<ir::Program> programs;
   for (const char* spec : {"mhc_pre batch=1 seq=1 n=2 dim=16384 dtype=f64",
                            "mhc_pre batch=1 seq=3 n=2 dim=4096 dtype=f64",
-                           "mhc_pre batch=1 seq=16 n=2 dim=1024 dtype=f64"}) {
+                           "mhc_pre batch=1 seq=32 n=2 dim=1024 dtype=f64"}) {
     programs.push_back(unfuse_fma_sums(ops::parse_specialization(spec).build_program()));
   }
   const char* expected[] = {"streamed weights: G up to 4096", "streamed weights: G up to 4096",
@@ -1617,13 +1617,13 @@ TEST(HostRun, FewTokenGemvsStreamTheirWeightsThroughTheSplit) {
     for (const auto& [kernel, text] : notes) all += text + "\n";
     EXPECT_NE(all.find(expected[i]), std::string::npos) << all;
     if (i == 0) {
-      EXPECT_NE(all.find("no block reduction (1 token(s), fewer than 16"), std::string::npos) << all;
+      EXPECT_NE(all.find("no block reduction (1 token(s), fewer than 32"), std::string::npos) << all;
       EXPECT_NE(all.find("split into G=2048 partials"), std::string::npos) << all;
     }
   }
   Variant streamed = Variant::block(-1);
   streamed.reduction = "serial";
-  streamed.block_min_tokens = 16;
+  streamed.block_min_tokens = 32;
   Variant small_blocks = streamed;
   small_blocks.block_size = 64;
   Variant blocked = Variant::block(-1);  // min_tokens 1: the block schedule at every count
