@@ -21,17 +21,8 @@ int64_t serial_trips(const ir::Kernel& kernel) {
   int64_t most = 0;
   for (const ir::Stage& stage : kernel.stages) {
     if (stage.kind != ir::StageKind::kCompute) continue;
-    for (const ir::ReduceNode* r : outermost_reductions(stage.value)) {
-      int64_t n = 1;
-      for (const ir::Axis& a : r->axes) {
-        const auto* c = a.extent.as<ir::IntConstNode>();
-        // Saturated: only the comparison with a small bound matters, and no product overflows.
-        n = std::min<int64_t>(n * std::min<int64_t>(c ? std::max<int64_t>(c->value, 1) : 1,
-                                                    int64_t{1} << 20),
-                              int64_t{1} << 40);
-      }
-      most = std::max(most, n);
-    }
+    for (const ir::ReduceNode* r : outermost_reductions(stage.value))
+      most = std::max(most, constant_trips(*r));
   }
   return most;
 }

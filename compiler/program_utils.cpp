@@ -168,6 +168,17 @@ std::string unique_tensor_name(const ir::Program& program, const std::string& ba
   return name;
 }
 
+int64_t constant_trips(const ir::ReduceNode& r) {
+  constexpr int64_t kMost = int64_t{1} << 40;
+  int64_t n = 1;
+  for (const ir::Axis& a : r.axes) {
+    const auto* c = a.extent.as<ir::IntConstNode>();
+    const int64_t e = c ? std::min<int64_t>(std::max<int64_t>(c->value, 1), kMost) : 1;
+    n = n > kMost / e ? kMost : n * e;
+  }
+  return n;
+}
+
 std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value) {
   std::vector<const ir::ReduceNode*> found;
   std::function<void(const ir::Expr&)> walk = [&](const ir::Expr& e) {

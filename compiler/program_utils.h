@@ -70,6 +70,10 @@ std::pair<ir::Tensor, ir::Kernel> permuted_copy(ir::Program& program, const ir::
 /// (a warp kernel makes exactly these cooperative; thread tiles share their loops).
 std::vector<const ir::ReduceNode*> outermost_reductions(const ir::Expr& value);
 
+/// The iterations of `r` per point: the product of its axes' constant extents (an extent that
+/// is not a constant counts 1, an empty one 1), saturated at 2^40 so that it never overflows.
+int64_t constant_trips(const ir::ReduceNode& r);
+
 /// The reductions of `value` evaluated whenever it is (not inside a select branch or the right
 /// operand of && and ||, not inside another reduction), each once, outermost first.
 std::vector<const ir::ReduceNode*> unconditional_reductions(const ir::Expr& value);

@@ -72,15 +72,6 @@ std::string ineligible(const ir::ReduceNode& r, const std::vector<ir::Tensor>& w
   return best > 0 ? "" : "no axis of constant start 0 and constant extent";
 }
 
-/// Iterations of the reduction: the product of its constant extents (others count as 1).
-int64_t trips(const ir::ReduceNode& r) {
-  int64_t n = 1;
-  for (const ir::Axis& a : r.axes) {
-    if (auto e = constant(a.extent)) n *= std::max<int64_t>(*e, 1);
-  }
-  return n;
-}
-
 /// Iterations per partial when G partials share an axis of `extent`: floor(extent / G), rounded
 /// down to a multiple of `multiple`; 0 when G partials do not fit. Without `tail` G must divide
 /// the extent exactly (the split before tails: an odd token count then got no split at all).
@@ -508,7 +499,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
       if (stage.kind != ir::StageKind::kCompute) continue;
       for (const ir::ReduceNode* r : unconditional_reductions(stage.value)) {
         const std::string what = stage.target->name + ": reduction of " +
-                                 std::to_string(trips(*r)) + " iterations per point, " +
+                                 std::to_string(constant_trips(*r)) + " iterations per point, " +
                                  std::to_string(points) + " points";
         size_t axis = 0;
         std::string why = ineligible(*r, written, axis);
@@ -528,7 +519,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                                 : ", which does not divide " + std::to_string(extent);
         } else if (options.forced_partials == 0) {
           why = "splitting switched off by ADJOINT_TUNE_REDUCTION_SPLIT=0";
-        } else if (trips(*r) < options.min_trips) {
+        } else if (constant_trips(*r) < options.min_trips) {
           why = "fewer than " + std::to_string(options.min_trips) + " iterations";
         } else {
           if (tile > 1 && options.count_vector) {
@@ -560,7 +551,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
           } else {
             // A streamed kernel's partial also walks the reduction's other axes (mhc's i): its
             // floor counts all of its iterations, not only the split axis' share.
-            const int64_t other_trips = streamed ? std::max<int64_t>(trips(*r) / extent, 1) : 1;
+            const int64_t other_trips = streamed ? std::max<int64_t>(constant_trips(*r) / extent, 1) : 1;
             while (points * partials / tile < target && partials * 2 <= max_partials &&
                    iterations_per_partial(extent, partials * 2, 1, options.tail) * other_trips >=
                        options.min_iterations)
@@ -621,7 +612,7 @@ ir::Program split_reductions(const ir::Program& program, const ReductionSplitOpt
                         tail_note(extent, covered, split.var.name_hint()) + "; " + why);
         if (notes) (*notes)[partials_kernel.name] =
             "split reduction, stage 1 of 2: " + std::to_string(partials) + " partials of " +
-            stage.target->name + " per point, each " + std::to_string(trips(*r) / partials) +
+            stage.target->name + " per point, each " + std::to_string(constant_trips(*r) / partials) +
             " iterations; " + why;
         out.kernels.push_back(std::move(partials_kernel));
         most_partials = std::max(most_partials, partials);
